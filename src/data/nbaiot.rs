@@ -1,0 +1,201 @@
+//! N-BaIoT directories, in either published layout. Device = task, benign = positive.
+//!
+//! - UCI:    `<device>/benign_traffic.csv`, `<device>/mirai_attacks/*.csv`,
+//!   `<device>/gafgyt_attacks/*.csv`
+//! - Kaggle: `<device>.benign.csv`, `<device>.mirai.udp.csv`, `<device>.gafgyt.scan.csv`, …
+//!
+//! Each file has the 115-column header and feature values only.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::csv_tasks::parse_feature;
+use super::{DataError, Label, Task, TaskSet};
+
+/// One traffic file and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TrafficFile {
+    pub device: String,
+    /// "benign", or "<family>.<attack>" such as "gafgyt.udp".
+    pub class: String,
+    pub path: PathBuf,
+}
+
+impl TrafficFile {
+    pub fn label(&self) -> Label {
+        if self.class == "benign" {
+            Label::Positive
+        } else {
+            Label::Negative
+        }
+    }
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, DataError> {
+    let io = |source| DataError::Io {
+        path: dir.into(),
+        source,
+    };
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// List the traffic files of a directory in either layout, benign first per device.
+pub fn discover(dir: &Path) -> Result<Vec<TrafficFile>, DataError> {
+    let mut files = Vec::new();
+    for entry in read_dir_sorted(dir)? {
+        let name = file_name(&entry);
+        if entry.is_dir() {
+            // UCI layout: one folder per device.
+            let benign = entry.join("benign_traffic.csv");
+            if benign.is_file() {
+                files.push(TrafficFile {
+                    device: name.clone(),
+                    class: "benign".into(),
+                    path: benign,
+                });
+            }
+            for family in ["gafgyt", "mirai"] {
+                let attacks = entry.join(format!("{family}_attacks"));
+                if attacks.is_dir() {
+                    for f in read_dir_sorted(&attacks)? {
+                        if let Some(attack) = file_name(&f).strip_suffix(".csv") {
+                            files.push(TrafficFile {
+                                device: name.clone(),
+                                class: format!("{family}.{attack}"),
+                                path: f.clone(),
+                            });
+                        }
+                    }
+                }
+            }
+        } else if let Some(stem) = name.strip_suffix(".csv") {
+            // Kaggle layout: <device>.benign.csv or <device>.<family>.<attack>.csv
+            let parts: Vec<&str> = stem.split('.').collect();
+            match parts.as_slice() {
+                [device, "benign"] => files.push(TrafficFile {
+                    device: device.to_string(),
+                    class: "benign".into(),
+                    path: entry.clone(),
+                }),
+                [device, family @ ("mirai" | "gafgyt"), attack] => files.push(TrafficFile {
+                    device: device.to_string(),
+                    class: format!("{family}.{attack}"),
+                    path: entry.clone(),
+                }),
+                _ => {}
+            }
+        }
+    }
+    // Benign first within a device, then attacks by name.
+    files.sort_by(|a, b| {
+        (&a.device, a.class != "benign", &a.class).cmp(&(&b.device, b.class != "benign", &b.class))
+    });
+    if files.is_empty() {
+        return Err(DataError::BadFile {
+            path: dir.into(),
+            reason: "no N-BaIoT files found (expected <device>/benign_traffic.csv or <device>.benign.csv)".into(),
+        });
+    }
+    Ok(files)
+}
+
+/// Read one feature-only CSV. Returns its header and row-major values.
+pub fn read_feature_csv(
+    path: &Path,
+    skip_bad_rows: bool,
+    skipped: &mut usize,
+) -> Result<(Vec<String>, Vec<f32>), DataError> {
+    let file = std::fs::File::open(path).map_err(|source| DataError::Io {
+        path: path.into(),
+        source,
+    })?;
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_reader(std::io::BufReader::new(file));
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|e| DataError::BadFile {
+            path: path.into(),
+            reason: format!("header: {e}"),
+        })?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let mut values = Vec::new();
+    let mut row = Vec::with_capacity(header.len());
+    for (n, record) in reader.records().enumerate() {
+        let mut line = n as u64 + 2;
+        let parsed = record.map_err(|e| e.to_string()).and_then(|rec| {
+            line = rec.position().map_or(line, |p| p.line());
+            if rec.len() != header.len() {
+                return Err(format!(
+                    "{} columns, the header has {}",
+                    rec.len(),
+                    header.len()
+                ));
+            }
+            row.clear();
+            for (v, name) in rec.iter().zip(&header) {
+                row.push(parse_feature(v, name)?);
+            }
+            Ok(())
+        });
+        match parsed {
+            Ok(()) => values.extend_from_slice(&row),
+            Err(reason) if skip_bad_rows => {
+                tracing::warn!(file = %path.display(), line, reason, "skipping bad row");
+                *skipped += 1;
+            }
+            Err(reason) => {
+                return Err(DataError::BadRow {
+                    path: path.into(),
+                    line,
+                    reason,
+                })
+            }
+        }
+    }
+    Ok((header, values))
+}
+
+pub fn load_dir(dir: &Path, skip_bad_rows: bool) -> Result<TaskSet, DataError> {
+    let files = discover(dir)?;
+    let mut names: Option<Vec<String>> = None;
+    let mut tasks: BTreeMap<String, Task> = BTreeMap::new();
+    let mut skipped = 0;
+    for f in &files {
+        let (header, values) = read_feature_csv(&f.path, skip_bad_rows, &mut skipped)?;
+        match &names {
+            None => names = Some(header.clone()),
+            Some(n) if *n != header => {
+                return Err(DataError::BadFile {
+                    path: f.path.clone(),
+                    reason: "header differs from the other files".into(),
+                })
+            }
+            Some(_) => {}
+        }
+        let task = tasks
+            .entry(f.device.clone())
+            .or_insert_with(|| Task::new(f.device.clone()));
+        let rows = values.len() / header.len().max(1);
+        task.x.extend_from_slice(&values);
+        task.labels.extend(std::iter::repeat(f.label()).take(rows));
+    }
+    Ok(TaskSet {
+        feature_names: names.unwrap_or_default(),
+        tasks: tasks.into_values().collect(),
+        skipped_rows: skipped,
+    })
+}

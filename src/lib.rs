@@ -1,0 +1,13 @@
+//! metapu: few-shot anomaly detection for IoT fleets by meta-learned
+//! positive-unlabeled classification (Kumagai et al., "Meta-learning for
+//! Positive-unlabeled Classification").
+//!
+//! - [`model`] — the paper's model and its file format (pure, no I/O but the file)
+//! - [`data`] — tasks, loaders, the Synthetic generator, the evaluation protocol
+//! - [`train`] — meta-training (Algorithm 1)
+//! - [`evaluate`] — accuracy and prior error on protocol episodes
+
+pub mod data;
+pub mod evaluate;
+pub mod model;
+pub mod train;

@@ -1,0 +1,154 @@
+//! The meta-PU network: DeepSets task vectors (f, g), the instance embedding h and
+//! the learned regulariser λ, shared by all tasks (paper section 4, appendix
+//! "Network Architecture"). Inputs are already preprocessed.
+
+use serde::{Deserialize, Serialize};
+use tch::{nn, Device, Kind, Tensor};
+
+use super::closed_form;
+use super::nets::Mlp;
+use super::support::{AdaptedBatch, SupportBatch};
+
+/// Architecture and fixed hyperparameters; stored in the model file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetConfig {
+    /// Feature count D.
+    pub input_dim: i64,
+    /// Hidden width of f, g and h (paper: 100).
+    pub hidden: i64,
+    /// Output width of f (paper: 100).
+    pub set_dim: i64,
+    /// Task-vector size K (paper: chosen in {16, 32, 64, 128}).
+    pub task_dim: i64,
+    /// Embedding size M of h (paper: 100).
+    pub embed_dim: i64,
+    /// Sigmoid sharpness τ of the smoothed risk (paper: 10).
+    pub tau: f64,
+    /// λ at initialisation (then learned).
+    pub lambda_init: f64,
+    /// false = the "w/o z" ablation: h sees only x.
+    pub use_task_vectors: bool,
+}
+
+impl NetConfig {
+    pub fn paper(input_dim: i64, task_dim: i64) -> Self {
+        Self {
+            input_dim,
+            hidden: 100,
+            set_dim: 100,
+            task_dim,
+            embed_dim: 100,
+            tau: 10.0,
+            lambda_init: 0.1,
+            use_task_vectors: true,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct MetaPuNet {
+    pub vs: nn::VarStore,
+    pub config: NetConfig,
+    f: Mlp,
+    g: Mlp,
+    h: Mlp,
+    log_lambda: Tensor,
+}
+
+impl MetaPuNet {
+    /// A freshly initialised network (torch's default init; seed with `tch::manual_seed`).
+    pub fn new(config: NetConfig, device: Device) -> Self {
+        let vs = nn::VarStore::new(device);
+        let root = vs.root();
+        let c = &config;
+        // f: 3 layers, g: 2 layers, h: 4 layers (paper appendix).
+        let f = Mlp::new(
+            &(&root / "f"),
+            &[c.input_dim, c.hidden, c.hidden, c.set_dim],
+        );
+        let g = Mlp::new(&(&root / "g"), &[c.set_dim, c.hidden, c.task_dim]);
+        let h_in = if c.use_task_vectors {
+            c.input_dim + 2 * c.task_dim
+        } else {
+            c.input_dim
+        };
+        let h = Mlp::new(
+            &(&root / "h"),
+            &[h_in, c.hidden, c.hidden, c.hidden, c.embed_dim],
+        );
+        let log_lambda = root.var("log_lambda", &[], nn::Init::Const(c.lambda_init.ln()));
+        Self {
+            vs,
+            config,
+            f,
+            g,
+            h,
+            log_lambda,
+        }
+    }
+
+    pub fn device(&self) -> Device {
+        self.vs.device()
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.log_lambda.kind()
+    }
+
+    /// λ > 0, parameterised by its logarithm.
+    pub fn lambda(&self) -> Tensor {
+        self.log_lambda.exp()
+    }
+
+    /// Task vectors z_p, z_u (`[B, K]`) of a support batch.
+    pub fn task_vectors(&self, support: &SupportBatch) -> (Tensor, Tensor) {
+        let fx = self.f.forward(&support.x);
+        let z_p = self.g.forward(&closed_form::masked_mean(&fx, &support.pos));
+        let z_u = self.g.forward(&closed_form::masked_mean(&fx, &support.unl));
+        (z_p, z_u)
+    }
+
+    /// Embeddings h([x, z_p, z_u]) for rows `x` (`[B, N, D]`) of each task → `[B, N, M]`.
+    pub fn embed(&self, x: &Tensor, z_p: &Tensor, z_u: &Tensor) -> Tensor {
+        if !self.config.use_task_vectors {
+            return self.h.forward(x).softplus();
+        }
+        let (b, n, _) = x.size3().expect("rows must be [B, N, D]");
+        let k = self.config.task_dim;
+        let zp = z_p.unsqueeze(1).expand([b, n, k], false);
+        let zu = z_u.unsqueeze(1).expand([b, n, k], false);
+        self.h.forward(&Tensor::cat(&[x, &zp, &zu], -1)).softplus()
+    }
+
+    /// Adapt to every task of the batch: task vectors, one batched closed-form solve,
+    /// the prior estimate. `leak` > 0 only in meta-training (see `nonnegative_weights`).
+    pub fn adapt(&self, support: &SupportBatch, leak: f64) -> AdaptedBatch {
+        let (z_p, z_u) = self.task_vectors(support);
+        let h = self.embed(&support.x, &z_p, &z_u);
+        let w_raw =
+            closed_form::unconstrained_weights(&h, &support.pos, &support.unl, &self.lambda());
+        let w = closed_form::nonnegative_weights(&w_raw, leak);
+        let support_ratio = closed_form::ratio(&h, &w);
+        let any = (&support.pos + &support.unl).clamp_max(1.0);
+        let prior = closed_form::prior_from_ratio(&support_ratio, &any);
+        AdaptedBatch { z_p, z_u, w, prior }
+    }
+
+    /// Density ratio of rows `x` (`[B, N, D]`) under each task's adapted state → `[B, N]`.
+    pub fn ratio_grouped(&self, adapted: &AdaptedBatch, x: &Tensor) -> Tensor {
+        let h = self.embed(x, &adapted.z_p, &adapted.z_u);
+        closed_form::ratio(&h, &adapted.w)
+    }
+
+    /// Density ratio of a flat list of rows `x` (`[N, D]`), row i belonging to task
+    /// `task[i]` (int64 `[N]`) → `[N]`. One forward for rows of many tasks.
+    pub fn ratio_flat(&self, adapted: &AdaptedBatch, task: &Tensor, x: &Tensor) -> Tensor {
+        let z_p = adapted.z_p.index_select(0, task);
+        let z_u = adapted.z_u.index_select(0, task);
+        let w = adapted.w.index_select(0, task);
+        // Treat each row as its own one-row task.
+        let h = self.embed(&x.unsqueeze(1), &z_p, &z_u).squeeze_dim(1);
+        let kind = h.kind();
+        (h * w).sum_dim_intlist(-1, false, kind)
+    }
+}

@@ -1,0 +1,32 @@
+//! Plain feed-forward networks: ReLU between layers, linear output.
+
+use tch::{nn, Tensor};
+
+#[derive(Debug)]
+pub struct Mlp {
+    layers: Vec<nn::Linear>,
+}
+
+impl Mlp {
+    /// `dims` = [input, hidden…, output]; `dims.len() - 1` layers named "0", "1", ….
+    pub fn new(path: &nn::Path, dims: &[i64]) -> Self {
+        let layers = dims
+            .windows(2)
+            .enumerate()
+            .map(|(i, io)| nn::linear(path / i.to_string(), io[0], io[1], Default::default()))
+            .collect();
+        Self { layers }
+    }
+
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        let last = self.layers.len() - 1;
+        let mut y = x.shallow_clone();
+        for (i, layer) in self.layers.iter().enumerate() {
+            y = y.apply(layer);
+            if i < last {
+                y = y.relu();
+            }
+        }
+        y
+    }
+}

@@ -1,0 +1,284 @@
+//! Meta-training (paper Algorithm 1) with validation under the target protocol,
+//! early stopping and the best checkpoint kept.
+
+pub mod episodes;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tch::nn::OptimizerConfig;
+use tch::{nn, Device, Kind, Tensor};
+
+use crate::data::protocol::{self, ProtocolConfig};
+use crate::data::{Task, TaskSet};
+use crate::evaluate::{EpisodeSet, PriorMode};
+use crate::model::{
+    closed_form, MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance,
+};
+use episodes::{EpisodeSampler, SamplerConfig, SourceTask};
+
+#[derive(Debug, Clone)]
+pub struct TrainConfig {
+    pub seed: u64,
+    pub max_iterations: u64,
+    pub eval_every: u64,
+    /// Evaluations without improvement before stopping.
+    pub patience: u64,
+    /// Tasks per meta-training step (the paper uses 1).
+    pub meta_batch: usize,
+    pub learning_rate: f64,
+    pub task_dim: i64,
+    pub preprocess: PreprocessKind,
+    pub sampler: SamplerConfig,
+    pub protocol: ProtocolConfig,
+    /// Validation episodes per (task, N_p, π).
+    pub validation_repeats: usize,
+    /// Slope kept for negative w̃ during training so a dead w can recover.
+    pub weight_leak: f64,
+    pub use_task_vectors: bool,
+    /// Weight β of the prior term β·(π̂ − π_S)² added to the smoothed risk, where π_S
+    /// is the true positive share of the unlabeled support (known in source tasks
+    /// whose labels were hidden). 0 = the paper's loss.
+    pub prior_loss_weight: f64,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            max_iterations: 30_000,
+            eval_every: 500,
+            patience: 10,
+            meta_batch: 1,
+            learning_rate: 1e-3,
+            task_dim: 32,
+            preprocess: PreprocessKind::LogStandard,
+            sampler: SamplerConfig::default(),
+            protocol: ProtocolConfig::default(),
+            validation_repeats: 1,
+            weight_leak: 0.01,
+            use_task_vectors: true,
+            prior_loss_weight: 1.0,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    #[error(
+        "no usable source task (each needs ≥2 labeled positives, a negative and unlabeled rows)"
+    )]
+    NoSourceTasks,
+    #[error("no validation episode could be drawn from the validation tasks")]
+    NoValidationEpisodes,
+    #[error("optimizer: {0}")]
+    Torch(#[from] tch::TchError),
+}
+
+/// One validation point on the learning curve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkpoint {
+    pub iteration: u64,
+    pub train_loss: f64,
+    pub validation_accuracy: f64,
+    pub prior_rmse: f64,
+    pub seconds: f64,
+}
+
+#[derive(Debug)]
+pub struct TrainOutcome {
+    pub model: Model,
+    pub history: Vec<Checkpoint>,
+    pub iterations: u64,
+    pub interrupted: bool,
+    pub seconds: f64,
+}
+
+/// Observer of training progress (progress bars, logs).
+pub trait Progress {
+    fn step(&mut self, _iteration: u64, _loss: f64) {}
+    fn checkpoint(&mut self, _c: &Checkpoint, _best: f64) {}
+}
+
+impl Progress for () {}
+
+fn preprocessed(set: &TaskSet, pre: &Preprocessor) -> Vec<Task> {
+    set.tasks
+        .iter()
+        .map(|t| Task {
+            x: pre.transformed(&t.x),
+            ..t.clone()
+        })
+        .collect()
+}
+
+fn snapshot(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
+    let mut vars: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .map(|(n, t)| (n, t.detach().copy()))
+        .collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
+    vars
+}
+
+fn restore(vs: &nn::VarStore, saved: &[(String, Tensor)]) {
+    let vars = vs.variables();
+    tch::no_grad(|| {
+        for (name, value) in saved {
+            if let Some(mut var) = vars.get(name).map(Tensor::shallow_clone) {
+                var.copy_(value);
+            }
+        }
+    });
+}
+
+/// Meta-train on `source` task indices, validating on `validation` ones.
+/// `stop` (e.g. set by Ctrl-C) ends training early, keeping the best model so far.
+pub fn train(
+    data: &TaskSet,
+    source: &[usize],
+    validation: &[usize],
+    cfg: &TrainConfig,
+    device: Device,
+    stop: &AtomicBool,
+    progress: &mut dyn Progress,
+) -> Result<TrainOutcome, TrainError> {
+    let started = Instant::now();
+    let dim = data.dim();
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    tch::manual_seed(cfg.seed as i64);
+
+    // Preprocessing is fitted on source rows only.
+    let source_rows: Vec<f32> = source
+        .iter()
+        .flat_map(|&i| data.tasks[i].x.iter().copied())
+        .collect();
+    let pre = Preprocessor::fit(cfg.preprocess, &source_rows, dim);
+    let tasks = preprocessed(data, &pre);
+
+    let sources: Vec<SourceTask> = source
+        .iter()
+        .filter_map(|&i| {
+            SourceTask::partition(i, &tasks[i], cfg.sampler.labeled_fraction, &mut rng)
+        })
+        .collect();
+    if sources.is_empty() {
+        return Err(TrainError::NoSourceTasks);
+    }
+    // Fixed validation episodes, so checkpoints are compared on the same draws.
+    let val_tasks: Vec<(usize, &Task)> = validation.iter().map(|&i| (i, &tasks[i])).collect();
+    let val_episodes =
+        protocol::episodes(&val_tasks, &cfg.protocol, cfg.validation_repeats, &mut rng);
+    let kind = Kind::Float;
+    let val_set = EpisodeSet::new(val_episodes, &tasks, dim, kind, device)
+        .ok_or(TrainError::NoValidationEpisodes)?;
+
+    let mut net_cfg = NetConfig::paper(dim as i64, cfg.task_dim);
+    net_cfg.use_task_vectors = cfg.use_task_vectors;
+    let net = MetaPuNet::new(net_cfg, device);
+    let mut opt = nn::Adam::default().build(&net.vs, cfg.learning_rate)?;
+    let sampler = EpisodeSampler {
+        sources: &sources,
+        tasks: &tasks,
+        dim,
+        cfg: &cfg.sampler,
+        kind,
+        device,
+    };
+
+    let mut best = (-1.0_f64, 0_u64, snapshot(&net.vs));
+    let mut history = Vec::new();
+    let mut since_best = 0;
+    let mut loss_sum = 0.0;
+    let mut loss_count = 0u64;
+    let mut iteration = 0;
+    let mut interrupted = false;
+    while iteration < cfg.max_iterations {
+        if stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        iteration += 1;
+        let batch = sampler.sample(cfg.meta_batch, &mut rng);
+        let adapted = net.adapt(&batch.support, cfg.weight_leak);
+        let ratio = net.ratio_grouped(&adapted, &batch.query_x);
+        let mut loss = closed_form::smoothed_pn_risk(
+            &adapted.prior,
+            &ratio,
+            &batch.query_y,
+            &batch.query_mask,
+            net.config.tau,
+        );
+        if cfg.prior_loss_weight > 0.0 {
+            let known = &batch.support_prior_known;
+            let squared = (&adapted.prior - &batch.support_prior).square() * known;
+            let prior_loss = squared.sum(kind) / known.sum(kind).clamp_min(1.0);
+            loss = loss + prior_loss * cfg.prior_loss_weight;
+        }
+        let value = loss.double_value(&[]);
+        if value.is_finite() {
+            opt.backward_step(&loss);
+            loss_sum += value;
+            loss_count += 1;
+        }
+        progress.step(iteration, value);
+
+        if iteration % cfg.eval_every == 0 || iteration == cfg.max_iterations {
+            let eval = val_set.evaluate(&net, PriorMode::Estimated);
+            let c = Checkpoint {
+                iteration,
+                train_loss: loss_sum / loss_count.max(1) as f64,
+                validation_accuracy: eval.mean_accuracy,
+                prior_rmse: eval.prior_rmse,
+                seconds: started.elapsed().as_secs_f64(),
+            };
+            (loss_sum, loss_count) = (0.0, 0);
+            if c.validation_accuracy > best.0 {
+                best = (c.validation_accuracy, iteration, snapshot(&net.vs));
+                since_best = 0;
+            } else {
+                since_best += 1;
+            }
+            progress.checkpoint(&c, best.0);
+            history.push(c);
+            if since_best >= cfg.patience {
+                break;
+            }
+        }
+    }
+    if history.is_empty() {
+        // Interrupted before the first evaluation: evaluate what we have.
+        best = (
+            val_set.evaluate(&net, PriorMode::Estimated).mean_accuracy,
+            iteration,
+            snapshot(&net.vs),
+        );
+    }
+    restore(&net.vs, &best.2);
+    let provenance = Provenance {
+        data_sha256: data.content_hash(),
+        seed: cfg.seed,
+        iterations: iteration,
+        best_iteration: best.1,
+        best_validation_accuracy: best.0,
+        source_tasks: sources.len(),
+        validation_tasks: validation.len(),
+        metapu_version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let model = Model {
+        net,
+        preprocess: pre,
+        feature_names: data.feature_names.clone(),
+        provenance,
+    };
+    Ok(TrainOutcome {
+        model,
+        history,
+        iterations: iteration,
+        interrupted,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
