@@ -5,9 +5,7 @@ use std::time::Instant;
 
 use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
-use metapu::model::{
-    MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance, Support,
-};
+use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance, Support};
 use metapu::train::{train, TrainConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -20,10 +18,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn training_ms_per_iteration(meta_batch: usize, iterations: u64) -> f64 {
     let (set, split) = generate(&SyntheticConfig::default(), 0);
-    let (src, val) = (
-        Split::resolve(&split.source, &set).unwrap(),
-        Split::resolve(&split.validation, &set).unwrap(),
-    );
+    let (src, val) =
+        (Split::resolve(&split.source, &set).unwrap(), Split::resolve(&split.validation, &set).unwrap());
     // One validation at the very end only, so the figure is the training step.
     let cfg = TrainConfig {
         max_iterations: iterations,
@@ -32,16 +28,7 @@ fn training_ms_per_iteration(meta_batch: usize, iterations: u64) -> f64 {
         ..TrainConfig::default()
     };
     let started = Instant::now();
-    train(
-        &set,
-        &src,
-        &val,
-        &cfg,
-        Device::Cpu,
-        &AtomicBool::new(false),
-        &mut (),
-    )
-    .unwrap();
+    train(&set, &src, &val, &cfg, Device::Cpu, &AtomicBool::new(false), &mut ()).unwrap();
     let total = started.elapsed().as_secs_f64();
     1e3 * total / iterations as f64
 }
@@ -61,21 +48,12 @@ fn adaptation_ms(model: &Model, tasks: usize, n_pos: usize, n_unl: usize, repeat
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let data: Vec<(Vec<f32>, Vec<f32>)> = (0..tasks)
         .map(|_| {
-            let mut draw = |n: usize| {
-                (0..n * dim)
-                    .map(|_| rng.gen_range(-2.0f32..2.0))
-                    .collect::<Vec<f32>>()
-            };
+            let mut draw = |n: usize| (0..n * dim).map(|_| rng.gen_range(-2.0f32..2.0)).collect::<Vec<f32>>();
             (draw(n_pos), draw(n_unl))
         })
         .collect();
-    let supports: Vec<Support<'_>> = data
-        .iter()
-        .map(|(p, u)| Support {
-            positives: p,
-            unlabeled: u,
-        })
-        .collect();
+    let supports: Vec<Support<'_>> =
+        data.iter().map(|(p, u)| Support { positives: p, unlabeled: u }).collect();
     model.adapt_batch(&supports).unwrap(); // warm-up
     median(
         (0..repeats)
@@ -103,13 +81,13 @@ fn main() {
         println!("| meta-training, Synthetic, {mb} task(s)/iteration | {ms:.2} ms/iteration ({iters} iterations + 1 validation) |");
     }
     let model = random_model(115);
-    for (label, np, nu) in [
-        ("paper support: 5 P + 25 U", 5, 25),
-        ("daemon windows: 50 P + 200 U", 50, 200),
-    ] {
+    for (label, np, nu) in [("paper support: 5 P + 25 U", 5, 25), ("daemon windows: 50 P + 200 U", 50, 200)] {
         let one = adaptation_ms(&model, 1, np, nu, 50);
         let thousand = adaptation_ms(&model, 1000, np, nu, 3);
         println!("| adaptation, D=115, {label}, 1 task | {one:.3} ms |");
-        println!("| adaptation, D=115, {label}, 1,000 tasks in one batch | {thousand:.1} ms ({:.3} ms/task) |", thousand / 1000.0);
+        println!(
+            "| adaptation, D=115, {label}, 1,000 tasks in one batch | {thousand:.1} ms ({:.3} ms/task) |",
+            thousand / 1000.0
+        );
     }
 }

@@ -59,31 +59,21 @@ impl EpisodeSet {
         for (e_index, e) in episodes.iter().enumerate() {
             let task = &tasks[e.task];
             let rows = |idx: &[usize]| {
-                idx.iter()
-                    .flat_map(|&i| task.row(i, dim).iter().copied())
-                    .collect::<Vec<f32>>()
+                idx.iter().flat_map(|&i| task.row(i, dim).iter().copied()).collect::<Vec<f32>>()
             };
             owned.push((rows(&e.support_pos), rows(&e.support_unl)));
             test_x.extend(rows(&e.test));
             test_task.extend(std::iter::repeat(e_index as i64).take(e.test.len()));
             test_labels.extend(e.test.iter().map(|&i| task.labels[i]));
         }
-        let views: Vec<Support<'_>> = owned
-            .iter()
-            .map(|(p, u)| Support {
-                positives: p,
-                unlabeled: u,
-            })
-            .collect();
+        let views: Vec<Support<'_>> =
+            owned.iter().map(|(p, u)| Support { positives: p, unlabeled: u }).collect();
         let support = SupportBatch::pack(&views, dim, kind, device).ok()?;
         let n = test_task.len() as i64;
         Some(Self {
             episodes,
             support,
-            test_x: Tensor::from_slice(&test_x)
-                .reshape([n, dim as i64])
-                .to_kind(kind)
-                .to_device(device),
+            test_x: Tensor::from_slice(&test_x).reshape([n, dim as i64]).to_kind(kind).to_device(device),
             test_task: Tensor::from_slice(&test_task).to_device(device),
             test_labels,
         })
@@ -109,10 +99,7 @@ impl EpisodeSet {
                 PriorMode::True => e.prior,
                 PriorMode::Ignored => 1.0,
             };
-            let predicted: Vec<bool> = ratio[start..end]
-                .iter()
-                .map(|&r| prior * r - 0.5 >= 0.0)
-                .collect();
+            let predicted: Vec<bool> = ratio[start..end].iter().map(|&r| prior * r - 0.5 >= 0.0).collect();
             results.push(EpisodeResult {
                 accuracy: accuracy(e.prior, &self.test_labels[start..end], &predicted),
                 estimated_prior: est,
@@ -129,10 +116,6 @@ impl EpisodeSet {
             .sum::<f64>()
             / n)
             .sqrt();
-        Evaluation {
-            results,
-            mean_accuracy,
-            prior_rmse,
-        }
+        Evaluation { results, mean_accuracy, prior_rmse }
     }
 }

@@ -18,11 +18,7 @@ fn shared_raw() -> PathBuf {
 #[test]
 fn labeled_task_csv_loads_tasks_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let p = write(
-        dir.path(),
-        "t.csv",
-        "a,task,label,b\n1,x,1,2\n3,y,0,4\n5,x,,6\n",
-    );
+    let p = write(dir.path(), "t.csv", "a,task,label,b\n1,x,1,2\n3,y,0,4\n5,x,,6\n");
     let set = TaskSet::load(&p, false).unwrap();
     assert_eq!(set.feature_names, ["a", "b"]);
     assert_eq!(set.tasks.len(), 2);
@@ -36,21 +32,9 @@ fn labeled_task_csv_loads_tasks_in_order() {
 fn bad_csv_rows_name_file_line_and_reason() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
-        (
-            "task,label,a,b\nx,1,1,2\nx,1,oops,2\n",
-            3,
-            "'oops' is not a number",
-        ),
-        (
-            "task,label,a,b\nx,1,1,2\nx,1,1\n",
-            3,
-            "3 columns, the header has 4",
-        ),
-        (
-            "task,label,a,b\nx,1,1,2\nx,1,1,2\nx,1,NaN,2\n",
-            4,
-            "not finite",
-        ),
+        ("task,label,a,b\nx,1,1,2\nx,1,oops,2\n", 3, "'oops' is not a number"),
+        ("task,label,a,b\nx,1,1,2\nx,1,1\n", 3, "3 columns, the header has 4"),
+        ("task,label,a,b\nx,1,1,2\nx,1,1,2\nx,1,NaN,2\n", 4, "not finite"),
         ("task,label,a,b\nx,1,inf,2\nx,1,1,2\n", 2, "not finite"),
         ("task,label,a,b\nx,7,1,2\nx,0,1,2\n", 2, "label '7'"),
     ];
@@ -58,19 +42,13 @@ fn bad_csv_rows_name_file_line_and_reason() {
         let p = write(dir.path(), &format!("bad{i}.csv"), text);
         let err = TaskSet::load(&p, false).unwrap_err();
         match &err {
-            DataError::BadRow {
-                line: l, reason: r, ..
-            } => {
+            DataError::BadRow { line: l, reason: r, .. } => {
                 assert_eq!(l, line, "case {i}: {err}");
                 assert!(r.contains(reason), "case {i}: {err}");
             }
             other => panic!("case {i}: expected BadRow, got {other}"),
         }
-        assert!(
-            err.to_string()
-                .starts_with(&format!("{}:{line}:", p.display())),
-            "{err}"
-        );
+        assert!(err.to_string().starts_with(&format!("{}:{line}:", p.display())), "{err}");
         // With --skip-bad-rows the same file loads, counting what was skipped.
         let set = TaskSet::load(&p, true).unwrap();
         assert_eq!(set.skipped_rows, 1, "case {i}");
@@ -82,15 +60,9 @@ fn bad_csv_rows_name_file_line_and_reason() {
 fn csv_without_task_or_label_column_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let p = write(dir.path(), "t.csv", "id,label,a\nx,1,1\n");
-    assert!(TaskSet::load(&p, false)
-        .unwrap_err()
-        .to_string()
-        .contains("no 'task' column"));
+    assert!(TaskSet::load(&p, false).unwrap_err().to_string().contains("no 'task' column"));
     let p = write(dir.path(), "u.csv", "task,label,a\n");
-    assert!(TaskSet::load(&p, false)
-        .unwrap_err()
-        .to_string()
-        .contains("no data rows"));
+    assert!(TaskSet::load(&p, false).unwrap_err().to_string().contains("no data rows"));
 }
 
 #[test]
@@ -103,11 +75,7 @@ fn nbaiot_kaggle_layout_loads_the_shared_real_rows() {
     assert_eq!(ids, ["danmini_doorbell", "ecobee_thermostat"]);
     let doorbell = &set.tasks[0];
     assert_eq!(doorbell.len(), 3 * 299);
-    assert_eq!(
-        doorbell.indices_of(Label::Positive),
-        (0..299).collect::<Vec<_>>(),
-        "benign rows first"
-    );
+    assert_eq!(doorbell.indices_of(Label::Positive), (0..299).collect::<Vec<_>>(), "benign rows first");
     assert_eq!(doorbell.indices_of(Label::Negative).len(), 2 * 299);
     assert!(set.tasks[1].labels.iter().all(|&l| l == Label::Negative));
 }
@@ -118,28 +86,13 @@ fn nbaiot_uci_layout_loads_the_same_rows() {
     let dir = tempfile::tempdir().unwrap();
     let dev = dir.path().join("Danmini_Doorbell");
     std::fs::create_dir_all(dev.join("gafgyt_attacks")).unwrap();
-    std::fs::copy(
-        raw.join("danmini_doorbell.benign.csv"),
-        dev.join("benign_traffic.csv"),
-    )
-    .unwrap();
-    std::fs::copy(
-        raw.join("danmini_doorbell.gafgyt.udp.csv"),
-        dev.join("gafgyt_attacks/udp.csv"),
-    )
-    .unwrap();
-    std::fs::copy(
-        raw.join("danmini_doorbell.gafgyt.scan.csv"),
-        dev.join("gafgyt_attacks/scan.csv"),
-    )
-    .unwrap();
+    std::fs::copy(raw.join("danmini_doorbell.benign.csv"), dev.join("benign_traffic.csv")).unwrap();
+    std::fs::copy(raw.join("danmini_doorbell.gafgyt.udp.csv"), dev.join("gafgyt_attacks/udp.csv")).unwrap();
+    std::fs::copy(raw.join("danmini_doorbell.gafgyt.scan.csv"), dev.join("gafgyt_attacks/scan.csv")).unwrap();
     let uci = TaskSet::load(dir.path(), false).unwrap();
     let kaggle = TaskSet::load(&raw, false).unwrap();
     assert_eq!(uci.tasks.len(), 1);
-    assert_eq!(
-        uci.tasks[0].x, kaggle.tasks[0].x,
-        "same rows in the same order"
-    );
+    assert_eq!(uci.tasks[0].x, kaggle.tasks[0].x, "same rows in the same order");
     assert_eq!(uci.tasks[0].labels, kaggle.tasks[0].labels);
 }
 
@@ -147,8 +100,5 @@ fn nbaiot_uci_layout_loads_the_same_rows() {
 fn a_directory_without_nbaiot_files_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "notes.txt", "hello");
-    assert!(TaskSet::load(dir.path(), false)
-        .unwrap_err()
-        .to_string()
-        .contains("no N-BaIoT files"));
+    assert!(TaskSet::load(dir.path(), false).unwrap_err().to_string().contains("no N-BaIoT files"));
 }

@@ -3,9 +3,7 @@
 use std::collections::HashMap;
 
 use metapu::model::file::{self, ModelFileError};
-use metapu::model::{
-    MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance, Support,
-};
+use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance, Support};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use safetensors::SafeTensors;
@@ -33,19 +31,10 @@ fn scores(m: &Model) -> Vec<u32> {
     let mut rng = ChaCha8Rng::seed_from_u64(2);
     let p: Vec<f32> = (0..12).map(|_| rng.gen_range(0.0..1e6)).collect();
     let u: Vec<f32> = (0..80).map(|_| rng.gen_range(0.0..1e6)).collect();
-    let state = m
-        .adapt(Support {
-            positives: &p,
-            unlabeled: &u,
-        })
-        .unwrap();
+    let state = m.adapt(Support { positives: &p, unlabeled: &u }).unwrap();
     let records: Vec<f32> = (0..40).map(|_| rng.gen_range(0.0..1e6)).collect();
     let s = m.score(&[&state], &[0; 10], &records, 0.5).unwrap();
-    s.posterior
-        .iter()
-        .map(|v| v.to_bits())
-        .chain([state.prior.to_bits()])
-        .collect()
+    s.posterior.iter().map(|v| v.to_bits()).chain([state.prior.to_bits()]).collect()
 }
 
 /// Rewrite a file's "metapu" metadata JSON with `edit`, keeping its tensors.
@@ -81,26 +70,15 @@ fn save_then_load_gives_bit_identical_scores() {
 
 #[test]
 fn missing_file_names_the_path() {
-    let err = file::load(
-        std::path::Path::new("/nonexistent/m.safetensors"),
-        Device::Cpu,
-    )
-    .unwrap_err();
+    let err = file::load(std::path::Path::new("/nonexistent/m.safetensors"), Device::Cpu).unwrap_err();
     assert!(matches!(err, ModelFileError::Read { .. }));
-    assert!(
-        err.to_string().contains("/nonexistent/m.safetensors"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("/nonexistent/m.safetensors"), "{err}");
 }
 
 #[test]
 fn corrupt_bytes_are_refused() {
     let good = file::to_bytes(&trained_like_model()).unwrap();
-    for bad in [
-        good[..good.len() / 2].to_vec(),
-        b"not a model at all".to_vec(),
-        vec![],
-    ] {
+    for bad in [good[..good.len() / 2].to_vec(), b"not a model at all".to_vec(), vec![]] {
         let err = load_bytes(&bad).unwrap_err();
         assert!(matches!(err, ModelFileError::Corrupt { .. }), "{err}");
         assert!(err.to_string().contains("corrupt"), "{err}");
@@ -112,10 +90,7 @@ fn wrong_format_version_is_refused() {
     let good = file::to_bytes(&trained_like_model()).unwrap();
     let future = with_metadata(&good, |m| m["format_version"] = 99.into());
     let err = load_bytes(&future).unwrap_err();
-    assert!(
-        matches!(err, ModelFileError::Version { found: 99, .. }),
-        "{err}"
-    );
+    assert!(matches!(err, ModelFileError::Version { found: 99, .. }), "{err}");
     assert!(err.to_string().contains("version 99"), "{err}");
 }
 
@@ -131,10 +106,7 @@ fn wrong_dimensions_are_refused() {
     assert!(err.to_string().contains("expected F32"), "{err}");
 
     let names = with_metadata(&good, |m| m["feature_names"] = serde_json::json!(["a"]));
-    assert!(matches!(
-        load_bytes(&names).unwrap_err(),
-        ModelFileError::Dimensions { .. }
-    ));
+    assert!(matches!(load_bytes(&names).unwrap_err(), ModelFileError::Dimensions { .. }));
 }
 
 #[test]
@@ -142,10 +114,7 @@ fn a_plain_safetensors_file_is_not_a_model() {
     let good = file::to_bytes(&trained_like_model()).unwrap();
     let tensors = SafeTensors::deserialize(&good).unwrap();
     let plain = safetensors::serialize(tensors.tensors(), &None).unwrap();
-    assert!(matches!(
-        load_bytes(&plain).unwrap_err(),
-        ModelFileError::NotAModel { .. }
-    ));
+    assert!(matches!(load_bytes(&plain).unwrap_err(), ModelFileError::NotAModel { .. }));
 }
 
 #[test]
@@ -153,8 +122,5 @@ fn data_with_another_feature_count_is_refused() {
     let m = trained_like_model();
     assert!(m.check_feature_count(4).is_ok());
     let err = m.check_feature_count(115).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "the model expects 4 features per record, the data has 115"
-    );
+    assert_eq!(err.to_string(), "the model expects 4 features per record, the data has 115");
 }

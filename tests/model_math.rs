@@ -2,8 +2,7 @@
 //! batched = one-by-one adaptation, prior recovery, the dead-w guard.
 
 use metapu::model::{
-    closed_form, MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance, Support,
-    SupportBatch,
+    closed_form, MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance, Support, SupportBatch,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -40,9 +39,7 @@ fn closed_form_gradient_matches_finite_differences() {
     let unl = Tensor::from_slice(&[0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0])
         .reshape([2, 6])
         .to_kind(Kind::Double);
-    let lambda = Tensor::from_slice(&[0.3f64])
-        .reshape([])
-        .set_requires_grad(true);
+    let lambda = Tensor::from_slice(&[0.3f64]).reshape([]).set_requires_grad(true);
     let c = random(&[2, 4], 2);
     let objective = |h: &Tensor, lambda: &Tensor| {
         (closed_form::unconstrained_weights(h, &pos, &unl, lambda) * &c).sum(Kind::Double)
@@ -50,10 +47,8 @@ fn closed_form_gradient_matches_finite_differences() {
 
     let value = objective(&h, &lambda);
     let grads = Tensor::run_backward(&[value], &[&h, &lambda], false, false);
-    let (grad_h, grad_lambda) = (
-        Vec::<f64>::try_from(grads[0].flatten(0, -1)).unwrap(),
-        grads[1].double_value(&[]),
-    );
+    let (grad_h, grad_lambda) =
+        (Vec::<f64>::try_from(grads[0].flatten(0, -1)).unwrap(), grads[1].double_value(&[]));
 
     let eps = 1e-6;
     let base = Vec::<f64>::try_from(h.detach().flatten(0, -1)).unwrap();
@@ -74,10 +69,7 @@ fn closed_form_gradient_matches_finite_differences() {
         );
         checked += usize::from(numeric.abs() > 1e-9);
     }
-    assert!(
-        checked > 20,
-        "most embedding entries influence w̃ ({checked} did)"
-    );
+    assert!(checked > 20, "most embedding entries influence w̃ ({checked} did)");
     let numeric = (at(&base, 0.3 + eps) - at(&base, 0.3 - eps)) / (2.0 * eps);
     assert!(
         (numeric - grad_lambda).abs() <= 1e-6 * (1.0 + numeric.abs()),
@@ -93,48 +85,20 @@ fn task_vectors_and_state_are_invariant_to_support_order() {
     let (p, u) = (rows(&mut rng, 4, 3), rows(&mut rng, 9, 3));
     let reversed = |v: &[f32]| v.chunks(3).rev().flatten().copied().collect::<Vec<f32>>();
     let (p2, u2) = (reversed(&p), reversed(&u));
-    let a = m
-        .adapt(Support {
-            positives: &p,
-            unlabeled: &u,
-        })
-        .unwrap();
-    let b = m
-        .adapt(Support {
-            positives: &p2,
-            unlabeled: &u2,
-        })
-        .unwrap();
-    let close = |x: &[f32], y: &[f32]| {
-        x.iter()
-            .zip(y)
-            .all(|(a, b)| (a - b).abs() <= 1e-5 * (1.0 + a.abs()))
-    };
-    assert!(
-        close(&a.z_p, &b.z_p) && close(&a.z_u, &b.z_u),
-        "task vectors changed with order"
-    );
+    let a = m.adapt(Support { positives: &p, unlabeled: &u }).unwrap();
+    let b = m.adapt(Support { positives: &p2, unlabeled: &u2 }).unwrap();
+    let close = |x: &[f32], y: &[f32]| x.iter().zip(y).all(|(a, b)| (a - b).abs() <= 1e-5 * (1.0 + a.abs()));
+    assert!(close(&a.z_p, &b.z_p) && close(&a.z_u, &b.z_u), "task vectors changed with order");
     assert!((a.prior - b.prior).abs() < 1e-4, "prior changed with order");
     let probe = rows(&mut rng, 20, 3);
     let task = vec![0; 20];
-    let (sa, sb) = (
-        m.score(&[&a], &task, &probe, 0.5).unwrap(),
-        m.score(&[&b], &task, &probe, 0.5).unwrap(),
-    );
+    let (sa, sb) = (m.score(&[&a], &task, &probe, 0.5).unwrap(), m.score(&[&b], &task, &probe, 0.5).unwrap());
     assert!(
-        sa.posterior
-            .iter()
-            .zip(&sb.posterior)
-            .all(|(x, y)| (x - y).abs() < 1e-4),
+        sa.posterior.iter().zip(&sb.posterior).all(|(x, y)| (x - y).abs() < 1e-4),
         "scores changed with order"
     );
     // And the support itself matters: swapping roles changes z.
-    let c = m
-        .adapt(Support {
-            positives: &u[..12],
-            unlabeled: &p,
-        })
-        .unwrap();
+    let c = m.adapt(Support { positives: &u[..12], unlabeled: &p }).unwrap();
     assert!(!close(&a.z_p, &c.z_p));
 }
 
@@ -143,17 +107,10 @@ fn batched_adaptation_equals_one_by_one() {
     let m = model(5, 11);
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let sizes = [(1, 29), (5, 25), (3, 7), (50, 200), (2, 0)];
-    let data: Vec<(Vec<f32>, Vec<f32>)> = sizes
-        .iter()
-        .map(|&(np, nu)| (rows(&mut rng, np, 5), rows(&mut rng, nu, 5)))
-        .collect();
-    let supports: Vec<Support<'_>> = data
-        .iter()
-        .map(|(p, u)| Support {
-            positives: p,
-            unlabeled: u,
-        })
-        .collect();
+    let data: Vec<(Vec<f32>, Vec<f32>)> =
+        sizes.iter().map(|&(np, nu)| (rows(&mut rng, np, 5), rows(&mut rng, nu, 5))).collect();
+    let supports: Vec<Support<'_>> =
+        data.iter().map(|(p, u)| Support { positives: p, unlabeled: u }).collect();
     let batched = m.adapt_batch(&supports).unwrap();
     assert_eq!(batched.len(), sizes.len());
     // w itself is only determined up to float rounding amplified by cond(K + λI)
@@ -163,20 +120,10 @@ fn batched_adaptation_equals_one_by_one() {
     let probe_task = vec![0; 20];
     for (s, b) in supports.iter().zip(&batched) {
         let single = m.adapt(*s).unwrap();
-        for (x, y) in single
-            .z_p
-            .iter()
-            .chain(&single.z_u)
-            .zip(b.z_p.iter().chain(&b.z_u))
-        {
+        for (x, y) in single.z_p.iter().chain(&single.z_u).zip(b.z_p.iter().chain(&b.z_u)) {
             assert!((x - y).abs() <= 1e-5 * (1.0 + x.abs()), "{x} vs {y}");
         }
-        assert!(
-            (single.prior - b.prior).abs() <= 1e-4,
-            "prior {} vs {}",
-            single.prior,
-            b.prior
-        );
+        assert!((single.prior - b.prior).abs() <= 1e-4, "prior {} vs {}", single.prior, b.prior);
         let (one, many) = (
             m.score(&[&single], &probe_task, &probe, 0.5).unwrap(),
             m.score(&[b], &probe_task, &probe, 0.5).unwrap(),
@@ -191,9 +138,7 @@ fn batched_adaptation_equals_one_by_one() {
     let refs: Vec<_> = batched.iter().collect();
     let all = m.score(&refs, &task, &records, 0.5).unwrap();
     for i in 0..10 {
-        let one = m
-            .score(&[refs[task[i]]], &[0], &records[i * 5..(i + 1) * 5], 0.5)
-            .unwrap();
+        let one = m.score(&[refs[task[i]]], &[0], &records[i * 5..(i + 1) * 5], 0.5).unwrap();
         assert!((one.posterior[0] - all.posterior[i]).abs() <= 1e-6);
         assert!((0.0..=1.0).contains(&all.posterior[i]));
     }
@@ -224,9 +169,7 @@ fn prior_is_recovered_when_the_ratio_is_representable() {
         }
         let idx = Tensor::from_slice(&bin_of).to_kind(Kind::Int64);
         let h = idx.one_hot(bins).to_kind(Kind::Double).unsqueeze(0);
-        let pos_mask: Vec<f64> = (0..n_pos + n_unl)
-            .map(|i| f64::from(u8::from(i < n_pos)))
-            .collect();
+        let pos_mask: Vec<f64> = (0..n_pos + n_unl).map(|i| f64::from(u8::from(i < n_pos))).collect();
         let pos = Tensor::from_slice(&pos_mask).unsqueeze(0);
         let unl = 1.0 - &pos;
         let lambda = Tensor::from_slice(&[1e-6f64]).reshape([]);
@@ -235,12 +178,8 @@ fn prior_is_recovered_when_the_ratio_is_representable() {
             0.0,
         );
         let r = closed_form::ratio(&h, &w);
-        let estimate =
-            closed_form::prior_from_ratio(&r, &Tensor::ones_like(&pos)).double_value(&[0]);
-        assert!(
-            (estimate - prior).abs() < 0.02,
-            "π = {prior}: estimated {estimate}"
-        );
+        let estimate = closed_form::prior_from_ratio(&r, &Tensor::ones_like(&pos)).double_value(&[0]);
+        assert!((estimate - prior).abs() < 0.02, "π = {prior}: estimated {estimate}");
     }
 }
 
@@ -248,9 +187,7 @@ fn prior_is_recovered_when_the_ratio_is_representable() {
 /// the training leak still passes a gradient back to the embedding.
 #[test]
 fn a_dead_weight_vector_is_finite_and_still_trainable() {
-    let w_raw = Tensor::from_slice(&[-0.5f64, -1.0, -2.0])
-        .reshape([1, 3])
-        .set_requires_grad(true);
+    let w_raw = Tensor::from_slice(&[-0.5f64, -1.0, -2.0]).reshape([1, 3]).set_requires_grad(true);
     let h = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 0.5, 0.5, 0.5]).reshape([1, 2, 3]);
     let mask = Tensor::ones([1, 2], (Kind::Double, Device::Cpu));
 
@@ -259,71 +196,26 @@ fn a_dead_weight_vector_is_finite_and_still_trainable() {
     let prior = closed_form::prior_from_ratio(&r, &mask);
     assert_eq!(prior.double_value(&[0]), 1.0);
     assert_eq!(
-        closed_form::posterior(&prior.unsqueeze(-1), &r)
-            .abs()
-            .sum(Kind::Double)
-            .double_value(&[]),
+        closed_form::posterior(&prior.unsqueeze(-1), &r).abs().sum(Kind::Double).double_value(&[]),
         0.0
     );
 
     let leaky = closed_form::nonnegative_weights(&w_raw, 0.01);
     let labels = Tensor::ones([1, 2], (Kind::Double, Device::Cpu));
-    let loss = closed_form::smoothed_pn_risk(
-        &prior,
-        &closed_form::ratio(&h, &leaky),
-        &labels,
-        &mask,
-        10.0,
-    );
+    let loss = closed_form::smoothed_pn_risk(&prior, &closed_form::ratio(&h, &leaky), &labels, &mask, 10.0);
     let grad = Tensor::run_backward(&[loss], &[&w_raw], false, false).remove(0);
-    assert!(
-        grad.abs().sum(Kind::Double).double_value(&[]) > 0.0,
-        "no gradient through a dead w"
-    );
+    assert!(grad.abs().sum(Kind::Double).double_value(&[]) > 0.0, "no gradient through a dead w");
 }
 
 #[test]
 fn malformed_supports_and_records_are_refused() {
     let m = model(3, 1);
     let ok = [0.0f32; 6];
-    assert!(
-        m.adapt(Support {
-            positives: &[0.0; 4],
-            unlabeled: &ok
-        })
-        .is_err(),
-        "not whole rows"
-    );
-    assert!(
-        m.adapt(Support {
-            positives: &[],
-            unlabeled: &ok
-        })
-        .is_err(),
-        "no positives"
-    );
-    assert!(
-        m.adapt(Support {
-            positives: &[f32::NAN, 0.0, 0.0],
-            unlabeled: &ok
-        })
-        .is_err(),
-        "NaN"
-    );
-    let s = m
-        .adapt(Support {
-            positives: &ok,
-            unlabeled: &ok,
-        })
-        .unwrap();
-    assert!(
-        m.score(&[&s], &[1], &[0.0; 3], 0.5).is_err(),
-        "task index out of range"
-    );
-    assert!(
-        m.score(&[&s], &[0], &[f32::INFINITY, 0.0, 0.0], 0.5)
-            .is_err(),
-        "infinite record"
-    );
+    assert!(m.adapt(Support { positives: &[0.0; 4], unlabeled: &ok }).is_err(), "not whole rows");
+    assert!(m.adapt(Support { positives: &[], unlabeled: &ok }).is_err(), "no positives");
+    assert!(m.adapt(Support { positives: &[f32::NAN, 0.0, 0.0], unlabeled: &ok }).is_err(), "NaN");
+    let s = m.adapt(Support { positives: &ok, unlabeled: &ok }).unwrap();
+    assert!(m.score(&[&s], &[1], &[0.0; 3], 0.5).is_err(), "task index out of range");
+    assert!(m.score(&[&s], &[0], &[f32::INFINITY, 0.0, 0.0], 0.5).is_err(), "infinite record");
     assert!(SupportBatch::pack(&[], 3, Kind::Float, Device::Cpu).is_err());
 }

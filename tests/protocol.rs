@@ -13,7 +13,8 @@ fn episodes_have_exact_sizes_priors_and_no_support_row_in_the_test_set() {
     let (set, split) = generate(&SyntheticConfig::default(), 4);
     let cfg = ProtocolConfig::default();
     let mut rng = ChaCha8Rng::seed_from_u64(0);
-    let targets: Vec<_> = split.target.iter().map(|id| set.task_index(id).unwrap()).map(|i| (i, &set.tasks[i])).collect();
+    let targets: Vec<_> =
+        split.target.iter().map(|id| set.task_index(id).unwrap()).map(|i| (i, &set.tasks[i])).collect();
     let eps = episodes(&targets, &cfg, 2, &mut rng);
     assert_eq!(eps.len(), targets.len() * 3 * 4 * 2, "every combination drawn");
     for e in &eps {

@@ -34,53 +34,23 @@ fn a_short_run_lifts_validation_accuracy_above_70_percent() {
     .unwrap();
     let first = out.history.first().unwrap().validation_accuracy;
     let best = out.model.provenance.best_validation_accuracy;
-    assert!(
-        best > 0.70,
-        "best validation accuracy {best:.4} (first {first:.4})"
-    );
+    assert!(best > 0.70, "best validation accuracy {best:.4} (first {first:.4})");
     assert!(best >= first);
     // The kept model is the best checkpoint, not the last one.
-    let best_point = out
-        .history
-        .iter()
-        .max_by(|a, b| a.validation_accuracy.total_cmp(&b.validation_accuracy))
-        .unwrap();
+    let best_point =
+        out.history.iter().max_by(|a, b| a.validation_accuracy.total_cmp(&b.validation_accuracy)).unwrap();
     assert_eq!(out.model.provenance.best_iteration, best_point.iteration);
 }
 
 #[test]
 fn the_same_seed_and_data_give_the_same_model_file() {
-    let (set, split) = generate(
-        &SyntheticConfig {
-            tasks: 30,
-            source: 20,
-            validation: 5,
-            ..SyntheticConfig::default()
-        },
-        2,
-    );
-    let (src, val) = (
-        indices(&split.source, &set),
-        indices(&split.validation, &set),
-    );
+    let (set, split) =
+        generate(&SyntheticConfig { tasks: 30, source: 20, validation: 5, ..SyntheticConfig::default() }, 2);
+    let (src, val) = (indices(&split.source, &set), indices(&split.validation, &set));
     let run = |seed| {
-        let cfg = TrainConfig {
-            seed,
-            max_iterations: 40,
-            eval_every: 20,
-            meta_batch: 2,
-            ..TrainConfig::default()
-        };
-        let out = train(
-            &set,
-            &src,
-            &val,
-            &cfg,
-            Device::Cpu,
-            &AtomicBool::new(false),
-            &mut (),
-        )
-        .unwrap();
+        let cfg =
+            TrainConfig { seed, max_iterations: 40, eval_every: 20, meta_batch: 2, ..TrainConfig::default() };
+        let out = train(&set, &src, &val, &cfg, Device::Cpu, &AtomicBool::new(false), &mut ()).unwrap();
         file::to_bytes(&out.model).unwrap()
     };
     let a = run(5);
@@ -90,19 +60,9 @@ fn the_same_seed_and_data_give_the_same_model_file() {
 
 #[test]
 fn a_stop_request_still_returns_a_model() {
-    let (set, split) = generate(
-        &SyntheticConfig {
-            tasks: 30,
-            source: 20,
-            validation: 5,
-            ..SyntheticConfig::default()
-        },
-        3,
-    );
-    let cfg = TrainConfig {
-        max_iterations: 1000,
-        ..TrainConfig::default()
-    };
+    let (set, split) =
+        generate(&SyntheticConfig { tasks: 30, source: 20, validation: 5, ..SyntheticConfig::default() }, 3);
+    let cfg = TrainConfig { max_iterations: 1000, ..TrainConfig::default() };
     let stop = AtomicBool::new(true);
     let out = train(
         &set,

@@ -34,11 +34,9 @@ pub fn run(cmd: DatasetsCommand) -> anyhow::Result<()> {
         DatasetsCommand::Synthetic(a) => {
             let (set, split) = synthetic::generate(&SyntheticConfig::default(), a.seed);
             let mut file = std::io::BufWriter::new(
-                std::fs::File::create(&a.out)
-                    .with_context(|| format!("creating {}", a.out.display()))?,
+                std::fs::File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?,
             );
-            csv_tasks::write(&set, &mut file)
-                .with_context(|| format!("writing {}", a.out.display()))?;
+            csv_tasks::write(&set, &mut file).with_context(|| format!("writing {}", a.out.display()))?;
             let split_path = a.split.unwrap_or_else(|| split_path_for(&a.out));
             split.save(&split_path)?;
             println!(

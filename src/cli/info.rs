@@ -26,9 +26,6 @@ pub fn run(a: InfoArgs) -> anyhow::Result<()> {
     );
     println!("lambda       {:.6}", model.net.lambda().double_value(&[]));
     println!("preprocess   {:?}", model.preprocess.kind);
-    println!(
-        "provenance   {}",
-        serde_json::to_string_pretty(&model.provenance)?
-    );
+    println!("provenance   {}", serde_json::to_string_pretty(&model.provenance)?);
     Ok(())
 }

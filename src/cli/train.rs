@@ -94,25 +94,20 @@ impl Progress for Bar {
 fn resolve_split(a: &TrainArgs, data: &TaskSet) -> anyhow::Result<(Vec<usize>, Vec<usize>)> {
     let split = match &a.split {
         Some(p) => Split::load(p)?,
-        None if !a.source.is_empty() => Split {
-            source: a.source.clone(),
-            validation: a.validation.clone(),
-            target: vec![],
-        },
+        None if !a.source.is_empty() => {
+            Split { source: a.source.clone(), validation: a.validation.clone(), target: vec![] }
+        }
         None => bail!("give --split FILE, or --source and --validation task lists"),
     };
-    Ok((
-        Split::resolve(&split.source, data)?,
-        Split::resolve(&split.validation, data)?,
-    ))
+    Ok((Split::resolve(&split.source, data)?, Split::resolve(&split.validation, data)?))
 }
 
 pub fn run(a: TrainArgs) -> anyhow::Result<()> {
     if let Some(n) = a.threads {
         tch::set_num_threads(n);
     }
-    let data = TaskSet::load(&a.data, a.skip_bad_rows)
-        .with_context(|| format!("loading {}", a.data.display()))?;
+    let data =
+        TaskSet::load(&a.data, a.skip_bad_rows).with_context(|| format!("loading {}", a.data.display()))?;
     if data.skipped_rows > 0 {
         tracing::warn!(skipped = data.skipped_rows, "bad rows skipped");
     }
@@ -155,15 +150,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
         .progress_chars("=> "),
     );
     let mut progress = Bar(bar);
-    let outcome = train::train(
-        &data,
-        &source,
-        &validation,
-        &cfg,
-        default_device(),
-        &stop,
-        &mut progress,
-    )?;
+    let outcome = train::train(&data, &source, &validation, &cfg, default_device(), &stop, &mut progress)?;
     progress.0.finish_and_clear();
 
     file::save(&outcome.model, &a.out)?;

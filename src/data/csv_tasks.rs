@@ -19,10 +19,7 @@ pub fn parse_label(s: &str) -> Option<Label> {
 
 /// Parse a finite f32, with a reason on failure.
 pub fn parse_feature(s: &str, column: &str) -> Result<f32, String> {
-    let v: f32 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("column {column}: '{s}' is not a number"))?;
+    let v: f32 = s.trim().parse().map_err(|_| format!("column {column}: '{s}' is not a number"))?;
     if v.is_finite() {
         Ok(v)
     } else {
@@ -31,39 +28,19 @@ pub fn parse_feature(s: &str, column: &str) -> Result<f32, String> {
 }
 
 pub fn load(path: &Path, skip_bad_rows: bool) -> Result<TaskSet, DataError> {
-    let file = std::fs::File::open(path).map_err(|source| DataError::Io {
-        path: path.into(),
-        source,
-    })?;
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(true)
-        .from_reader(std::io::BufReader::new(file));
-    let bad_file = |reason: String| DataError::BadFile {
-        path: path.into(),
-        reason,
-    };
-    let header = reader
-        .headers()
-        .map_err(|e| bad_file(format!("header: {e}")))?
-        .clone();
-    let task_col = header
-        .iter()
-        .position(|c| c == "task")
-        .ok_or_else(|| bad_file("no 'task' column".into()))?;
-    let label_col = header
-        .iter()
-        .position(|c| c == "label")
-        .ok_or_else(|| bad_file("no 'label' column".into()))?;
-    let feature_cols: Vec<usize> = (0..header.len())
-        .filter(|&c| c != task_col && c != label_col)
-        .collect();
+    let file = std::fs::File::open(path).map_err(|source| DataError::Io { path: path.into(), source })?;
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(std::io::BufReader::new(file));
+    let bad_file = |reason: String| DataError::BadFile { path: path.into(), reason };
+    let header = reader.headers().map_err(|e| bad_file(format!("header: {e}")))?.clone();
+    let task_col =
+        header.iter().position(|c| c == "task").ok_or_else(|| bad_file("no 'task' column".into()))?;
+    let label_col =
+        header.iter().position(|c| c == "label").ok_or_else(|| bad_file("no 'label' column".into()))?;
+    let feature_cols: Vec<usize> = (0..header.len()).filter(|&c| c != task_col && c != label_col).collect();
     if feature_cols.is_empty() {
         return Err(bad_file("no feature columns".into()));
     }
-    let feature_names: Vec<String> = feature_cols
-        .iter()
-        .map(|&c| header[c].to_string())
-        .collect();
+    let feature_names: Vec<String> = feature_cols.iter().map(|&c| header[c].to_string()).collect();
 
     let mut tasks: Vec<Task> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -75,11 +52,7 @@ pub fn load(path: &Path, skip_bad_rows: bool) -> Result<TaskSet, DataError> {
         let parsed = record.map_err(|e| e.to_string()).and_then(|rec| {
             line = rec.position().map_or(line, |p| p.line());
             if rec.len() != header.len() {
-                return Err(format!(
-                    "{} columns, the header has {}",
-                    rec.len(),
-                    header.len()
-                ));
+                return Err(format!("{} columns, the header has {}", rec.len(), header.len()));
             }
             let label = parse_label(&rec[label_col])
                 .ok_or_else(|| format!("label '{}' is not 1, 0 or empty", &rec[label_col]))?;
@@ -102,23 +75,13 @@ pub fn load(path: &Path, skip_bad_rows: bool) -> Result<TaskSet, DataError> {
                 tracing::warn!(file = %path.display(), line, reason, "skipping bad row");
                 skipped += 1;
             }
-            Err(reason) => {
-                return Err(DataError::BadRow {
-                    path: path.into(),
-                    line,
-                    reason,
-                })
-            }
+            Err(reason) => return Err(DataError::BadRow { path: path.into(), line, reason }),
         }
     }
     if tasks.is_empty() {
         return Err(bad_file("no data rows".into()));
     }
-    Ok(TaskSet {
-        feature_names,
-        tasks,
-        skipped_rows: skipped,
-    })
+    Ok(TaskSet { feature_names, tasks, skipped_rows: skipped })
 }
 
 /// Write tasks as a labeled-task CSV.

@@ -29,11 +29,7 @@ pub struct Task {
 
 impl Task {
     pub fn new(id: impl Into<String>) -> Self {
-        Self {
-            id: id.into(),
-            x: Vec::new(),
-            labels: Vec::new(),
-        }
+        Self { id: id.into(), x: Vec::new(), labels: Vec::new() }
     }
 
     pub fn len(&self) -> usize {
@@ -49,9 +45,7 @@ impl Task {
     }
 
     pub fn indices_of(&self, label: Label) -> Vec<usize> {
-        (0..self.len())
-            .filter(|&i| self.labels[i] == label)
-            .collect()
+        (0..self.len()).filter(|&i| self.labels[i] == label).collect()
     }
 }
 
@@ -67,16 +61,9 @@ pub struct TaskSet {
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     #[error("cannot read {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("{path}:{line}: {reason}")]
-    BadRow {
-        path: PathBuf,
-        line: u64,
-        reason: String,
-    },
+    BadRow { path: PathBuf, line: u64, reason: String },
     #[error("{path}: {reason}")]
     BadFile { path: PathBuf, reason: String },
     #[error("{path}: {reason}")]
@@ -95,10 +82,7 @@ impl TaskSet {
     }
 
     pub fn task_index(&self, id: &str) -> Result<usize, DataError> {
-        self.tasks
-            .iter()
-            .position(|t| t.id == id)
-            .ok_or_else(|| DataError::UnknownTask(id.into()))
+        self.tasks.iter().position(|t| t.id == id).ok_or_else(|| DataError::UnknownTask(id.into()))
     }
 
     /// sha256 over feature names, task ids, labels and feature bits, in order.

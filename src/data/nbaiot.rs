@@ -32,22 +32,15 @@ impl TrafficFile {
 }
 
 fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, DataError> {
-    let io = |source| DataError::Io {
-        path: dir.into(),
-        source,
-    };
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(io)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
+    let io = |source| DataError::Io { path: dir.into(), source };
+    let mut out: Vec<PathBuf> =
+        std::fs::read_dir(dir).map_err(io)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
     out.sort();
     Ok(out)
 }
 
 fn file_name(p: &Path) -> String {
-    p.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// List the traffic files of a directory in either layout, benign first per device.
@@ -59,11 +52,7 @@ pub fn discover(dir: &Path) -> Result<Vec<TrafficFile>, DataError> {
             // UCI layout: one folder per device.
             let benign = entry.join("benign_traffic.csv");
             if benign.is_file() {
-                files.push(TrafficFile {
-                    device: name.clone(),
-                    class: "benign".into(),
-                    path: benign,
-                });
+                files.push(TrafficFile { device: name.clone(), class: "benign".into(), path: benign });
             }
             for family in ["gafgyt", "mirai"] {
                 let attacks = entry.join(format!("{family}_attacks"));
@@ -104,7 +93,8 @@ pub fn discover(dir: &Path) -> Result<Vec<TrafficFile>, DataError> {
     if files.is_empty() {
         return Err(DataError::BadFile {
             path: dir.into(),
-            reason: "no N-BaIoT files found (expected <device>/benign_traffic.csv or <device>.benign.csv)".into(),
+            reason: "no N-BaIoT files found (expected <device>/benign_traffic.csv or <device>.benign.csv)"
+                .into(),
         });
     }
     Ok(files)
@@ -116,19 +106,11 @@ pub fn read_feature_csv(
     skip_bad_rows: bool,
     skipped: &mut usize,
 ) -> Result<(Vec<String>, Vec<f32>), DataError> {
-    let file = std::fs::File::open(path).map_err(|source| DataError::Io {
-        path: path.into(),
-        source,
-    })?;
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(true)
-        .from_reader(std::io::BufReader::new(file));
+    let file = std::fs::File::open(path).map_err(|source| DataError::Io { path: path.into(), source })?;
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(std::io::BufReader::new(file));
     let header: Vec<String> = reader
         .headers()
-        .map_err(|e| DataError::BadFile {
-            path: path.into(),
-            reason: format!("header: {e}"),
-        })?
+        .map_err(|e| DataError::BadFile { path: path.into(), reason: format!("header: {e}") })?
         .iter()
         .map(str::to_string)
         .collect();
@@ -139,11 +121,7 @@ pub fn read_feature_csv(
         let parsed = record.map_err(|e| e.to_string()).and_then(|rec| {
             line = rec.position().map_or(line, |p| p.line());
             if rec.len() != header.len() {
-                return Err(format!(
-                    "{} columns, the header has {}",
-                    rec.len(),
-                    header.len()
-                ));
+                return Err(format!("{} columns, the header has {}", rec.len(), header.len()));
             }
             row.clear();
             for (v, name) in rec.iter().zip(&header) {
@@ -157,13 +135,7 @@ pub fn read_feature_csv(
                 tracing::warn!(file = %path.display(), line, reason, "skipping bad row");
                 *skipped += 1;
             }
-            Err(reason) => {
-                return Err(DataError::BadRow {
-                    path: path.into(),
-                    line,
-                    reason,
-                })
-            }
+            Err(reason) => return Err(DataError::BadRow { path: path.into(), line, reason }),
         }
     }
     Ok((header, values))
@@ -186,9 +158,7 @@ pub fn load_dir(dir: &Path, skip_bad_rows: bool) -> Result<TaskSet, DataError> {
             }
             Some(_) => {}
         }
-        let task = tasks
-            .entry(f.device.clone())
-            .or_insert_with(|| Task::new(f.device.clone()));
+        let task = tasks.entry(f.device.clone()).or_insert_with(|| Task::new(f.device.clone()));
         let rows = values.len() / header.len().max(1);
         task.x.extend_from_slice(&values);
         task.labels.extend(std::iter::repeat(f.label()).take(rows));

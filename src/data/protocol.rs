@@ -17,12 +17,7 @@ pub struct ProtocolConfig {
 
 impl Default for ProtocolConfig {
     fn default() -> Self {
-        Self {
-            positives: vec![1, 3, 5],
-            priors: vec![0.2, 0.4, 0.6, 0.8],
-            support_size: 30,
-            test_size: 200,
-        }
+        Self { positives: vec![1, 3, 5], priors: vec![0.2, 0.4, 0.6, 0.8], support_size: 30, test_size: 200 }
     }
 }
 
@@ -59,11 +54,8 @@ pub fn sample_episode(
         return None;
     }
     let support_pos = pos[..n_pos].to_vec();
-    let mut support_unl: Vec<usize> = pos[n_pos..n_pos + unl_pos]
-        .iter()
-        .chain(&neg[..unl_neg])
-        .copied()
-        .collect();
+    let mut support_unl: Vec<usize> =
+        pos[n_pos..n_pos + unl_pos].iter().chain(&neg[..unl_neg]).copied().collect();
     support_unl.shuffle(rng);
     let (left_pos, left_neg) = (&pos[n_pos + unl_pos..], &neg[unl_neg..]);
     let mut want_pos = (prior * cfg.test_size as f64).round() as usize;
@@ -81,19 +73,8 @@ pub fn sample_episode(
     if want_pos + want_neg == 0 {
         return None;
     }
-    let test = left_pos[..want_pos]
-        .iter()
-        .chain(&left_neg[..want_neg])
-        .copied()
-        .collect();
-    Some(Episode {
-        task: task_index,
-        n_pos,
-        prior,
-        support_pos,
-        support_unl,
-        test,
-    })
+    let test = left_pos[..want_pos].iter().chain(&left_neg[..want_neg]).copied().collect();
+    Some(Episode { task: task_index, n_pos, prior, support_pos, support_unl, test })
 }
 
 /// Every (task, N_p, π) combination, `repeats` times each; combinations a task

@@ -17,22 +17,15 @@ pub struct Split {
 
 impl Split {
     pub fn load(path: &Path) -> Result<Self, DataError> {
-        let text = std::fs::read_to_string(path).map_err(|source| DataError::Io {
-            path: path.into(),
-            source,
-        })?;
-        serde_json::from_str(&text).map_err(|e| DataError::BadSplit {
-            path: path.into(),
-            reason: e.to_string(),
-        })
+        let text =
+            std::fs::read_to_string(path).map_err(|source| DataError::Io { path: path.into(), source })?;
+        serde_json::from_str(&text)
+            .map_err(|e| DataError::BadSplit { path: path.into(), reason: e.to_string() })
     }
 
     pub fn save(&self, path: &Path) -> Result<(), DataError> {
         let text = serde_json::to_string_pretty(self).expect("split serialises");
-        std::fs::write(path, text + "\n").map_err(|source| DataError::Io {
-            path: path.into(),
-            source,
-        })
+        std::fs::write(path, text + "\n").map_err(|source| DataError::Io { path: path.into(), source })
     }
 
     /// Indices of a list of task ids in `set`; an unknown id is an error.

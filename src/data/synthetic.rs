@@ -62,15 +62,8 @@ fn point(shape: Shape, positive: bool, noise_sd: f64, rng: &mut impl Rng) -> (f6
         }
         Shape::Moons => {
             let a = rng.gen::<f64>() * std::f64::consts::PI;
-            let (x, y) = if positive {
-                (a.cos(), a.sin())
-            } else {
-                (1.0 - a.cos(), 0.5 - a.sin())
-            };
-            (
-                x - 0.5 + noise_sd * normal(rng),
-                y - 0.25 + noise_sd * normal(rng),
-            )
+            let (x, y) = if positive { (a.cos(), a.sin()) } else { (1.0 - a.cos(), 0.5 - a.sin()) };
+            (x - 0.5 + noise_sd * normal(rng), y - 0.25 + noise_sd * normal(rng))
         }
     }
 }
@@ -92,11 +85,7 @@ pub fn generate(cfg: &SyntheticConfig, seed: u64) -> (TaskSet, Split) {
         .iter()
         .enumerate()
         .map(|(i, id)| {
-            let shape = if rng.gen::<bool>() {
-                Shape::Gaussians
-            } else {
-                Shape::Moons
-            };
+            let shape = if rng.gen::<bool>() { Shape::Gaussians } else { Shape::Moons };
             let angle = 2.0 * std::f64::consts::PI * i as f64 / 180.0;
             let (n_pos, n_neg) = if split.source.contains(id) {
                 let prior = cfg.priors[rng.gen_range(0..cfg.priors.len())];
@@ -121,12 +110,5 @@ pub fn generate(cfg: &SyntheticConfig, seed: u64) -> (TaskSet, Split) {
             task
         })
         .collect();
-    (
-        TaskSet {
-            feature_names: vec!["x1".into(), "x2".into()],
-            tasks,
-            skipped_rows: 0,
-        },
-        split,
-    )
+    (TaskSet { feature_names: vec!["x1".into(), "x2".into()], tasks, skipped_rows: 0 }, split)
 }

@@ -9,10 +9,7 @@ use tch::{Kind, Tensor};
 /// Mean of `x` (`[B, S, C]`) over the rows selected by `mask` (`[B, S]`) → `[B, C]`.
 /// An empty selection gives zeros instead of NaN.
 pub fn masked_mean(x: &Tensor, mask: &Tensor) -> Tensor {
-    let count = mask
-        .sum_dim_intlist(1, false, x.kind())
-        .clamp_min(1.0)
-        .unsqueeze(-1);
+    let count = mask.sum_dim_intlist(1, false, x.kind()).clamp_min(1.0).unsqueeze(-1);
     (x * mask.unsqueeze(-1)).sum_dim_intlist(1, false, x.kind()) / count
 }
 
@@ -22,10 +19,7 @@ pub fn masked_mean(x: &Tensor, mask: &Tensor) -> Tensor {
 pub fn unconstrained_weights(h: &Tensor, pos: &Tensor, unl: &Tensor, lambda: &Tensor) -> Tensor {
     let (_, _, m) = h.size3().expect("embeddings must be [B, S, M]");
     let k = masked_mean(h, pos);
-    let n_unl = unl
-        .sum_dim_intlist(1, false, h.kind())
-        .clamp_min(1.0)
-        .view([-1, 1, 1]);
+    let n_unl = unl.sum_dim_intlist(1, false, h.kind()).clamp_min(1.0).view([-1, 1, 1]);
     let h_unl = h * unl.unsqueeze(-1);
     let gram = h_unl.transpose(1, 2).bmm(h) / n_unl;
     let eye = Tensor::eye(m, (h.kind(), h.device()));
@@ -38,9 +32,7 @@ pub fn unconstrained_weights(h: &Tensor, pos: &Tensor, unl: &Tensor, lambda: &Te
     // process; its non-finite weights become 0 (that task then scores as all-anomalous
     // until the next adaptation).
     let (w, _info) = Tensor::linalg_solve_ex(&system, &k.unsqueeze(-1), true, false);
-    w.squeeze_dim(-1)
-        .nan_to_num(0.0, 0.0, 0.0)
-        .to_kind(h.kind())
+    w.squeeze_dim(-1).nan_to_num(0.0, 0.0, 0.0).to_kind(h.kind())
 }
 
 /// `max(0, w̃)`, the paper's non-negativity fix. With `leak > 0` negative weights keep
@@ -64,9 +56,7 @@ pub fn ratio(h: &Tensor, w: &Tensor) -> Tensor {
 /// A task whose ratio is nowhere above 1 (including an all-zero w) gets π = 1.
 pub fn prior_from_ratio(support_ratio: &Tensor, mask: &Tensor) -> Tensor {
     let invalid = mask.le(0.0);
-    let max_ratio = support_ratio
-        .masked_fill(&invalid, f64::NEG_INFINITY)
-        .amax(1, false);
+    let max_ratio = support_ratio.masked_fill(&invalid, f64::NEG_INFINITY).amax(1, false);
     max_ratio.clamp_min(1.0).reciprocal()
 }
 

@@ -21,22 +21,14 @@ const SCALE: &str = "preprocess.scale";
 #[derive(Debug, thiserror::Error)]
 pub enum ModelFileError {
     #[error("cannot read model file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("cannot write model file {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Write { path: PathBuf, source: std::io::Error },
     #[error("model file {path} is corrupt or not a safetensors file: {reason}")]
     Corrupt { path: PathBuf, reason: String },
     #[error("{path} is not a metapu model file (no \"{META_KEY}\" metadata)")]
     NotAModel { path: PathBuf },
-    #[error(
-        "model file {path} has format version {found}; this build reads version {FORMAT_VERSION}"
-    )]
+    #[error("model file {path} has format version {found}; this build reads version {FORMAT_VERSION}")]
     Version { path: PathBuf, found: u32 },
     #[error("model file {path} has inconsistent dimensions: {reason}")]
     Dimensions { path: PathBuf, reason: String },
@@ -53,12 +45,7 @@ struct Metadata {
 }
 
 fn to_f32_vec(t: &Tensor) -> Vec<f32> {
-    let flat = t
-        .detach()
-        .to_kind(Kind::Float)
-        .to_device(Device::Cpu)
-        .contiguous()
-        .flatten(0, -1);
+    let flat = t.detach().to_kind(Kind::Float).to_device(Device::Cpu).contiguous().flatten(0, -1);
     Vec::<f32>::try_from(flat).unwrap_or_default()
 }
 
@@ -92,12 +79,7 @@ pub fn to_bytes(model: &Model) -> Result<Vec<u8>, safetensors::SafeTensorError> 
     named.sort_by(|a, b| a.0.cmp(&b.0));
     let views = named
         .iter()
-        .map(|(name, shape, bytes)| {
-            Ok((
-                name.clone(),
-                TensorView::new(Dtype::F32, shape.clone(), bytes)?,
-            ))
-        })
+        .map(|(name, shape, bytes)| Ok((name.clone(), TensorView::new(Dtype::F32, shape.clone(), bytes)?)))
         .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
     let json = serde_json::to_string(&meta).expect("metadata serialises");
     let info = Some(HashMap::from([(META_KEY.to_string(), json)]));
@@ -106,37 +88,23 @@ pub fn to_bytes(model: &Model) -> Result<Vec<u8>, safetensors::SafeTensorError> 
 
 /// Write a model file atomically (temporary file, then rename).
 pub fn save(model: &Model, path: &Path) -> Result<(), ModelFileError> {
-    let bytes = to_bytes(model).map_err(|e| ModelFileError::Corrupt {
-        path: path.into(),
-        reason: e.to_string(),
-    })?;
+    let bytes =
+        to_bytes(model).map_err(|e| ModelFileError::Corrupt { path: path.into(), reason: e.to_string() })?;
     let tmp = path.with_extension("safetensors.tmp");
     std::fs::write(&tmp, bytes)
         .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|source| ModelFileError::Write {
-            path: path.into(),
-            source,
-        })
+        .map_err(|source| ModelFileError::Write { path: path.into(), source })
 }
 
 /// Read and validate a model file onto `device`.
 pub fn load(path: &Path, device: Device) -> Result<Model, ModelFileError> {
-    let bytes = std::fs::read(path).map_err(|source| ModelFileError::Read {
-        path: path.into(),
-        source,
-    })?;
+    let bytes = std::fs::read(path).map_err(|source| ModelFileError::Read { path: path.into(), source })?;
     from_bytes(&bytes, path, device)
 }
 
 pub fn from_bytes(bytes: &[u8], path: &Path, device: Device) -> Result<Model, ModelFileError> {
-    let corrupt = |reason: String| ModelFileError::Corrupt {
-        path: path.into(),
-        reason,
-    };
-    let dims = |reason: String| ModelFileError::Dimensions {
-        path: path.into(),
-        reason,
-    };
+    let corrupt = |reason: String| ModelFileError::Corrupt { path: path.into(), reason };
+    let dims = |reason: String| ModelFileError::Dimensions { path: path.into(), reason };
     let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| corrupt(e.to_string()))?;
     let json = header
         .metadata()
@@ -149,18 +117,11 @@ pub fn from_bytes(bytes: &[u8], path: &Path, device: Device) -> Result<Model, Mo
     if version.get("format").and_then(|v| v.as_str()) != Some(FORMAT) {
         return Err(ModelFileError::NotAModel { path: path.into() });
     }
-    let found = version
-        .get("format_version")
-        .and_then(|v| v.as_u64())
-        .unwrap_or(0) as u32;
+    let found = version.get("format_version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
     if found != FORMAT_VERSION {
-        return Err(ModelFileError::Version {
-            path: path.into(),
-            found,
-        });
+        return Err(ModelFileError::Version { path: path.into(), found });
     }
-    let meta: Metadata =
-        serde_json::from_value(version).map_err(|e| corrupt(format!("metadata: {e}")))?;
+    let meta: Metadata = serde_json::from_value(version).map_err(|e| corrupt(format!("metadata: {e}")))?;
     let d = meta.net.input_dim;
     if d <= 0
         || meta.net.task_dim <= 0
@@ -171,29 +132,17 @@ pub fn from_bytes(bytes: &[u8], path: &Path, device: Device) -> Result<Model, Mo
         return Err(dims(format!("non-positive size in {:?}", meta.net)));
     }
     if meta.feature_names.len() != d as usize {
-        return Err(dims(format!(
-            "{} feature names for {} input features",
-            meta.feature_names.len(),
-            d
-        )));
+        return Err(dims(format!("{} feature names for {} input features", meta.feature_names.len(), d)));
     }
     let tensors = SafeTensors::deserialize(bytes).map_err(|e| corrupt(e.to_string()))?;
     let read = |name: &str, shape: &[i64]| -> Result<Tensor, ModelFileError> {
-        let view = tensors
-            .tensor(name)
-            .map_err(|_| dims(format!("tensor {name} is missing")))?;
+        let view = tensors.tensor(name).map_err(|_| dims(format!("tensor {name} is missing")))?;
         let found: Vec<i64> = view.shape().iter().map(|&s| s as i64).collect();
         if view.dtype() != Dtype::F32 || found != shape {
-            return Err(dims(format!(
-                "tensor {name} is {:?}{found:?}, expected F32{shape:?}",
-                view.dtype()
-            )));
+            return Err(dims(format!("tensor {name} is {:?}{found:?}, expected F32{shape:?}", view.dtype())));
         }
-        let values: Vec<f32> = view
-            .data()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let values: Vec<f32> =
+            view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         if values.iter().any(|v| !v.is_finite()) {
             return Err(corrupt(format!("tensor {name} holds NaN or infinity")));
         }
@@ -202,11 +151,7 @@ pub fn from_bytes(bytes: &[u8], path: &Path, device: Device) -> Result<Model, Mo
     let net = MetaPuNet::new(meta.net.clone(), device);
     let mut vars = net.vs.variables();
     if tensors.len() != vars.len() + 2 {
-        return Err(dims(format!(
-            "{} tensors, expected {}",
-            tensors.len(),
-            vars.len() + 2
-        )));
+        return Err(dims(format!("{} tensors, expected {}", tensors.len(), vars.len() + 2)));
     }
     tch::no_grad(|| -> Result<(), ModelFileError> {
         for (name, var) in vars.iter_mut() {
@@ -224,10 +169,5 @@ pub fn from_bytes(bytes: &[u8], path: &Path, device: Device) -> Result<Model, Mo
     if preprocess.scale.contains(&0.0) {
         return Err(corrupt("preprocessing scale has a zero".into()));
     }
-    Ok(Model {
-        net,
-        preprocess,
-        feature_names: meta.feature_names,
-        provenance: meta.provenance,
-    })
+    Ok(Model { net, preprocess, feature_names: meta.feature_names, provenance: meta.provenance })
 }

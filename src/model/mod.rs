@@ -25,11 +25,7 @@ pub use support::{AdaptedBatch, Support, SupportBatch, TaskState};
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ModelError {
     #[error("task {task}: {found} values do not make whole rows of {expected} features")]
-    Dimension {
-        expected: usize,
-        found: usize,
-        task: usize,
-    },
+    Dimension { expected: usize, found: usize, task: usize },
     #[error("task {task}: the support set has no positive (known-normal) rows")]
     NoPositives { task: usize },
     #[error("task {task}: features contain NaN or infinity")]
@@ -39,11 +35,7 @@ pub enum ModelError {
     #[error("task {task}: adapted state does not match the model's dimensions")]
     BadState { task: usize },
     #[error("record {record} refers to task {index}, but only {len} states were given")]
-    TaskIndex {
-        record: usize,
-        index: usize,
-        len: usize,
-    },
+    TaskIndex { record: usize, index: usize, len: usize },
     #[error("the model expects {expected} features per record, the data has {found}")]
     FeatureCount { expected: usize, found: usize },
 }
@@ -89,11 +81,7 @@ pub fn default_device() -> Device {
 
 fn check_rows(rows: &[f32], dim: usize, task: usize) -> Result<(), ModelError> {
     if rows.len() % dim != 0 {
-        return Err(ModelError::Dimension {
-            expected: dim,
-            found: rows.len(),
-            task,
-        });
+        return Err(ModelError::Dimension { expected: dim, found: rows.len(), task });
     }
     if rows.iter().any(|v| !v.is_finite()) {
         return Err(ModelError::NonFinite { task });
@@ -111,10 +99,7 @@ impl Model {
         if found == self.dim() {
             Ok(())
         } else {
-            Err(ModelError::FeatureCount {
-                expected: self.dim(),
-                found,
-            })
+            Err(ModelError::FeatureCount { expected: self.dim(), found })
         }
     }
 
@@ -130,18 +115,10 @@ impl Model {
         for (i, s) in supports.iter().enumerate() {
             check_rows(s.positives, dim, i)?;
             check_rows(s.unlabeled, dim, i)?;
-            owned.push((
-                self.preprocess.transformed(s.positives),
-                self.preprocess.transformed(s.unlabeled),
-            ));
+            owned.push((self.preprocess.transformed(s.positives), self.preprocess.transformed(s.unlabeled)));
         }
-        let views: Vec<Support<'_>> = owned
-            .iter()
-            .map(|(p, u)| Support {
-                positives: p,
-                unlabeled: u,
-            })
-            .collect();
+        let views: Vec<Support<'_>> =
+            owned.iter().map(|(p, u)| Support { positives: p, unlabeled: u }).collect();
         let batch = SupportBatch::pack(&views, dim, self.net.kind(), self.net.device())?;
         Ok(tch::no_grad(|| self.net.adapt(&batch, 0.0)).to_states())
     }
@@ -158,24 +135,13 @@ impl Model {
         check_rows(records, dim, 0)?;
         let n = records.len() / dim;
         if task.len() != n {
-            return Err(ModelError::Dimension {
-                expected: dim,
-                found: records.len(),
-                task: 0,
-            });
+            return Err(ModelError::Dimension { expected: dim, found: records.len(), task: 0 });
         }
         if let Some((record, &index)) = task.iter().enumerate().find(|(_, &t)| t >= states.len()) {
-            return Err(ModelError::TaskIndex {
-                record,
-                index,
-                len: states.len(),
-            });
+            return Err(ModelError::TaskIndex { record, index, len: states.len() });
         }
         if n == 0 {
-            return Ok(Scores {
-                posterior: vec![],
-                normal: vec![],
-            });
+            return Ok(Scores { posterior: vec![], normal: vec![] });
         }
         let adapted = AdaptedBatch::from_states(states, self.net.kind(), self.net.device())?;
         if adapted.w.size()[1] != self.net.config.embed_dim {
@@ -191,8 +157,8 @@ impl Model {
             let r = self.net.ratio_flat(&adapted, &idx, &x);
             closed_form::posterior(&adapted.prior.index_select(0, &idx), &r)
         });
-        let posterior = Vec::<f32>::try_from(posterior.to_kind(Kind::Float).to_device(Device::Cpu))
-            .unwrap_or_default();
+        let posterior =
+            Vec::<f32>::try_from(posterior.to_kind(Kind::Float).to_device(Device::Cpu)).unwrap_or_default();
         let normal = posterior.iter().map(|&p| p >= threshold).collect();
         Ok(Scores { posterior, normal })
     }

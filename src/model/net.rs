@@ -62,29 +62,12 @@ impl MetaPuNet {
         let root = vs.root();
         let c = &config;
         // f: 3 layers, g: 2 layers, h: 4 layers (paper appendix).
-        let f = Mlp::new(
-            &(&root / "f"),
-            &[c.input_dim, c.hidden, c.hidden, c.set_dim],
-        );
+        let f = Mlp::new(&(&root / "f"), &[c.input_dim, c.hidden, c.hidden, c.set_dim]);
         let g = Mlp::new(&(&root / "g"), &[c.set_dim, c.hidden, c.task_dim]);
-        let h_in = if c.use_task_vectors {
-            c.input_dim + 2 * c.task_dim
-        } else {
-            c.input_dim
-        };
-        let h = Mlp::new(
-            &(&root / "h"),
-            &[h_in, c.hidden, c.hidden, c.hidden, c.embed_dim],
-        );
+        let h_in = if c.use_task_vectors { c.input_dim + 2 * c.task_dim } else { c.input_dim };
+        let h = Mlp::new(&(&root / "h"), &[h_in, c.hidden, c.hidden, c.hidden, c.embed_dim]);
         let log_lambda = root.var("log_lambda", &[], nn::Init::Const(c.lambda_init.ln()));
-        Self {
-            vs,
-            config,
-            f,
-            g,
-            h,
-            log_lambda,
-        }
+        Self { vs, config, f, g, h, log_lambda }
     }
 
     pub fn device(&self) -> Device {
@@ -125,8 +108,7 @@ impl MetaPuNet {
     pub fn adapt(&self, support: &SupportBatch, leak: f64) -> AdaptedBatch {
         let (z_p, z_u) = self.task_vectors(support);
         let h = self.embed(&support.x, &z_p, &z_u);
-        let w_raw =
-            closed_form::unconstrained_weights(&h, &support.pos, &support.unl, &self.lambda());
+        let w_raw = closed_form::unconstrained_weights(&h, &support.pos, &support.unl, &self.lambda());
         let w = closed_form::nonnegative_weights(&w_raw, leak);
         let support_ratio = closed_form::ratio(&h, &w);
         let any = (&support.pos + &support.unl).clamp_max(1.0);

@@ -32,11 +32,7 @@ fn signed_log1p(x: f32) -> f32 {
 
 impl Preprocessor {
     pub fn identity(kind: PreprocessKind, dim: usize) -> Self {
-        Self {
-            kind,
-            shift: vec![0.0; dim],
-            scale: vec![1.0; dim],
-        }
+        Self { kind, shift: vec![0.0; dim], scale: vec![1.0; dim] }
     }
 
     pub fn dim(&self) -> usize {
@@ -46,9 +42,7 @@ impl Preprocessor {
     /// Fit on row-major `rows` of width `dim` (means and standard deviations in f64).
     pub fn fit(kind: PreprocessKind, rows: &[f32], dim: usize) -> Self {
         let mut pre = Self::identity(kind, dim);
-        if !matches!(kind, PreprocessKind::LogStandard | PreprocessKind::Standard)
-            || rows.is_empty()
-        {
+        if !matches!(kind, PreprocessKind::LogStandard | PreprocessKind::Standard) || rows.is_empty() {
             return pre;
         }
         let n = (rows.len() / dim) as f64;
@@ -66,11 +60,7 @@ impl Preprocessor {
             let var = (sq[j] / n - mean * mean).max(0.0);
             pre.shift[j] = mean as f32;
             // A constant feature keeps scale 1 rather than dividing by ~0.
-            pre.scale[j] = if var.sqrt() > 1e-6 {
-                var.sqrt() as f32
-            } else {
-                1.0
-            };
+            pre.scale[j] = if var.sqrt() > 1e-6 { var.sqrt() as f32 } else { 1.0 };
         }
         pre
     }
@@ -88,14 +78,9 @@ impl Preprocessor {
         for row in rows.chunks_exact_mut(dim) {
             match self.kind {
                 PreprocessKind::L2 => {
-                    let norm = row
-                        .iter()
-                        .map(|v| f64::from(*v) * f64::from(*v))
-                        .sum::<f64>()
-                        .sqrt();
+                    let norm = row.iter().map(|v| f64::from(*v) * f64::from(*v)).sum::<f64>().sqrt();
                     if norm > 0.0 {
-                        row.iter_mut()
-                            .for_each(|v| *v = (f64::from(*v) / norm) as f32);
+                        row.iter_mut().for_each(|v| *v = (f64::from(*v) / norm) as f32);
                     }
                 }
                 PreprocessKind::None => {}

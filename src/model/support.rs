@@ -36,11 +36,7 @@ impl SupportBatch {
         for (i, s) in supports.iter().enumerate() {
             for rows in [s.positives, s.unlabeled] {
                 if rows.len() % dim != 0 {
-                    return Err(ModelError::Dimension {
-                        expected: dim,
-                        found: rows.len(),
-                        task: i,
-                    });
+                    return Err(ModelError::Dimension { expected: dim, found: rows.len(), task: i });
                 }
             }
             if s.positives.is_empty() {
@@ -62,17 +58,9 @@ impl SupportBatch {
             unl[base + n_pos..base + n_pos + n_unl].fill(1.0);
         }
         let (b, s, d) = (b as i64, longest as i64, dim as i64);
-        let to = |v: &[f32], shape: &[i64]| {
-            Tensor::from_slice(v)
-                .reshape(shape)
-                .to_kind(kind)
-                .to_device(device)
-        };
-        Ok(Self {
-            x: to(&x, &[b, s, d]),
-            pos: to(&pos, &[b, s]),
-            unl: to(&unl, &[b, s]),
-        })
+        let to =
+            |v: &[f32], shape: &[i64]| Tensor::from_slice(v).reshape(shape).to_kind(kind).to_device(device);
+        Ok(Self { x: to(&x, &[b, s, d]), pos: to(&pos, &[b, s]), unl: to(&unl, &[b, s]) })
     }
 }
 
@@ -105,22 +93,13 @@ impl AdaptedBatch {
 
     pub fn to_states(&self) -> Vec<TaskState> {
         let rows = |t: &Tensor| -> Vec<Vec<f32>> {
-            let t = t
-                .detach()
-                .to_kind(Kind::Float)
-                .to_device(Device::Cpu)
-                .contiguous();
+            let t = t.detach().to_kind(Kind::Float).to_device(Device::Cpu).contiguous();
             let width = t.size()[1] as usize;
             let flat = Vec::<f32>::try_from(t.flatten(0, -1)).unwrap_or_default();
             flat.chunks(width.max(1)).map(<[f32]>::to_vec).collect()
         };
-        let prior = Vec::<f32>::try_from(
-            self.prior
-                .detach()
-                .to_kind(Kind::Float)
-                .to_device(Device::Cpu),
-        )
-        .unwrap_or_default();
+        let prior = Vec::<f32>::try_from(self.prior.detach().to_kind(Kind::Float).to_device(Device::Cpu))
+            .unwrap_or_default();
         rows(&self.z_p)
             .into_iter()
             .zip(rows(&self.z_u))
@@ -130,11 +109,7 @@ impl AdaptedBatch {
             .collect()
     }
 
-    pub fn from_states(
-        states: &[&TaskState],
-        kind: Kind,
-        device: Device,
-    ) -> Result<Self, ModelError> {
+    pub fn from_states(states: &[&TaskState], kind: Kind, device: Device) -> Result<Self, ModelError> {
         let first = states.first().ok_or(ModelError::EmptyBatch)?;
         let stack = |pick: fn(&TaskState) -> &[f32], width: usize| -> Result<Tensor, ModelError> {
             let mut flat = Vec::with_capacity(states.len() * width);

@@ -20,12 +20,7 @@ pub struct SamplerConfig {
 
 impl Default for SamplerConfig {
     fn default() -> Self {
-        Self {
-            max_positives: 5,
-            support_size: 30,
-            query_size: 100,
-            labeled_fraction: 0.5,
-        }
+        Self { max_positives: 5, support_size: 30, query_size: 100, labeled_fraction: 0.5 }
     }
 }
 
@@ -48,18 +43,16 @@ impl SourceTask {
         labeled_fraction: f64,
         rng: &mut impl Rng,
     ) -> Option<Self> {
-        let mut labeled: Vec<usize> = (0..task.len())
-            .filter(|&i| task.labels[i] != Label::Unlabeled)
-            .collect();
+        let mut labeled: Vec<usize> =
+            (0..task.len()).filter(|&i| task.labels[i] != Label::Unlabeled).collect();
         let mut unlabeled = task.indices_of(Label::Unlabeled);
         if unlabeled.is_empty() {
             labeled.shuffle(rng);
             let keep = ((labeled.len() as f64) * labeled_fraction).round() as usize;
             unlabeled = labeled.split_off(keep.min(labeled.len()));
         }
-        let (positives, negatives): (Vec<usize>, Vec<usize>) = labeled
-            .into_iter()
-            .partition(|&i| task.labels[i] == Label::Positive);
+        let (positives, negatives): (Vec<usize>, Vec<usize>) =
+            labeled.into_iter().partition(|&i| task.labels[i] == Label::Positive);
         // One positive for the support and one for the query at least.
         (positives.len() >= 2 && !negatives.is_empty() && !unlabeled.is_empty()).then_some(Self {
             task: task_index,
@@ -85,10 +78,7 @@ pub struct TrainBatch {
 
 fn pick(from: &[usize], n: usize, rng: &mut impl Rng) -> Vec<usize> {
     let n = n.min(from.len());
-    index::sample(rng, from.len(), n)
-        .into_iter()
-        .map(|i| from[i])
-        .collect()
+    index::sample(rng, from.len(), n).into_iter().map(|i| from[i]).collect()
 }
 
 fn gather(task: &Task, rows: &[usize], dim: usize, out: &mut Vec<f32>) {
@@ -110,14 +100,7 @@ pub struct EpisodeSampler<'a> {
 impl EpisodeSampler<'_> {
     /// Sample B episodes from uniformly chosen source tasks.
     pub fn sample(&self, batch: usize, rng: &mut impl Rng) -> TrainBatch {
-        let Self {
-            sources,
-            tasks,
-            dim,
-            cfg,
-            kind,
-            device,
-        } = *self;
+        let Self { sources, tasks, dim, cfg, kind, device } = *self;
         let q = cfg.query_size;
         let mut supports: Vec<(Vec<f32>, Vec<f32>)> = Vec::with_capacity(batch);
         let mut qx = vec![0f32; batch * q * dim];
@@ -128,9 +111,7 @@ impl EpisodeSampler<'_> {
         for b in 0..batch {
             let src = &sources[rng.gen_range(0..sources.len())];
             let task = &tasks[src.task];
-            let n_pos = rng
-                .gen_range(1..=cfg.max_positives)
-                .min(src.positives.len() - 1);
+            let n_pos = rng.gen_range(1..=cfg.max_positives).min(src.positives.len() - 1);
             let mut shuffled = src.positives.clone();
             shuffled.shuffle(rng);
             let (support_pos, rest_pos) = shuffled.split_at(n_pos);
@@ -147,8 +128,7 @@ impl EpisodeSampler<'_> {
             }
 
             // Query keeps the labeled part's positive ratio, shrunk if a class runs short.
-            let ratio =
-                src.positives.len() as f64 / (src.positives.len() + src.negatives.len()) as f64;
+            let ratio = src.positives.len() as f64 / (src.positives.len() + src.negatives.len()) as f64;
             let want_pos = ((q as f64) * ratio).round().clamp(1.0, q as f64 - 1.0) as usize;
             let want_neg = q - want_pos;
             let shrink = (rest_pos.len() as f64 / want_pos as f64)
@@ -166,21 +146,12 @@ impl EpisodeSampler<'_> {
             qy[b * q..b * q + query_pos.len()].fill(1.0);
             qm[b * q..b * q + n].fill(1.0);
         }
-        let views: Vec<Support<'_>> = supports
-            .iter()
-            .map(|(p, u)| Support {
-                positives: p,
-                unlabeled: u,
-            })
-            .collect();
-        let support = SupportBatch::pack(&views, dim, kind, device)
-            .expect("sampled supports are well-formed");
-        let to = |v: &[f32], shape: &[i64]| {
-            Tensor::from_slice(v)
-                .reshape(shape)
-                .to_kind(kind)
-                .to_device(device)
-        };
+        let views: Vec<Support<'_>> =
+            supports.iter().map(|(p, u)| Support { positives: p, unlabeled: u }).collect();
+        let support =
+            SupportBatch::pack(&views, dim, kind, device).expect("sampled supports are well-formed");
+        let to =
+            |v: &[f32], shape: &[i64]| Tensor::from_slice(v).reshape(shape).to_kind(kind).to_device(device);
         let (b, q, d) = (batch as i64, q as i64, dim as i64);
         TrainBatch {
             support,

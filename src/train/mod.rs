@@ -14,9 +14,7 @@ use tch::{nn, Device, Kind, Tensor};
 use crate::data::protocol::{self, ProtocolConfig};
 use crate::data::{Task, TaskSet};
 use crate::evaluate::{EpisodeSet, PriorMode};
-use crate::model::{
-    closed_form, MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance,
-};
+use crate::model::{closed_form, MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 use episodes::{EpisodeSampler, SamplerConfig, SourceTask};
 
 #[derive(Debug, Clone)]
@@ -67,9 +65,7 @@ impl Default for TrainConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
-    #[error(
-        "no usable source task (each needs ≥2 labeled positives, a negative and unlabeled rows)"
-    )]
+    #[error("no usable source task (each needs ≥2 labeled positives, a negative and unlabeled rows)")]
     NoSourceTasks,
     #[error("no validation episode could be drawn from the validation tasks")]
     NoValidationEpisodes,
@@ -105,21 +101,12 @@ pub trait Progress {
 impl Progress for () {}
 
 fn preprocessed(set: &TaskSet, pre: &Preprocessor) -> Vec<Task> {
-    set.tasks
-        .iter()
-        .map(|t| Task {
-            x: pre.transformed(&t.x),
-            ..t.clone()
-        })
-        .collect()
+    set.tasks.iter().map(|t| Task { x: pre.transformed(&t.x), ..t.clone() }).collect()
 }
 
 fn snapshot(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
-    let mut vars: Vec<(String, Tensor)> = vs
-        .variables()
-        .into_iter()
-        .map(|(n, t)| (n, t.detach().copy()))
-        .collect();
+    let mut vars: Vec<(String, Tensor)> =
+        vs.variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect();
     vars.sort_by(|a, b| a.0.cmp(&b.0));
     vars
 }
@@ -152,42 +139,29 @@ pub fn train(
     tch::manual_seed(cfg.seed as i64);
 
     // Preprocessing is fitted on source rows only.
-    let source_rows: Vec<f32> = source
-        .iter()
-        .flat_map(|&i| data.tasks[i].x.iter().copied())
-        .collect();
+    let source_rows: Vec<f32> = source.iter().flat_map(|&i| data.tasks[i].x.iter().copied()).collect();
     let pre = Preprocessor::fit(cfg.preprocess, &source_rows, dim);
     let tasks = preprocessed(data, &pre);
 
     let sources: Vec<SourceTask> = source
         .iter()
-        .filter_map(|&i| {
-            SourceTask::partition(i, &tasks[i], cfg.sampler.labeled_fraction, &mut rng)
-        })
+        .filter_map(|&i| SourceTask::partition(i, &tasks[i], cfg.sampler.labeled_fraction, &mut rng))
         .collect();
     if sources.is_empty() {
         return Err(TrainError::NoSourceTasks);
     }
     // Fixed validation episodes, so checkpoints are compared on the same draws.
     let val_tasks: Vec<(usize, &Task)> = validation.iter().map(|&i| (i, &tasks[i])).collect();
-    let val_episodes =
-        protocol::episodes(&val_tasks, &cfg.protocol, cfg.validation_repeats, &mut rng);
+    let val_episodes = protocol::episodes(&val_tasks, &cfg.protocol, cfg.validation_repeats, &mut rng);
     let kind = Kind::Float;
-    let val_set = EpisodeSet::new(val_episodes, &tasks, dim, kind, device)
-        .ok_or(TrainError::NoValidationEpisodes)?;
+    let val_set =
+        EpisodeSet::new(val_episodes, &tasks, dim, kind, device).ok_or(TrainError::NoValidationEpisodes)?;
 
     let mut net_cfg = NetConfig::paper(dim as i64, cfg.task_dim);
     net_cfg.use_task_vectors = cfg.use_task_vectors;
     let net = MetaPuNet::new(net_cfg, device);
     let mut opt = nn::Adam::default().build(&net.vs, cfg.learning_rate)?;
-    let sampler = EpisodeSampler {
-        sources: &sources,
-        tasks: &tasks,
-        dim,
-        cfg: &cfg.sampler,
-        kind,
-        device,
-    };
+    let sampler = EpisodeSampler { sources: &sources, tasks: &tasks, dim, cfg: &cfg.sampler, kind, device };
 
     let mut best = (-1.0_f64, 0_u64, snapshot(&net.vs));
     let mut history = Vec::new();
@@ -251,11 +225,7 @@ pub fn train(
     }
     if history.is_empty() {
         // Interrupted before the first evaluation: evaluate what we have.
-        best = (
-            val_set.evaluate(&net, PriorMode::Estimated).mean_accuracy,
-            iteration,
-            snapshot(&net.vs),
-        );
+        best = (val_set.evaluate(&net, PriorMode::Estimated).mean_accuracy, iteration, snapshot(&net.vs));
     }
     restore(&net.vs, &best.2);
     let provenance = Provenance {
@@ -268,12 +238,7 @@ pub fn train(
         validation_tasks: validation.len(),
         metapu_version: env!("CARGO_PKG_VERSION").into(),
     };
-    let model = Model {
-        net,
-        preprocess: pre,
-        feature_names: data.feature_names.clone(),
-        provenance,
-    };
+    let model = Model { net, preprocess: pre, feature_names: data.feature_names.clone(), provenance };
     Ok(TrainOutcome {
         model,
         history,
