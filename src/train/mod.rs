@@ -190,7 +190,7 @@ pub fn train(
             let known = &batch.support_prior_known;
             let squared = (&adapted.prior - &batch.support_prior).square() * known;
             let prior_loss = squared.sum(kind) / known.sum(kind).clamp_min(1.0);
-            loss = loss + prior_loss * cfg.prior_loss_weight;
+            loss += prior_loss * cfg.prior_loss_weight;
         }
         let value = loss.double_value(&[]);
         if value.is_finite() {
