@@ -63,7 +63,7 @@ impl EpisodeSet {
             };
             owned.push((rows(&e.support_pos), rows(&e.support_unl)));
             test_x.extend(rows(&e.test));
-            test_task.extend(std::iter::repeat(e_index as i64).take(e.test.len()));
+            test_task.extend(std::iter::repeat_n(e_index as i64, e.test.len()));
             test_labels.extend(e.test.iter().map(|&i| task.labels[i]));
         }
         let views: Vec<Support<'_>> =

@@ -1,5 +1,6 @@
 //! Subcommands. Each module turns arguments into library calls and prints results.
 
+mod daemon;
 mod datasets;
 mod info;
 mod train;
@@ -29,6 +30,10 @@ pub enum Command {
     Datasets(datasets::DatasetsCommand),
     /// Print a model file's metadata.
     Info(info::InfoArgs),
+    /// Run the streaming daemon: Kafka in; alerts, priors and metrics out.
+    Run(daemon::RunArgs),
+    /// Validate the daemon configuration and print it (secrets redacted).
+    CheckConfig(daemon::CheckConfigArgs),
 }
 
 pub fn init_logging(verbose: u8) {
@@ -47,5 +52,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Train(a) => train::run(a),
         Command::Datasets(c) => datasets::run(c),
         Command::Info(a) => info::run(a),
+        Command::Run(a) => daemon::run(a),
+        Command::CheckConfig(a) => daemon::check_config(a),
     }
 }

@@ -161,7 +161,7 @@ pub fn load_dir(dir: &Path, skip_bad_rows: bool) -> Result<TaskSet, DataError> {
         let task = tasks.entry(f.device.clone()).or_insert_with(|| Task::new(f.device.clone()));
         let rows = values.len() / header.len().max(1);
         task.x.extend_from_slice(&values);
-        task.labels.extend(std::iter::repeat(f.label()).take(rows));
+        task.labels.extend(std::iter::repeat_n(f.label(), rows));
     }
     Ok(TaskSet {
         feature_names: names.unwrap_or_default(),

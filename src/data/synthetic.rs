@@ -94,9 +94,8 @@ pub fn generate(cfg: &SyntheticConfig, seed: u64) -> (TaskSet, Split) {
             } else {
                 (cfg.pool_per_class, cfg.pool_per_class)
             };
-            let mut labels: Vec<Label> = std::iter::repeat(Label::Positive)
-                .take(n_pos)
-                .chain(std::iter::repeat(Label::Negative).take(n_neg))
+            let mut labels: Vec<Label> = std::iter::repeat_n(Label::Positive, n_pos)
+                .chain(std::iter::repeat_n(Label::Negative, n_neg))
                 .collect();
             labels.shuffle(&mut rng);
             let mut task = Task::new(id.clone());

@@ -1,0 +1,66 @@
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use tokio::signal::unix::{signal, SignalKind};
+
+use metapu::daemon::config::{DaemonConfig, Sources};
+use metapu::daemon::service::{self, Control};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Configuration file (TOML), layered over the defaults and /etc/metapu/metapu.toml.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Model file; overrides `model.path`.
+    #[arg(long)]
+    model: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckConfigArgs {
+    /// Configuration file (TOML), layered over the defaults and /etc/metapu/metapu.toml.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+pub fn check_config(a: CheckConfigArgs) -> anyhow::Result<()> {
+    let cfg = DaemonConfig::load(&Sources::standard(a.config))?;
+    print!("{}", cfg.redacted_toml());
+    Ok(())
+}
+
+pub fn run(a: RunArgs) -> anyhow::Result<()> {
+    let mut cfg = DaemonConfig::load(&Sources::standard(a.config))?;
+    if let Some(m) = a.model {
+        cfg.model.path = m;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(cfg))
+}
+
+async fn serve(cfg: DaemonConfig) -> anyhow::Result<()> {
+    let limit = Duration::from_secs(cfg.shutdown.timeout_s);
+    let daemon = service::start(cfg).await?;
+    tracing::info!(http = %daemon.http_addr, "metrics at http://{}/metrics", daemon.http_addr);
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => daemon.send(Control::Reload),
+        }
+    }
+    tracing::info!(limit_s = limit.as_secs(), "signal received; stopping");
+    match tokio::time::timeout(limit, daemon.shutdown()).await {
+        Ok(result) => Ok(result?),
+        Err(_) => anyhow::bail!("shutdown did not finish within {}s", limit.as_secs()),
+    }
+}

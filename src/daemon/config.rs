@@ -1,0 +1,235 @@
+//! Daemon configuration: embedded defaults (`config/default.toml`), then
+//! `/etc/metapu/metapu.toml`, then `--config FILE`, then `METAPU__SECTION__KEY`
+//! environment variables. Unknown keys and wrong types are errors naming the key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+pub const SYSTEM_PATH: &str = "/etc/metapu/metapu.toml";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    pub kafka: KafkaConfig,
+    pub model: ModelConfig,
+    pub windows: WindowConfig,
+    pub adaptation: AdaptationConfig,
+    pub scoring: ScoringConfig,
+    pub devices: DeviceConfig,
+    pub state: StateConfig,
+    pub http: HttpConfig,
+    pub shutdown: ShutdownConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaConfig {
+    pub brokers: String,
+    pub group_id: String,
+    pub input_topics: Vec<String>,
+    pub alerts_topic: String,
+    pub priors_topic: String,
+    pub deadletter_topic: String,
+    pub state_topic: String,
+    pub scores_topic: String,
+    pub publish_scores: bool,
+    pub auto_offset_reset: String,
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    pub path: PathBuf,
+    pub threshold: f32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowConfig {
+    pub positive: usize,
+    pub unlabeled: usize,
+    pub bootstrap_positives: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdaptationConfig {
+    pub interval_ms: u64,
+    pub after_records: usize,
+    pub batch_size: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoringConfig {
+    pub max_batch: usize,
+    pub max_wait_ms: u64,
+    pub max_message_bytes: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceConfig {
+    pub max_tracked: usize,
+    pub idle_timeout_s: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateConfig {
+    pub snapshot_interval_s: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    pub listen: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShutdownConfig {
+    pub timeout_s: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    // No #[source]: the message already carries the cause, and error chains would print it twice.
+    #[error("configuration: {0}")]
+    Load(config::ConfigError),
+    #[error("configuration: {key}: {reason}")]
+    Invalid { key: &'static str, reason: String },
+}
+
+impl From<config::ConfigError> for ConfigError {
+    fn from(e: config::ConfigError) -> Self {
+        Self::Load(e)
+    }
+}
+
+/// Where configuration comes from, beyond the embedded defaults.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// Read `/etc/metapu/metapu.toml` if it exists.
+    pub system_file: bool,
+    pub file: Option<PathBuf>,
+    /// Read METAPU__SECTION__KEY variables.
+    pub environment: bool,
+}
+
+impl Sources {
+    pub fn standard(file: Option<PathBuf>) -> Self {
+        Self { system_file: true, file, environment: true }
+    }
+}
+
+impl DaemonConfig {
+    pub fn load(sources: &Sources) -> Result<Self, ConfigError> {
+        use config::{Environment, File, FileFormat};
+        let mut builder =
+            config::Config::builder().add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml));
+        if sources.system_file {
+            builder = builder.add_source(File::from(Path::new(SYSTEM_PATH)).required(false));
+        }
+        if let Some(path) = &sources.file {
+            builder = builder.add_source(File::from(path.as_path()).format(FileFormat::Toml).required(true));
+        }
+        if sources.environment {
+            builder = builder.add_source(
+                Environment::with_prefix("METAPU")
+                    .prefix_separator("__")
+                    .separator("__")
+                    .try_parsing(true)
+                    .list_separator(",")
+                    .with_list_parse_key("kafka.input_topics"),
+            );
+        }
+        let cfg: Self = builder.build()?.try_deserialize()?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Defaults only (tests, demo).
+    pub fn defaults() -> Self {
+        Self::load(&Sources::default()).expect("embedded defaults are valid")
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, reason: &str| Err(ConfigError::Invalid { key, reason: reason.into() });
+        if self.kafka.input_topics.is_empty() {
+            return invalid("kafka.input_topics", "at least one topic is needed");
+        }
+        if !matches!(self.kafka.auto_offset_reset.as_str(), "earliest" | "latest") {
+            return invalid("kafka.auto_offset_reset", "must be \"earliest\" or \"latest\"");
+        }
+        if !(0.0..=1.0).contains(&self.model.threshold) {
+            return invalid("model.threshold", "must lie in [0, 1]");
+        }
+        if self.windows.positive == 0 || self.windows.unlabeled == 0 {
+            return invalid("windows", "window sizes must be at least 1");
+        }
+        if self.adaptation.batch_size == 0 || self.scoring.max_batch == 0 {
+            return invalid("adaptation.batch_size / scoring", "batch sizes must be at least 1");
+        }
+        if self.devices.max_tracked == 0 {
+            return invalid("devices.max_tracked", "must be at least 1");
+        }
+        if self.http.listen.parse::<std::net::SocketAddr>().is_err() {
+            return invalid("http.listen", "must be an address such as 127.0.0.1:9898");
+        }
+        Ok(())
+    }
+
+    /// The effective configuration as TOML, with secret-looking values redacted.
+    pub fn redacted_toml(&self) -> String {
+        let mut shown = self.clone();
+        for (key, value) in shown.kafka.options.iter_mut() {
+            let k = key.to_ascii_lowercase();
+            if ["password", "secret", "key", "token", "credential"].iter().any(|s| k.contains(s)) {
+                *value = "<redacted>".into();
+            }
+        }
+        toml_string(&shown)
+    }
+}
+
+fn toml_string(cfg: &DaemonConfig) -> String {
+    // serde_json → a small hand formatter keeps us off another TOML-writing dependency.
+    let value = serde_json::to_value(cfg).expect("configuration serialises");
+    let mut out = String::new();
+    if let serde_json::Value::Object(sections) = value {
+        for (section, body) in sections {
+            write_table(&mut out, &section, &body);
+        }
+    }
+    out
+}
+
+fn write_table(out: &mut String, name: &str, body: &serde_json::Value) {
+    let serde_json::Value::Object(map) = body else { return };
+    out.push_str(&format!("[{name}]\n"));
+    let mut nested = Vec::new();
+    for (k, v) in map {
+        match v {
+            serde_json::Value::Object(_) => nested.push((k, v)),
+            _ => out.push_str(&format!("{} = {}\n", toml_key(k), v)),
+        }
+    }
+    out.push('\n');
+    for (k, v) in nested {
+        write_table(out, &format!("{name}.{k}"), v);
+    }
+}
+
+fn toml_key(k: &str) -> String {
+    if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        k.to_string()
+    } else {
+        format!("\"{k}\"")
+    }
+}

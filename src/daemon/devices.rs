@@ -1,0 +1,234 @@
+//! Per-device state: the positive and unlabeled windows, the adapted classifier and
+//! bookkeeping; a table with least-recently-seen eviction and idle expiry.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::model::TaskState;
+
+use super::windows::RowWindow;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowSizes {
+    pub positive: usize,
+    pub unlabeled: usize,
+    pub bootstrap_positives: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Device {
+    pub positive: RowWindow,
+    pub unlabeled: RowWindow,
+    /// The adapted classifier, once the device has a positive and was adapted.
+    pub state: Option<TaskState>,
+    /// Records seen since the device was first tracked (or restored).
+    pub seen: u64,
+    /// Records since the windows were last handed to adaptation.
+    pub changed: usize,
+    /// Windows changed since the last snapshot.
+    pub unsnapshotted: bool,
+    /// Kafka partition the device's records arrive on (state follows it).
+    pub partition: i32,
+    last_seen_ms: u64,
+    lru_key: u64,
+}
+
+impl Device {
+    fn new(dim: usize, sizes: &WindowSizes, partition: i32) -> Self {
+        Self {
+            positive: RowWindow::new(dim, sizes.positive),
+            unlabeled: RowWindow::new(dim, sizes.unlabeled),
+            state: None,
+            seen: 0,
+            changed: 0,
+            unsnapshotted: false,
+            partition,
+            last_seen_ms: 0,
+            lru_key: 0,
+        }
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.positive.heap_bytes()
+            + self.unlabeled.heap_bytes()
+            + self.state.as_ref().map_or(0, |s| 4 * (s.z_p.len() + s.z_u.len() + s.w.len()))
+    }
+}
+
+/// Why a device left the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eviction {
+    Capacity,
+    Idle,
+    Revoked,
+}
+
+#[derive(Debug)]
+pub struct DeviceTable {
+    dim: usize,
+    sizes: WindowSizes,
+    max_tracked: usize,
+    devices: HashMap<String, Device>,
+    /// lru key → device id; the smallest key is the least recently seen.
+    recency: BTreeMap<u64, String>,
+    clock: u64,
+}
+
+impl DeviceTable {
+    pub fn new(dim: usize, sizes: WindowSizes, max_tracked: usize) -> Self {
+        Self { dim, sizes, max_tracked, devices: HashMap::new(), recency: BTreeMap::new(), clock: 0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.devices.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty()
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Device> {
+        self.devices.get(id)
+    }
+
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut Device> {
+        self.devices.get_mut(id)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Device)> {
+        self.devices.iter()
+    }
+
+    fn touch(&mut self, id: &str, now_ms: u64) {
+        self.clock += 1;
+        let clock = self.clock;
+        if let Some(d) = self.devices.get_mut(id) {
+            self.recency.remove(&d.lru_key);
+            d.lru_key = clock;
+            d.last_seen_ms = now_ms;
+            self.recency.insert(clock, id.to_string());
+        }
+    }
+
+    /// Record one valid record of `id`. Returns how many devices were evicted to make room.
+    pub fn observe(
+        &mut self,
+        id: &str,
+        features: &[f32],
+        known_normal: bool,
+        partition: i32,
+        now_ms: u64,
+    ) -> usize {
+        let mut evicted = 0;
+        if !self.devices.contains_key(id) {
+            while self.devices.len() >= self.max_tracked {
+                if self.evict_oldest().is_none() {
+                    break;
+                }
+                evicted += 1;
+            }
+            self.devices.insert(id.to_string(), Device::new(self.dim, &self.sizes, partition));
+        }
+        let bootstrap = self.sizes.bootstrap_positives as u64;
+        if let Some(d) = self.devices.get_mut(id) {
+            if known_normal || d.seen < bootstrap {
+                d.positive.push(features);
+            }
+            d.unlabeled.push(features);
+            d.seen += 1;
+            d.changed += 1;
+            d.unsnapshotted = true;
+            d.partition = partition;
+        }
+        self.touch(id, now_ms);
+        evicted
+    }
+
+    fn evict_oldest(&mut self) -> Option<String> {
+        let (_, id) = self.recency.pop_first()?;
+        self.devices.remove(&id);
+        Some(id)
+    }
+
+    /// Drop devices not seen for `idle_ms`; returns their ids.
+    pub fn evict_idle(&mut self, now_ms: u64, idle_ms: u64) -> Vec<String> {
+        let stale: Vec<String> = self
+            .devices
+            .iter()
+            .filter(|(_, d)| now_ms.saturating_sub(d.last_seen_ms) >= idle_ms)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &stale {
+            self.remove(id);
+        }
+        stale
+    }
+
+    pub fn remove(&mut self, id: &str) -> Option<Device> {
+        let d = self.devices.remove(id)?;
+        self.recency.remove(&d.lru_key);
+        Some(d)
+    }
+
+    /// Devices on the given partitions (for snapshot-and-drop on revocation).
+    pub fn on_partitions(&self, partitions: &[i32]) -> Vec<String> {
+        self.devices
+            .iter()
+            .filter(|(_, d)| partitions.contains(&d.partition))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Devices to re-adapt: windows changed (at least `min_changed` records) and a positive.
+    pub fn due_for_adaptation(&self, min_changed: usize) -> Vec<String> {
+        self.devices
+            .iter()
+            .filter(|(_, d)| d.changed >= min_changed.max(1) && !d.positive.is_empty())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Copy a device's windows for adaptation and mark them handed over.
+    pub fn take_windows(&mut self, id: &str) -> Option<(Vec<f32>, Vec<f32>)> {
+        let d = self.devices.get_mut(id)?;
+        d.changed = 0;
+        Some((d.positive.rows().to_vec(), d.unlabeled.rows().to_vec()))
+    }
+
+    /// Install restored windows (state topic); counts as seen now.
+    pub fn restore(
+        &mut self,
+        id: &str,
+        positive: &[f32],
+        unlabeled: &[f32],
+        seen: u64,
+        partition: i32,
+        now_ms: u64,
+    ) {
+        let mut d = Device::new(self.dim, &self.sizes, partition);
+        d.positive = RowWindow::from_rows(self.dim, self.sizes.positive, positive);
+        d.unlabeled = RowWindow::from_rows(self.dim, self.sizes.unlabeled, unlabeled);
+        d.seen = seen;
+        d.changed = usize::from(!d.positive.is_empty());
+        if let Some(old) = self.devices.insert(id.to_string(), d) {
+            self.recency.remove(&old.lru_key);
+        }
+        self.touch(id, now_ms);
+        while self.devices.len() > self.max_tracked {
+            if self.evict_oldest().is_none() {
+                break;
+            }
+        }
+    }
+
+    /// Forget every adapted state (after a model reload), keeping windows.
+    pub fn invalidate_states(&mut self) {
+        for d in self.devices.values_mut() {
+            d.state = None;
+            d.changed = d.changed.max(1);
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! The daemon's core without Kafka: windows in, verdicts out. One micro-batch of
+//! records updates the device windows and is scored in one forward; adaptation jobs
+//! are cut from changed devices and their results installed.
+
+use std::collections::HashMap;
+
+use crate::model::{Model, Support, TaskState};
+
+use super::devices::{DeviceTable, WindowSizes};
+use super::record::FeatureRecord;
+
+/// Outcome for one record.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Verdict {
+    /// The device has no adapted classifier yet (no known-normal record so far).
+    Unknown,
+    Scored {
+        posterior: f32,
+        anomalous: bool,
+        prior: f32,
+    },
+}
+
+/// Windows handed to adaptation.
+#[derive(Debug, Clone)]
+pub struct AdaptJob {
+    pub device: String,
+    pub positive: Vec<f32>,
+    pub unlabeled: Vec<f32>,
+}
+
+pub struct Engine {
+    pub model: Model,
+    pub devices: DeviceTable,
+    pub threshold: f32,
+}
+
+impl Engine {
+    pub fn new(model: Model, sizes: WindowSizes, max_tracked: usize, threshold: f32) -> Self {
+        let devices = DeviceTable::new(model.dim(), sizes, max_tracked);
+        Self { model, devices, threshold }
+    }
+
+    /// Add records to their devices' windows, then score them all in one forward.
+    /// Returns a verdict per record and the number of capacity evictions.
+    pub fn process(&mut self, records: &[(&FeatureRecord, i32)], now_ms: u64) -> (Vec<Verdict>, usize) {
+        let mut evicted = 0;
+        for (r, partition) in records {
+            evicted += self.devices.observe(&r.device, &r.features, r.known_normal, *partition, now_ms);
+        }
+        (self.score(records.iter().map(|(r, _)| *r)), evicted)
+    }
+
+    /// Score records under their devices' current classifiers.
+    pub fn score<'a>(&self, records: impl Iterator<Item = &'a FeatureRecord>) -> Vec<Verdict> {
+        let mut slot: HashMap<&str, usize> = HashMap::new();
+        let mut states: Vec<&TaskState> = Vec::new();
+        let mut task = Vec::new();
+        let mut rows = Vec::new();
+        let mut verdicts = Vec::new();
+        let mut scored_at = Vec::new();
+        for (i, r) in records.enumerate() {
+            verdicts.push(Verdict::Unknown);
+            let Some(state) = self.devices.get(&r.device).and_then(|d| d.state.as_ref()) else { continue };
+            let next = states.len();
+            let s = *slot.entry(r.device.as_str()).or_insert_with(|| {
+                states.push(state);
+                next
+            });
+            task.push(s);
+            rows.extend_from_slice(&r.features);
+            scored_at.push(i);
+        }
+        if scored_at.is_empty() {
+            return verdicts;
+        }
+        match self.model.score(&states, &task, &rows, self.threshold) {
+            Ok(scores) => {
+                for ((&i, &posterior), &t) in scored_at.iter().zip(&scores.posterior).zip(&task) {
+                    verdicts[i] = Verdict::Scored {
+                        posterior,
+                        anomalous: posterior < self.threshold,
+                        prior: states[t].prior,
+                    };
+                }
+            }
+            // Records were validated on decode; a failure here is a state/model mismatch
+            // (e.g. just after a reload) and leaves the records unknown.
+            Err(e) => tracing::warn!(error = %e, "scoring failed; records left unknown"),
+        }
+        verdicts
+    }
+
+    /// Up to `max` devices whose windows changed by at least `min_changed` records.
+    pub fn adaptation_jobs(&mut self, min_changed: usize, max: usize) -> Vec<AdaptJob> {
+        let due = self.devices.due_for_adaptation(min_changed);
+        due.into_iter()
+            .take(max)
+            .filter_map(|device| {
+                let (positive, unlabeled) = self.devices.take_windows(&device)?;
+                Some(AdaptJob { device, positive, unlabeled })
+            })
+            .collect()
+    }
+
+    /// Install adapted classifiers of devices still tracked.
+    pub fn install(&mut self, results: Vec<(String, TaskState)>) -> usize {
+        let mut installed = 0;
+        for (device, state) in results {
+            if let Some(d) = self.devices.get_mut(&device) {
+                d.state = Some(state);
+                installed += 1;
+            }
+        }
+        installed
+    }
+
+    /// Swap in a new model; adapted states belong to the old one and are dropped,
+    /// windows stay and every device is re-adapted at the next opportunity.
+    pub fn replace_model(&mut self, model: Model) {
+        self.model = model;
+        self.devices.invalidate_states();
+    }
+}
+
+/// Adapt jobs in batches of `batch_size` with one batched solve each.
+pub fn run_adaptation(model: &Model, jobs: &[AdaptJob], batch_size: usize) -> Vec<(String, TaskState)> {
+    let mut out = Vec::with_capacity(jobs.len());
+    for chunk in jobs.chunks(batch_size.max(1)) {
+        let supports: Vec<Support<'_>> =
+            chunk.iter().map(|j| Support { positives: &j.positive, unlabeled: &j.unlabeled }).collect();
+        match model.adapt_batch(&supports) {
+            Ok(states) => out.extend(chunk.iter().map(|j| j.device.clone()).zip(states)),
+            Err(e) => tracing::warn!(error = %e, devices = chunk.len(), "adaptation batch failed"),
+        }
+    }
+    out
+}

@@ -1,0 +1,59 @@
+//! HTTP endpoints: `/metrics` (Prometheus text), `/healthz` (the process answers),
+//! `/readyz` (consuming with a model; 503 during broker outages and start-up).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+
+use super::metrics::Metrics;
+
+#[derive(Clone)]
+pub struct HttpState {
+    pub metrics: Arc<Metrics>,
+    pub ready: Arc<AtomicBool>,
+}
+
+async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics.render())
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(s): State<HttpState>) -> (StatusCode, &'static str) {
+    if s.ready.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+    }
+}
+
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+/// Bind and serve until `shutdown` resolves. Returns the bound address (port 0 → actual).
+pub async fn serve(
+    listen: &str,
+    state: HttpState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
+    let handle = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await {
+            tracing::error!(error = %e, "http server");
+        }
+    });
+    Ok((addr, handle))
+}

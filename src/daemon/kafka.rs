@@ -1,0 +1,172 @@
+//! Kafka plumbing: client configuration, the consumer context (rebalance, errors,
+//! statistics), topic creation and reading the state changelog.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::statistics::Statistics;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::config::KafkaConfig;
+
+/// Client properties shared by consumers and producers: brokers plus pass-through options.
+pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &cfg.brokers);
+    for (k, v) in &cfg.options {
+        c.set(k, v);
+    }
+    c
+}
+
+/// Assignment changes seen by the consumer, for the service loop to act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AssignmentEvent {
+    Assigned(Vec<(String, i32)>),
+    Revoked(Vec<(String, i32)>),
+}
+
+/// Shared between librdkafka's callbacks and the service loop.
+#[derive(Default)]
+pub struct Shared {
+    pub events: Mutex<Vec<AssignmentEvent>>,
+    pub assignment: Mutex<Vec<(String, i32)>>,
+    pub lag: AtomicI64,
+    /// Set when librdkafka reports every broker down; cleared on the next good fetch.
+    pub brokers_down: AtomicBool,
+}
+
+pub struct DaemonContext {
+    pub shared: Arc<Shared>,
+}
+
+fn partitions(list: &TopicPartitionList) -> Vec<(String, i32)> {
+    list.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect()
+}
+
+impl ClientContext for DaemonContext {
+    fn stats(&self, statistics: Statistics) {
+        let lag: i64 = statistics
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.values())
+            .filter(|p| p.partition >= 0 && p.consumer_lag >= 0)
+            .map(|p| p.consumer_lag)
+            .sum();
+        self.shared.lag.store(lag, Ordering::Relaxed);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        if matches!(error.rdkafka_error_code(), Some(RDKafkaErrorCode::AllBrokersDown)) {
+            self.shared.brokers_down.store(true, Ordering::Relaxed);
+        }
+        tracing::warn!(%error, reason, "kafka client error");
+    }
+}
+
+impl ConsumerContext for DaemonContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(list) = rebalance {
+            // Offsets stored so far belong to acknowledged work: commit them before the
+            // partitions move, so the next owner starts where we stopped.
+            if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
+                tracing::debug!(error = %e, "commit on revoke");
+            }
+            let revoked = partitions(list);
+            self.shared.assignment.lock().map(|mut a| a.retain(|p| !revoked.contains(p))).ok();
+            self.shared.events.lock().map(|mut e| e.push(AssignmentEvent::Revoked(revoked))).ok();
+        }
+    }
+
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(list) = rebalance {
+            let assigned = partitions(list);
+            if let Ok(mut a) = self.shared.assignment.lock() {
+                for p in &assigned {
+                    if !a.contains(p) {
+                        a.push(p.clone());
+                    }
+                }
+            }
+            self.shared.events.lock().map(|mut e| e.push(AssignmentEvent::Assigned(assigned))).ok();
+        }
+    }
+}
+
+/// Create topics that do not exist yet (existing ones are left as they are).
+pub async fn ensure_topics(cfg: &KafkaConfig, topics: &[(&str, i32)]) -> Result<(), KafkaError> {
+    let admin: AdminClient<DefaultClientContext> = base_config(cfg).create()?;
+    let new: Vec<NewTopic<'_>> =
+        topics.iter().map(|(name, parts)| NewTopic::new(name, *parts, TopicReplication::Fixed(1))).collect();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    for result in admin.create_topics(&new, &opts).await? {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((topic, code)) => tracing::warn!(topic, %code, "could not create topic"),
+        }
+    }
+    Ok(())
+}
+
+/// Partition count of a topic, if the broker knows it.
+pub fn partition_count(cfg: &KafkaConfig, topic: &str, timeout: Duration) -> Option<i32> {
+    let consumer: BaseConsumer = base_config(cfg).create().ok()?;
+    let md = consumer.fetch_metadata(Some(topic), timeout).ok()?;
+    let t = md.topics().iter().find(|t| t.name() == topic)?;
+    (t.error().is_none() && !t.partitions().is_empty()).then(|| t.partitions().len() as i32)
+}
+
+/// Read `partitions` of the state topic from the beginning to their end (last value
+/// per key wins). Ends at end-of-partition for all, or after `quiet` without data,
+/// or at `limit` overall. Runs on a blocking thread.
+pub fn read_changelog(
+    cfg: &KafkaConfig,
+    partitions: &[i32],
+    quiet: Duration,
+    limit: Duration,
+) -> Result<HashMap<String, (i32, Vec<u8>)>, KafkaError> {
+    let mut out = HashMap::new();
+    if partitions.is_empty() {
+        return Ok(out);
+    }
+    let consumer: BaseConsumer = base_config(cfg)
+        .set("group.id", format!("{}-restore", cfg.group_id))
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .create()?;
+    let mut tpl = TopicPartitionList::new();
+    for &p in partitions {
+        tpl.add_partition_offset(&cfg.state_topic, p, Offset::Beginning)?;
+    }
+    consumer.assign(&tpl)?;
+    let started = Instant::now();
+    let mut last_data = Instant::now();
+    let mut at_end: Vec<i32> = Vec::new();
+    while started.elapsed() < limit && last_data.elapsed() < quiet && at_end.len() < partitions.len() {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                last_data = Instant::now();
+                if let Some(key) = m.key().and_then(|k| std::str::from_utf8(k).ok()) {
+                    match m.payload() {
+                        Some(v) if !v.is_empty() => out.insert(key.to_string(), (m.partition(), v.to_vec())),
+                        // An empty value is a tombstone: the device was forgotten.
+                        _ => out.remove(key),
+                    };
+                }
+            }
+            Some(Err(KafkaError::PartitionEOF(p))) if !at_end.contains(&p) => at_end.push(p),
+            Some(Err(KafkaError::PartitionEOF(_))) => {}
+            Some(Err(e)) => tracing::debug!(error = %e, "reading state topic"),
+            None => {}
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,150 @@
+//! Prometheus metrics: `metapu_` prefix, base units, `_total` counters, no per-device
+//! labels (a fleet has too many devices for label cardinality).
+
+use prometheus::{
+    exponential_buckets, linear_buckets, Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter,
+    IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+
+pub struct Metrics {
+    pub registry: Registry,
+    pub records_consumed: IntCounter,
+    pub records_scored: IntCounter,
+    pub records_unknown: IntCounter,
+    pub records_invalid: IntCounterVec,
+    pub alerts: IntCounter,
+    pub adaptations: IntCounter,
+    pub adaptation_seconds: Histogram,
+    pub scoring_seconds: Histogram,
+    pub batch_records: Histogram,
+    pub priors: Histogram,
+    pub devices_tracked: IntGauge,
+    pub devices_evicted: IntCounterVec,
+    pub consumer_lag: IntGauge,
+    pub produce_errors: IntCounter,
+    pub model_info: GaugeVec,
+    pub model_reloads: IntCounterVec,
+    pub ready: Gauge,
+    pub state_restored_devices: IntCounter,
+    pub snapshots: IntCounter,
+}
+
+fn register<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> T {
+    r.register(Box::new(m.clone())).expect("metric names are unique");
+    m
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let r = Registry::new();
+        let counter =
+            |name: &str, help: &str| register(&r, IntCounter::new(name, help).expect("valid metric"));
+        let histogram = |name: &str, help: &str, buckets: Vec<f64>| {
+            register(
+                &r,
+                Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets)).expect("valid metric"),
+            )
+        };
+        let latency = exponential_buckets(0.0001, 2.0, 18).expect("valid buckets");
+        Self {
+            records_consumed: counter("metapu_records_consumed_total", "Records read from the input topics."),
+            records_scored: counter("metapu_records_scored_total", "Records scored by an adapted classifier."),
+            records_unknown: counter(
+                "metapu_records_unknown_total",
+                "Valid records of devices without a classifier yet (no known-normal record).",
+            ),
+            records_invalid: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("metapu_records_invalid_total", "Records refused and sent to the dead-letter topic."),
+                    &["reason"],
+                )
+                .expect("valid metric"),
+            ),
+            alerts: counter("metapu_alerts_total", "Alerts published (records below the threshold)."),
+            adaptations: counter("metapu_adaptations_total", "Device classifiers re-adapted."),
+            adaptation_seconds: histogram(
+                "metapu_adaptation_duration_seconds",
+                "Time to re-adapt one batch of devices (embedding + batched solve).",
+                latency.clone(),
+            ),
+            scoring_seconds: histogram(
+                "metapu_scoring_duration_seconds",
+                "Time to score one micro-batch (window update + forward).",
+                latency,
+            ),
+            batch_records: histogram(
+                "metapu_batch_records",
+                "Records per scored micro-batch.",
+                exponential_buckets(1.0, 4.0, 9).expect("valid buckets"),
+            ),
+            priors: histogram(
+                "metapu_prior_estimate",
+                "Estimated share of normal traffic, one observation per adapted device.",
+                linear_buckets(0.1, 0.1, 10).expect("valid buckets"),
+            ),
+            devices_tracked: register(
+                &r,
+                IntGauge::new("metapu_devices_tracked", "Devices with windows in memory.").expect("valid metric"),
+            ),
+            devices_evicted: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("metapu_devices_evicted_total", "Devices dropped from memory."),
+                    &["reason"],
+                )
+                .expect("valid metric"),
+            ),
+            consumer_lag: register(
+                &r,
+                IntGauge::new(
+                    "metapu_consumer_lag",
+                    "Records behind the high watermark, summed over assigned partitions (librdkafka statistics).",
+                )
+                .expect("valid metric"),
+            ),
+            produce_errors: counter("metapu_produce_errors_total", "Failed deliveries to output topics (retried)."),
+            model_info: register(
+                &r,
+                GaugeVec::new(
+                    Opts::new("metapu_model_info", "The model in use (value 1)."),
+                    &["version", "features", "task_dim"],
+                )
+                .expect("valid metric"),
+            ),
+            model_reloads: register(
+                &r,
+                IntCounterVec::new(Opts::new("metapu_model_reloads_total", "SIGHUP model reloads."), &["result"])
+                    .expect("valid metric"),
+            ),
+            ready: register(
+                &r,
+                Gauge::new("metapu_ready", "1 when the daemon is consuming, 0 otherwise.").expect("valid metric"),
+            ),
+            state_restored_devices: counter(
+                "metapu_state_restored_devices_total",
+                "Device windows restored from the state topic.",
+            ),
+            snapshots: counter("metapu_state_snapshots_total", "Device windows written to the state topic."),
+            registry: r,
+        }
+    }
+
+    pub fn set_model(&self, version: &str, features: usize, task_dim: i64) {
+        self.model_info.reset();
+        self.model_info.with_label_values(&[version, &features.to_string(), &task_dim.to_string()]).set(1.0);
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding cannot fail");
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,61 @@
+//! A bounded window of feature rows in one flat buffer: the newest `capacity` rows,
+//! oldest overwritten first. The model is permutation-invariant, so the rows are
+//! handed out in storage order, not arrival order.
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowWindow {
+    dim: usize,
+    capacity: usize,
+    data: Vec<f32>,
+    next: usize,
+    len: usize,
+}
+
+impl RowWindow {
+    pub fn new(dim: usize, capacity: usize) -> Self {
+        Self { dim, capacity, data: Vec::new(), next: 0, len: 0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Add a row (`dim` values), replacing the oldest when full.
+    pub fn push(&mut self, row: &[f32]) {
+        debug_assert_eq!(row.len(), self.dim);
+        if self.data.len() < self.capacity * self.dim {
+            self.data.extend_from_slice(row);
+        } else {
+            self.data[self.next * self.dim..(self.next + 1) * self.dim].copy_from_slice(row);
+        }
+        self.next = (self.next + 1) % self.capacity;
+        self.len = (self.len + 1).min(self.capacity);
+    }
+
+    /// All rows, row-major, in storage order.
+    pub fn rows(&self) -> &[f32] {
+        &self.data
+    }
+
+    /// Rebuild from stored rows (state restore); keeps at most `capacity` of them.
+    pub fn from_rows(dim: usize, capacity: usize, rows: &[f32]) -> Self {
+        let mut w = Self::new(dim, capacity);
+        for row in rows.chunks_exact(dim) {
+            w.push(row);
+        }
+        w
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.data.capacity() * std::mem::size_of::<f32>()
+    }
+}

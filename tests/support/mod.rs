@@ -1,0 +1,226 @@
+//! Shared helpers for daemon tests: the real broker binary, a small trained model,
+//! Kafka produce/consume helpers and a raw HTTP scrape.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use metapu::daemon::config::DaemonConfig;
+use metapu::daemon::record;
+use metapu::data::split::Split;
+use metapu::data::synthetic::{generate, SyntheticConfig};
+use metapu::data::{Label, Task, TaskSet};
+use metapu::model::file;
+use metapu::train::{train, TrainConfig};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::util::Timeout;
+use tch::Device;
+
+/// The bundled Kafka-compatible broker on a free loopback port; killed on drop.
+pub struct Broker {
+    child: Child,
+    pub port: u16,
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Broker {
+    pub fn start() -> Self {
+        Self::start_on(free_port())
+    }
+
+    pub fn start_on(port: u16) -> Self {
+        let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/tansu");
+        assert!(bin.exists(), "{} missing: run scripts/setup.sh (make test does)", bin.display());
+        let url = format!("tcp://127.0.0.1:{port}");
+        let child = Command::new(bin)
+            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+            .args(["--storage-engine", "memory://tansu/"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting tansu");
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(10), "broker did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, port }
+    }
+
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Synthetic (2-feature) data: the model's training set and target tasks to replay.
+pub struct Fixture {
+    pub model_path: PathBuf,
+    pub data: TaskSet,
+    pub targets: Vec<usize>,
+}
+
+/// A model meta-trained briefly on Synthetic, shared by the tests of one binary and
+/// cached under target/ across binaries (training is deterministic by seed).
+pub fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let (data, split) = generate(&SyntheticConfig::default(), 11);
+        let cfg = TrainConfig {
+            seed: 11,
+            max_iterations: 400,
+            eval_every: 200,
+            meta_batch: 8,
+            ..TrainConfig::default()
+        };
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-fixtures");
+        std::fs::create_dir_all(&dir).unwrap();
+        let model_path =
+            dir.join(format!("synthetic-s11-i{}-{}.safetensors", cfg.max_iterations, data.content_hash()));
+        if file::load(&model_path, Device::Cpu).is_err() {
+            let src = Split::resolve(&split.source, &data).unwrap();
+            let val = Split::resolve(&split.validation, &data).unwrap();
+            let out = train(&data, &src, &val, &cfg, Device::Cpu, &AtomicBool::new(false), &mut ()).unwrap();
+            // Write under a unique name, then rename: test binaries may race here.
+            let tmp = dir.join(format!("tmp-{}.safetensors", std::process::id()));
+            file::save(&out.model, &tmp).unwrap();
+            std::fs::rename(&tmp, &model_path).unwrap();
+        }
+        let targets = Split::resolve(&split.target, &data).unwrap();
+        Fixture { model_path, data, targets }
+    })
+}
+
+impl Fixture {
+    /// Rows of a target task with the given label.
+    pub fn rows(&self, target: usize, label: Label) -> Vec<Vec<f32>> {
+        let t: &Task = &self.data.tasks[self.targets[target]];
+        t.indices_of(label).into_iter().map(|i| t.row(i, 2).to_vec()).collect()
+    }
+}
+
+/// Daemon configuration for tests: the given broker, a fresh group and topics, an
+/// ephemeral HTTP port, fast adaptation.
+pub fn daemon_config(bootstrap: &str, tag: &str) -> DaemonConfig {
+    let mut cfg = DaemonConfig::defaults();
+    cfg.kafka.brokers = bootstrap.into();
+    cfg.kafka.group_id = format!("metapu-{tag}");
+    cfg.kafka.input_topics = vec![format!("{tag}.features")];
+    cfg.kafka.alerts_topic = format!("{tag}.alerts");
+    cfg.kafka.priors_topic = format!("{tag}.priors");
+    cfg.kafka.deadletter_topic = format!("{tag}.deadletter");
+    cfg.kafka.state_topic = format!("{tag}.state");
+    cfg.kafka.scores_topic = format!("{tag}.scores");
+    cfg.kafka.publish_scores = true;
+    cfg.kafka.options.insert("session.timeout.ms".into(), "6000".into());
+    cfg.kafka.options.insert("heartbeat.interval.ms".into(), "500".into());
+    cfg.kafka.options.insert("topic.metadata.refresh.interval.ms".into(), "1000".into());
+    cfg.model.path = fixture().model_path.clone();
+    cfg.http.listen = "127.0.0.1:0".into();
+    cfg.adaptation.interval_ms = 100;
+    cfg.scoring.max_wait_ms = 10;
+    cfg.state.snapshot_interval_s = 1;
+    cfg
+}
+
+pub fn producer(bootstrap: &str) -> FutureProducer {
+    ClientConfig::new().set("bootstrap.servers", bootstrap).set("linger.ms", "1").create().unwrap()
+}
+
+pub async fn send(p: &FutureProducer, topic: &str, key: Option<&str>, value: &[u8]) {
+    let mut rec = FutureRecord::<str, [u8]>::to(topic).payload(value);
+    if let Some(k) = key {
+        rec = rec.key(k);
+    }
+    p.send(rec, Timeout::After(Duration::from_secs(10))).await.expect("produce");
+}
+
+pub async fn send_record(p: &FutureProducer, topic: &str, device: &str, ts: f64, row: &[f32], normal: bool) {
+    send(p, topic, Some(device), &record::encode(device, ts, row, normal)).await;
+}
+
+/// Read a one-partition topic from the beginning until `done` holds for what was
+/// read, or `limit` passes. Returns (key, value) pairs.
+pub fn read_topic(
+    bootstrap: &str,
+    topic: &str,
+    limit: Duration,
+    done: impl Fn(&[(Option<String>, Vec<u8>)]) -> bool,
+) -> Vec<(Option<String>, Vec<u8>)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("reader-{topic}-{}", free_port()))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .set("topic.metadata.refresh.interval.ms", "500")
+        .create()
+        .unwrap();
+    // Direct assignment of partition 0 (test output topics have one): no group join.
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, rdkafka::Offset::Beginning).unwrap();
+    consumer.assign(&tpl).unwrap();
+    let started = Instant::now();
+    let mut out = Vec::new();
+    while started.elapsed() < limit && !done(&out) {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+            let key = m.key().map(|k| String::from_utf8_lossy(k).into_owned());
+            out.push((key, m.payload().unwrap_or_default().to_vec()));
+        }
+    }
+    out
+}
+
+pub fn json_values(messages: &[(Option<String>, Vec<u8>)]) -> Vec<serde_json::Value> {
+    messages.iter().filter_map(|(_, v)| serde_json::from_slice(v).ok()).collect()
+}
+
+/// GET a path over plain HTTP/1.1 and return (status, body).
+pub fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+/// Value of an unlabeled-or-labeled sample in a Prometheus text body.
+pub fn metric(body: &str, name_and_labels: &str) -> Option<f64> {
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.trim().parse().ok()))
+}
+
+pub async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cond()
+}
