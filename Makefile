@@ -4,7 +4,7 @@ CARGO ?= cargo
 RUNS  ?= runs
 METAPU := target/release/metapu
 
-.PHONY: setup build demo test lint bench clean-runs
+.PHONY: setup build demo train-synthetic test lint bench clean-runs
 
 setup:
 	@bash scripts/setup.sh
@@ -15,9 +15,15 @@ build: setup
 $(RUNS):
 	mkdir -p $(RUNS)
 
-# The main job on embedded defaults: meta-train on the paper's Synthetic tasks
-# and report validation accuracy (the daemon will take this target over).
+# The main job on embedded defaults: the bundled broker, a model (meta-trained on
+# Synthetic on first use), the daemon and replayed traffic in which some devices
+# come under attack. Alerts print as they arrive; Ctrl-C stops everything.
+# DEMO_ARGS="--duration 60" ends it by itself.
 demo: build | $(RUNS)
+	$(METAPU) demo --model $(RUNS)/demo-synthetic.safetensors $(DEMO_ARGS)
+
+# Meta-train on the paper's Synthetic tasks and report validation accuracy.
+train-synthetic: build | $(RUNS)
 	$(METAPU) datasets synthetic --out $(RUNS)/synthetic.csv --seed 0
 	$(METAPU) train --data $(RUNS)/synthetic.csv --split $(RUNS)/synthetic.split.json \
 		--out $(RUNS)/synthetic.safetensors --iterations 3000 --eval-every 250 --meta-batch 8 --seed 0

@@ -7,6 +7,7 @@
 //! - [`train`] — meta-training (Algorithm 1)
 //! - [`evaluate`] — accuracy and prior error on protocol episodes
 
+pub mod broker;
 pub mod daemon;
 pub mod data;
 pub mod evaluate;

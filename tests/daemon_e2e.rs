@@ -91,6 +91,7 @@ async fn records_flow_to_alerts_priors_and_dead_letters_and_state_survives_a_res
     assert!(metric(&body, "metapu_adaptations_total").unwrap() >= 1.0);
     assert!(metric(&body, "metapu_records_unknown_total").unwrap() >= 1.0);
     assert_eq!(http_get(daemon.http_addr, "/healthz").0, 200);
+    dashboard_metrics_exist_in(&body);
     assert_eq!(http_get(daemon.http_addr, "/readyz").0, 200);
     daemon.shutdown().await.expect("clean shutdown");
 
@@ -111,4 +112,31 @@ async fn records_flow_to_alerts_priors_and_dead_letters_and_state_survives_a_res
     let last = json_values(&priors).into_iter().rfind(|v| v["device"] == "dev-a").unwrap();
     assert_eq!(last["positive_window"], 10, "the restored positive window");
     daemon.shutdown().await.expect("clean shutdown");
+}
+
+/// Every metric the Grafana dashboard queries is present in a real scrape.
+fn dashboard_metrics_exist_in(scrape: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards/metapu.json");
+    let dashboard: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut names = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(i) = rest.find("metapu_") {
+                let name: String =
+                    rest[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                rest = &rest[i + name.len()..];
+                names.insert(name);
+            }
+        }
+    }
+    assert!(names.len() >= 15, "dashboard queries: {names:?}");
+    let exported: std::collections::BTreeSet<&str> = scrape
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    let missing: Vec<&String> = names.iter().filter(|n| !exported.contains(n.as_str())).collect();
+    assert!(missing.is_empty(), "dashboard uses metrics the daemon does not export: {missing:?}");
 }

@@ -2,6 +2,7 @@
 
 mod daemon;
 mod datasets;
+mod demo;
 mod info;
 mod train;
 
@@ -30,6 +31,8 @@ pub enum Command {
     Datasets(datasets::DatasetsCommand),
     /// Print a model file's metadata.
     Info(info::InfoArgs),
+    /// Everything on embedded defaults: bundled broker, model, daemon, traffic with attacks.
+    Demo(demo::DemoArgs),
     /// Run the streaming daemon: Kafka in; alerts, priors and metrics out.
     Run(daemon::RunArgs),
     /// Validate the daemon configuration and print it (secrets redacted).
@@ -44,7 +47,9 @@ pub fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("METAPU_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colours only on a terminal: journald and log files get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -53,6 +58,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Datasets(c) => datasets::run(c),
         Command::Info(a) => info::run(a),
         Command::Run(a) => daemon::run(a),
+        Command::Demo(a) => demo::run(a),
         Command::CheckConfig(a) => daemon::check_config(a),
     }
 }

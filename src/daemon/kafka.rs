@@ -101,13 +101,35 @@ impl ConsumerContext for DaemonContext {
     }
 }
 
-/// Create topics that do not exist yet (existing ones are left as they are).
-pub async fn ensure_topics(cfg: &KafkaConfig, topics: &[(&str, i32)]) -> Result<(), KafkaError> {
+/// Create the topics the broker does not know yet (existing ones are left as they
+/// are). Bounded by `limit`: some brokers never answer CreateTopics.
+pub async fn ensure_topics(
+    cfg: &KafkaConfig,
+    topics: &[(&str, i32)],
+    limit: Duration,
+) -> Result<(), KafkaError> {
     let admin: AdminClient<DefaultClientContext> = base_config(cfg).create()?;
-    let new: Vec<NewTopic<'_>> =
-        topics.iter().map(|(name, parts)| NewTopic::new(name, *parts, TopicReplication::Fixed(1))).collect();
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    for result in admin.create_topics(&new, &opts).await? {
+    let known: Vec<String> = admin
+        .inner()
+        .fetch_metadata(None, limit)?
+        .topics()
+        .iter()
+        .filter(|t| t.error().is_none())
+        .map(|t| t.name().to_string())
+        .collect();
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .filter(|(name, _)| !known.iter().any(|k| k == name))
+        .map(|(name, parts)| NewTopic::new(name, *parts, TopicReplication::Fixed(1)))
+        .collect();
+    if new.is_empty() {
+        return Ok(());
+    }
+    let opts = AdminOptions::new().operation_timeout(Some(limit)).request_timeout(Some(limit));
+    let results = tokio::time::timeout(limit, admin.create_topics(&new, &opts))
+        .await
+        .map_err(|_| KafkaError::AdminOp(RDKafkaErrorCode::RequestTimedOut))??;
+    for result in results {
         match result {
             Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
             Err((topic, code)) => tracing::warn!(topic, %code, "could not create topic"),

@@ -128,6 +128,22 @@ impl Metrics {
             snapshots: counter("metapu_state_snapshots_total", "Device windows written to the state topic."),
             registry: r,
         }
+        .init_labels()
+    }
+
+    /// Export every known label value from the start (as 0), so dashboards and alerts
+    /// see the series before the first event.
+    fn init_labels(self) -> Self {
+        for kind in super::record::InvalidRecord::KINDS {
+            self.records_invalid.with_label_values(&[kind]);
+        }
+        for reason in ["capacity", "idle", "revoked"] {
+            self.devices_evicted.with_label_values(&[reason]);
+        }
+        for result in ["ok", "error"] {
+            self.model_reloads.with_label_values(&[result]);
+        }
+        self
     }
 
     pub fn set_model(&self, version: &str, features: usize, task_dim: i64) {

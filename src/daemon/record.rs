@@ -40,6 +40,20 @@ pub enum InvalidRecord {
 }
 
 impl InvalidRecord {
+    /// Every value of [`InvalidRecord::kind`].
+    pub const KINDS: [&'static str; 10] = [
+        "empty",
+        "oversized",
+        "not_utf8",
+        "malformed",
+        "no_device",
+        "device_mismatch",
+        "wrong_dimension",
+        "non_finite",
+        "bad_timestamp",
+        "bad_label",
+    ];
+
     /// Short, fixed label for metrics.
     pub fn kind(&self) -> &'static str {
         match self {

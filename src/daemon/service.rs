@@ -142,7 +142,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     if cfg.kafka.publish_scores {
         topics.push((cfg.kafka.scores_topic.as_str(), 1));
     }
-    if let Err(e) = kafka::ensure_topics(&cfg.kafka, &topics).await {
+    if let Err(e) = kafka::ensure_topics(&cfg.kafka, &topics, Duration::from_secs(10)).await {
         tracing::warn!(error = %e, "could not ensure topics; relying on the broker's auto-creation");
     }
     let state_partitions = {

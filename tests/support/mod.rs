@@ -3,13 +3,13 @@
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use metapu::broker::LocalBroker;
 use metapu::daemon::config::DaemonConfig;
 use metapu::daemon::record;
 use metapu::data::split::Split;
@@ -24,53 +24,21 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 use tch::Device;
 
-/// The bundled Kafka-compatible broker on a free loopback port; killed on drop.
-pub struct Broker {
-    child: Child,
-    pub port: u16,
-}
+/// The bundled broker on a free loopback port; killed on drop.
+pub struct Broker(pub LocalBroker);
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    metapu::broker::free_port().unwrap()
 }
 
 impl Broker {
     pub fn start() -> Self {
-        Self::start_on(free_port())
-    }
-
-    pub fn start_on(port: u16) -> Self {
-        let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/tansu");
-        assert!(bin.exists(), "{} missing: run scripts/setup.sh (make test does)", bin.display());
-        let url = format!("tcp://127.0.0.1:{port}");
-        let child = Command::new(bin)
-            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
-            .args(["--storage-engine", "memory://tansu/"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting tansu");
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(10), "broker did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self { child, port }
+        let bin = metapu::broker::binary_in(Path::new(env!("CARGO_MANIFEST_DIR")));
+        Self(LocalBroker::start(&bin, free_port()).expect("bundled broker (make test runs scripts/setup.sh)"))
     }
 
     pub fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    pub fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        self.stop();
+        self.0.bootstrap()
     }
 }
 

@@ -1,0 +1,176 @@
+//! Fast daemon tests on rdkafka's in-process MockCluster: scoring to alerts, two
+//! daemons through a rebalance, and a broker outage.
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use metapu::daemon::service;
+use metapu::data::Label;
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
+use support::*;
+
+/// A one-broker mock cluster with every topic of `tag` created up front (the mock
+/// never answers CreateTopics). Input and state topics get `partitions`.
+fn mock(tag: &str, partitions: i32) -> MockCluster<'static, DefaultProducerContext> {
+    let cluster = MockCluster::new(1).expect("mock cluster");
+    for suffix in ["features", "state"] {
+        cluster.create_topic(&format!("{tag}.{suffix}"), partitions, 1).expect("create topic");
+    }
+    for suffix in ["alerts", "priors", "deadletter", "scores"] {
+        cluster.create_topic(&format!("{tag}.{suffix}"), 1, 1).expect("create topic");
+    }
+    cluster
+}
+
+fn sources(scores: &[serde_json::Value]) -> HashSet<(i64, i64)> {
+    scores
+        .iter()
+        .map(|s| (s["source"]["partition"].as_i64().unwrap(), s["source"]["offset"].as_i64().unwrap()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn known_normal_then_mixed_traffic_gives_alerts() {
+    let fx = fixture();
+    let cluster = mock("m1", 1);
+    let boot = cluster.bootstrap_servers();
+    let cfg = daemon_config(&boot, "m1");
+    let daemon = service::start(cfg.clone()).await.unwrap();
+    let p = producer(&boot);
+    let (normal, attack) = (fx.rows(1, Label::Positive), fx.rows(1, Label::Negative));
+    for (i, row) in normal.iter().take(8).enumerate() {
+        send_record(&p, "m1.features", "cam-1", i as f64, row, true).await;
+    }
+    for i in 0..30 {
+        let row = if i % 2 == 0 { &normal[20 + i] } else { &attack[i] };
+        send_record(&p, "m1.features", "cam-1", 10.0 + i as f64, row, false).await;
+    }
+    read_topic(&boot, "m1.priors", Duration::from_secs(20), |m| !m.is_empty());
+    for (i, row) in attack.iter().skip(50).take(30).enumerate() {
+        send_record(&p, "m1.features", "cam-1", 100.0 + i as f64, row, false).await;
+    }
+    let alerts = json_values(&read_topic(&boot, "m1.alerts", Duration::from_secs(20), |m| m.len() >= 15));
+    let late = alerts.iter().filter(|a| a["ts"].as_f64().unwrap() >= 100.0).count();
+    assert!(late >= 15, "{late} alerts for 30 attack records");
+    // Alert ids are unique per source record.
+    let ids: HashSet<&str> = alerts.iter().map(|a| a["alert_id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), alerts.len());
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_through_a_rebalance_score_every_record() {
+    let fx = fixture();
+    let cluster = mock("m2", 4);
+    let boot = cluster.bootstrap_servers();
+    let cfg = daemon_config(&boot, "m2");
+    let a = service::start(cfg.clone()).await.unwrap();
+    let p = producer(&boot);
+    let normal = fx.rows(2, Label::Positive);
+    let mut sent = 0;
+    for round in 0..3 {
+        if round == 1 {
+            // A second member joins mid-stream: the partitions are split between the two.
+            let mut cfg_b = cfg.clone();
+            cfg_b.http.listen = "127.0.0.1:0".into();
+            let b = service::start(cfg_b).await.unwrap();
+            for i in 0..40 {
+                let device = format!("dev-{}", i % 12);
+                send_record(&p, "m2.features", &device, f64::from(i), &normal[i as usize], i % 4 == 0).await;
+                sent += 1;
+            }
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            b.shutdown().await.unwrap();
+            continue;
+        }
+        for i in 0..40 {
+            let device = format!("dev-{}", i % 12);
+            send_record(&p, "m2.features", &device, f64::from(i), &normal[i as usize], i % 4 == 0).await;
+            sent += 1;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let scores = json_values(&read_topic(&boot, "m2.scores", Duration::from_secs(40), |m| {
+        sources(&json_values(m)).len() >= sent
+    }));
+    a.shutdown().await.unwrap();
+    let seen = sources(&scores);
+    assert_eq!(seen.len(), sent, "every input record scored at least once ({} score records)", scores.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_outage_is_reported_and_survived() {
+    let fx = fixture();
+    let cluster = mock("m3", 1);
+    let boot = cluster.bootstrap_servers();
+    let mut cfg = daemon_config(&boot, "m3");
+    cfg.kafka.options.insert("reconnect.backoff.max.ms".into(), "500".into());
+    let daemon = service::start(cfg).await.unwrap();
+    let p = producer(&boot);
+    let normal = fx.rows(3, Label::Positive);
+    send_record(&p, "m3.features", "plug", 0.0, &normal[0], true).await;
+    read_topic(&boot, "m3.scores", Duration::from_secs(20), |m| !m.is_empty());
+    assert_eq!(http_get(daemon.http_addr, "/readyz").0, 200);
+
+    cluster.broker_down(1).unwrap();
+    let down = wait_until(Duration::from_secs(30), || http_get(daemon.http_addr, "/readyz").0 == 503).await;
+    assert!(down, "/readyz did not report the outage");
+    assert_eq!(http_get(daemon.http_addr, "/healthz").0, 200, "the process stays up");
+
+    cluster.broker_up(1).unwrap();
+    let up = wait_until(Duration::from_secs(30), || http_get(daemon.http_addr, "/readyz").0 == 200).await;
+    assert!(up, "/readyz did not recover");
+    send_record(&p, "m3.features", "plug", 1.0, &normal[1], false).await;
+    let scores = read_topic(&boot, "m3.scores", Duration::from_secs(30), |m| m.len() >= 2);
+    assert!(scores.len() >= 2, "no scoring after the broker came back");
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_reload_keeps_windows_and_a_bad_model_is_refused() {
+    let fx = fixture();
+    let cluster = mock("m4", 1);
+    let boot = cluster.bootstrap_servers();
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model.safetensors");
+    std::fs::copy(&fx.model_path, &model).unwrap();
+    let mut cfg = daemon_config(&boot, "m4");
+    cfg.model.path = model.clone();
+    let daemon = service::start(cfg).await.unwrap();
+    let p = producer(&boot);
+    let normal = fx.rows(4, Label::Positive);
+    for (i, row) in normal.iter().take(6).enumerate() {
+        send_record(&p, "m4.features", "hub", i as f64, row, i < 3).await;
+    }
+    let first = read_topic(&boot, "m4.priors", Duration::from_secs(20), |m| !m.is_empty());
+    assert!(!first.is_empty());
+
+    // The same model again: accepted; the device is re-adapted from its kept windows
+    // without any new record.
+    daemon.send(service::Control::Reload);
+    let priors = read_topic(&boot, "m4.priors", Duration::from_secs(20), |m| m.len() >= 2);
+    let last = json_values(&priors).pop().unwrap();
+    assert_eq!((last["positive_window"].as_u64(), last["unlabeled_window"].as_u64()), (Some(3), Some(6)));
+    let body = http_get(daemon.http_addr, "/metrics").1;
+    assert_eq!(metric(&body, "metapu_model_reloads_total{result=\"ok\"}"), Some(1.0));
+
+    // A corrupt file: refused, counted, and the old model keeps scoring.
+    std::fs::write(&model, b"garbage").unwrap();
+    daemon.send(service::Control::Reload);
+    let refused = wait_until(Duration::from_secs(10), || {
+        metric(&http_get(daemon.http_addr, "/metrics").1, "metapu_model_reloads_total{result=\"error\"}")
+            == Some(1.0)
+    })
+    .await;
+    assert!(refused);
+    let scored_total =
+        || metric(&http_get(daemon.http_addr, "/metrics").1, "metapu_records_scored_total").unwrap_or(0.0);
+    let before = scored_total();
+    send_record(&p, "m4.features", "hub", 10.0, &normal[10], false).await;
+    let scored = wait_until(Duration::from_secs(10), || scored_total() > before).await;
+    assert!(scored, "the old model stopped scoring");
+    daemon.shutdown().await.unwrap();
+}

@@ -1,0 +1,167 @@
+//! Daemon pieces without a broker: configuration, record decoding, windows and the
+//! device table, snapshots, the scoring engine.
+
+use std::io::Write;
+
+use metapu::daemon::config::{DaemonConfig, Sources};
+use metapu::daemon::devices::{DeviceTable, WindowSizes};
+use metapu::daemon::engine::{run_adaptation, Engine, Verdict};
+use metapu::daemon::output::{alert_id, Source};
+use metapu::daemon::record::{decode, encode, InvalidRecord};
+use metapu::daemon::snapshot::{Snapshot, SnapshotError};
+use metapu::daemon::windows::RowWindow;
+use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
+
+fn config_file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f
+}
+
+fn load(text: &str) -> Result<DaemonConfig, String> {
+    let f = config_file(text);
+    DaemonConfig::load(&Sources { file: Some(f.path().into()), ..Sources::default() })
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn config_errors_name_the_key_and_the_reason() {
+    let e = load("[windows]\npositve = 3\n").unwrap_err();
+    assert!(e.contains("unknown field `positve`") && e.contains("windows"), "{e}");
+    let e = load("[windows]\npositive = \"many\"\n").unwrap_err();
+    assert!(e.contains("windows.positive") && e.contains("expected an integer"), "{e}");
+    let e = load("[colour]\nred = 1\n").unwrap_err();
+    assert!(e.contains("unknown field `colour`"), "{e}");
+    let e = load("[model]\nthreshold = 2.0\n").unwrap_err();
+    assert!(e.contains("model.threshold"), "{e}");
+    let e = load("[http]\nlisten = \"everywhere\"\n").unwrap_err();
+    assert!(e.contains("http.listen"), "{e}");
+}
+
+#[test]
+fn config_layers_and_redaction() {
+    let cfg = load("[kafka]\nbrokers = \"k1:9092,k2:9092\"\n[kafka.options]\n\"sasl.password\" = \"hunter2\"\n\"security.protocol\" = \"SASL_SSL\"\n").unwrap();
+    assert_eq!(cfg.kafka.brokers, "k1:9092,k2:9092");
+    assert_eq!(cfg.windows.positive, 50, "defaults stay underneath");
+    assert_eq!(cfg.kafka.options["security.protocol"], "SASL_SSL");
+    let shown = cfg.redacted_toml();
+    assert!(!shown.contains("hunter2") && shown.contains("\"sasl.password\" = \"<redacted>\""), "{shown}");
+    assert!(shown.contains("\"security.protocol\" = \"SASL_SSL\""));
+    assert_eq!(DaemonConfig::defaults().kafka.input_topics, ["iot.features"]);
+}
+
+#[test]
+fn records_decode_or_say_why_not() {
+    let ok = decode(Some(b"d1"), br#"{"ts": 1.5, "features": [1, 2], "label": "normal"}"#, 2, 1024).unwrap();
+    assert_eq!(
+        (ok.device.as_str(), ok.ts, ok.features.as_slice(), ok.known_normal),
+        ("d1", 1.5, &[1.0f32, 2.0][..], true)
+    );
+    let from_field = decode(None, br#"{"device": "d2", "ts": 0, "features": [1, 2]}"#, 2, 1024).unwrap();
+    assert_eq!(from_field.device, "d2");
+    assert!(!from_field.known_normal);
+    let big = vec![b' '; 2000];
+    type Case<'a> = (Option<&'a [u8]>, &'a [u8], &'a str);
+    let cases: Vec<Case<'_>> = vec![
+        (Some(b"d"), b"", "empty"),
+        (Some(b"d"), &big, "oversized"),
+        (Some(b"d"), b"\xff\xfe", "not_utf8"),
+        (Some(b"d"), b"{", "malformed"),
+        (Some(b"d"), br#"{"ts": 1, "features": [1, 2], "colour": 1}"#, "malformed"),
+        (None, br#"{"ts": 1, "features": [1, 2]}"#, "no_device"),
+        (Some(b"a"), br#"{"device": "b", "ts": 1, "features": [1, 2]}"#, "device_mismatch"),
+        (Some(b"d"), br#"{"ts": 1, "features": [1]}"#, "wrong_dimension"),
+        (Some(b"d"), br#"{"ts": 1, "features": [1e300, 2]}"#, "non_finite"),
+        (Some(b"d"), br#"{"ts": 1, "features": [1, 2], "label": "evil"}"#, "bad_label"),
+    ];
+    for (key, value, kind) in cases {
+        let e = decode(key, value, 2, 1024).unwrap_err();
+        assert_eq!(e.kind(), kind, "{e}");
+        assert!(InvalidRecord::KINDS.contains(&kind));
+    }
+    // encode ↔ decode
+    let bytes = encode("d9", 3.0, &[0.5, -1.0], true);
+    let back = decode(None, &bytes, 2, 1024).unwrap();
+    assert_eq!((back.device.as_str(), back.features, back.known_normal), ("d9", vec![0.5, -1.0], true));
+}
+
+#[test]
+fn windows_keep_the_newest_rows() {
+    let mut w = RowWindow::new(2, 3);
+    for i in 0..5 {
+        w.push(&[i as f32, 0.0]);
+    }
+    assert_eq!(w.len(), 3);
+    let mut firsts: Vec<f32> = w.rows().chunks(2).map(|r| r[0]).collect();
+    firsts.sort_by(f32::total_cmp);
+    assert_eq!(firsts, [2.0, 3.0, 4.0]);
+}
+
+#[test]
+fn device_table_bootstraps_evicts_and_schedules() {
+    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
+    let mut t = DeviceTable::new(1, sizes, 2);
+    t.observe("a", &[1.0], false, 0, 0); // bootstrap: first record is known-normal
+    t.observe("a", &[2.0], false, 0, 1);
+    assert_eq!(t.get("a").unwrap().positive.len(), 1);
+    assert_eq!(t.get("a").unwrap().unlabeled.len(), 2);
+    t.observe("b", &[3.0], false, 0, 2);
+    t.observe("a", &[4.0], true, 0, 3); // a is now the most recent
+    assert_eq!(t.observe("c", &[5.0], false, 0, 4), 1, "cap of 2: one eviction");
+    assert!(t.get("b").is_none(), "least recently seen evicted");
+    assert!(t.get("a").is_some());
+    let due = t.due_for_adaptation(1);
+    assert!(due.contains(&"a".to_string()) && due.contains(&"c".to_string()), "{due:?}");
+    t.take_windows("a");
+    assert!(!t.due_for_adaptation(1).contains(&"a".to_string()));
+    assert_eq!(t.evict_idle(1000, 500).len(), 2);
+}
+
+#[test]
+fn snapshots_round_trip_and_reject_garbage() {
+    let s = Snapshot { dim: 2, positive: vec![1.0, 2.0], unlabeled: vec![3.0, 4.0, 5.0, 6.0], seen: 9 };
+    assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
+    assert_eq!(Snapshot::decode(b"nope"), Err(SnapshotError::BadMagic));
+    let mut cut = s.encode();
+    cut.pop();
+    assert_eq!(Snapshot::decode(&cut), Err(SnapshotError::BadLength));
+    let bad = Snapshot { positive: vec![f32::NAN, 0.0], ..s };
+    assert_eq!(Snapshot::decode(&bad.encode()), Err(SnapshotError::NonFinite));
+}
+
+#[test]
+fn alert_ids_are_deterministic_per_source_record() {
+    let s = |offset| Source { topic: "t".into(), partition: 1, offset };
+    assert_eq!(alert_id(&s(5)), alert_id(&s(5)));
+    assert_ne!(alert_id(&s(5)), alert_id(&s(6)));
+}
+
+#[test]
+fn the_engine_scores_only_adapted_devices() {
+    tch::manual_seed(1);
+    let model = || Model {
+        net: MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu),
+        preprocess: Preprocessor::identity(PreprocessKind::None, 2),
+        feature_names: vec!["a".into(), "b".into()],
+        provenance: Provenance::default(),
+    };
+    let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0 };
+    let mut e = Engine::new(model(), sizes, 10, 0.5);
+    let rec = |d: &str, x: f32, normal: bool| metapu::daemon::record::FeatureRecord {
+        device: d.into(),
+        ts: 0.0,
+        features: vec![x, -x],
+        known_normal: normal,
+    };
+    let (r1, r2, r3) = (rec("p", 0.1, true), rec("p", 0.3, false), rec("q", 0.2, false));
+    let (v, _) = e.process(&[(&r1, 0), (&r2, 0), (&r3, 0)], 0);
+    assert_eq!(v, [Verdict::Unknown; 3], "nothing adapted yet");
+    let jobs = e.adaptation_jobs(1, 100);
+    assert_eq!(jobs.len(), 1, "q has no positive: not adapted");
+    assert_eq!(e.install(run_adaptation(&e.model, &jobs, 8)), 1);
+    let v = e.score([&r2, &r3].into_iter());
+    assert!(matches!(v[0], Verdict::Scored { posterior, .. } if (0.0..=1.0).contains(&posterior)));
+    assert_eq!(v[1], Verdict::Unknown);
+    e.replace_model(model());
+    assert_eq!(e.score([&r2].into_iter()), [Verdict::Unknown], "states of the old model are dropped");
+}
