@@ -61,6 +61,32 @@ async fn known_normal_then_mixed_traffic_gives_alerts() {
     daemon.shutdown().await.unwrap();
 }
 
+/// Sum over partitions of the group's committed offsets on `topic`.
+fn committed(boot: &str, group: &str, topic: &str, partitions: i32) -> i64 {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let c: BaseConsumer =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", boot).set("group.id", group).create().unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
+    let got = c.committed_offsets(tpl, Duration::from_secs(5)).unwrap();
+    got.elements().iter().map(|e| e.offset().to_raw().unwrap_or(0).max(0)).sum()
+}
+
+/// Offsets are committed only for records whose outputs were acknowledged: the
+/// committed total never exceeds the distinct records already in the scores topic.
+fn assert_commits_trail_outputs(boot: &str, group: &str, tag: &str) {
+    let c = committed(boot, group, &format!("{tag}.features"), 4);
+    let delivered =
+        sources(&json_values(&read_topic(boot, &format!("{tag}.scores"), Duration::from_secs(2), |_| false)));
+    assert!(
+        c <= delivered.len() as i64,
+        "committed {c} records but only {} have acknowledged outputs",
+        delivered.len()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_daemons_through_a_rebalance_score_every_record() {
     let fx = fixture();
@@ -83,6 +109,7 @@ async fn two_daemons_through_a_rebalance_score_every_record() {
                 sent += 1;
             }
             tokio::time::sleep(Duration::from_secs(3)).await;
+            assert_commits_trail_outputs(&boot, &cfg.kafka.group_id, "m2");
             b.shutdown().await.unwrap();
             continue;
         }
@@ -97,6 +124,8 @@ async fn two_daemons_through_a_rebalance_score_every_record() {
         sources(&json_values(m)).len() >= sent
     }));
     a.shutdown().await.unwrap();
+    assert_commits_trail_outputs(&boot, &cfg.kafka.group_id, "m2");
+    assert!(committed(&boot, &cfg.kafka.group_id, "m2.features", 4) > 0, "nothing was committed");
     let seen = sources(&scores);
     assert_eq!(seen.len(), sent, "every input record scored at least once ({} score records)", scores.len());
 }
