@@ -67,18 +67,23 @@ pub struct TrainArgs {
     threads: Option<i32>,
 }
 
-struct Bar(ProgressBar);
+/// Progress bar showing the running loss and the latest and best validation accuracy.
+struct Bar {
+    bar: ProgressBar,
+    validation: String,
+}
 
 impl Progress for Bar {
     fn step(&mut self, iteration: u64, loss: f64) {
-        self.0.set_position(iteration);
+        self.bar.set_position(iteration);
         if iteration % 50 == 0 {
-            self.0.set_message(format!("loss {loss:.4}"));
+            self.bar.set_message(format!("loss {loss:.4}{}", self.validation));
         }
     }
 
     fn checkpoint(&mut self, c: &Checkpoint, best: f64) {
-        self.0.suspend(|| {
+        self.validation = format!(" | validation {:.4} (best {best:.4})", c.validation_accuracy);
+        self.bar.suspend(|| {
             tracing::info!(
                 iteration = c.iteration,
                 loss = format!("{:.4}", c.train_loss),
@@ -149,9 +154,9 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
         .expect("valid template")
         .progress_chars("=> "),
     );
-    let mut progress = Bar(bar);
+    let mut progress = Bar { bar, validation: String::new() };
     let outcome = train::train(&data, &source, &validation, &cfg, default_device(), &stop, &mut progress)?;
-    progress.0.finish_and_clear();
+    progress.bar.finish_and_clear();
 
     file::save(&outcome.model, &a.out)?;
     let p = &outcome.model.provenance;

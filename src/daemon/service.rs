@@ -19,7 +19,7 @@ use crate::model::{file, Model};
 use super::adapter::Adapter;
 use super::config::DaemonConfig;
 use super::devices::WindowSizes;
-use super::engine::{Engine, Verdict};
+use super::engine::{run_adaptation, AdaptJob, Engine, Verdict};
 use super::http::{self, HttpState};
 use super::kafka::{self, AssignmentEvent, DaemonContext, Shared};
 use super::metrics::Metrics;
@@ -610,7 +610,7 @@ impl Service {
         };
         let assigned: Vec<i32> = parts.iter().map(|(_, p)| *p).collect();
         let now = self.now_ms();
-        let mut restored = 0;
+        let mut restored = Vec::new();
         for (device, (state_partition, bytes)) in entries {
             if self.engine.devices.get(&device).is_some() {
                 continue;
@@ -623,16 +623,36 @@ impl Service {
                         .find(|p| self.state_partition(*p) == state_partition)
                         .unwrap_or(0);
                     self.engine.devices.restore(&device, &s.positive, &s.unlabeled, s.seen, partition, now);
-                    restored += 1;
+                    restored.push(device);
                 }
                 Ok(_) => tracing::warn!(device, "snapshot has another feature count; ignored"),
                 Err(e) => tracing::warn!(device, error = %e, "bad snapshot; ignored"),
             }
         }
-        self.metrics.state_restored_devices.inc_by(restored);
-        if restored > 0 {
-            tracing::info!(restored, "device windows restored from the state topic");
+        self.metrics.state_restored_devices.inc_by(restored.len() as u64);
+        if restored.is_empty() {
+            return;
         }
+        // Adapt restored devices here, before any record of theirs is scored: a restart
+        // must not leave them `unknown` until the next adaptation round.
+        let started = Instant::now();
+        let mut jobs = Vec::with_capacity(restored.len());
+        for device in &restored {
+            if let Some((positive, unlabeled)) = self.engine.devices.take_windows(device) {
+                if !positive.is_empty() {
+                    jobs.push(AdaptJob { device: device.clone(), positive, unlabeled });
+                }
+            }
+        }
+        let states = run_adaptation(&self.engine.model, &jobs, self.cfg.adaptation.batch_size);
+        self.metrics.adaptations.inc_by(states.len() as u64);
+        self.engine.install(states);
+        tracing::info!(
+            restored = restored.len(),
+            adapted = jobs.len(),
+            seconds = started.elapsed().as_secs_f64(),
+            "device windows restored from the state topic"
+        );
     }
 
     /// Write snapshots of changed devices (or of `only`) to the state topic and wait
