@@ -40,6 +40,7 @@ lint: setup
 
 bench: setup
 	$(CARGO) bench --bench model
+	$(CARGO) bench --bench daemon
 
 clean-runs:
 	rm -rf $(RUNS)

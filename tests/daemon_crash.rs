@@ -5,20 +5,22 @@
 mod support;
 
 use std::collections::HashSet;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use metapu::data::Label;
 use support::*;
 
-fn spawn(config: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_metapu"))
-        .args(["run", "--config"])
-        .arg(config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+fn spawn(config: &std::path::Path) -> KillOnDrop {
+    KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_metapu"))
+            .args(["run", "--config"])
+            .arg(config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 fn source_of(v: &serde_json::Value) -> (i64, i64) {
@@ -80,11 +82,11 @@ async fn kill_9_mid_stream_loses_nothing() {
         })
         .await
     );
-    daemon.kill().unwrap();
-    daemon.wait().unwrap();
+    daemon.0.kill().unwrap();
+    daemon.0.wait().unwrap();
     send_range(60..120).await;
 
-    let mut daemon = spawn(&config);
+    let _daemon = spawn(&config);
     let scores = json_values(&read_topic(&boot, "crash.scores", Duration::from_secs(60), |m| {
         json_values(m).iter().map(source_of).collect::<HashSet<_>>().len() >= sent
     }));
@@ -103,6 +105,4 @@ async fn kill_9_mid_stream_loses_nothing() {
 
     let m = metrics().unwrap_or_default();
     assert!(metric(&m, "metapu_state_restored_devices_total").unwrap_or(0.0) >= 1.0, "windows not restored");
-    daemon.kill().unwrap();
-    daemon.wait().unwrap();
 }

@@ -47,16 +47,18 @@ fn the_daemon_process_speaks_sd_notify_reloads_on_hup_and_exits_cleanly_on_term(
     let socket = UnixDatagram::bind(&socket_path).unwrap();
     socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_metapu"))
-        .args(["run", "--config"])
-        .arg(&config)
-        .env("NOTIFY_SOCKET", &socket_path)
-        .env("WATCHDOG_USEC", "400000")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_metapu"))
+            .args(["run", "--config"])
+            .arg(&config)
+            .env("NOTIFY_SOCKET", &socket_path)
+            .env("WATCHDOG_USEC", "400000")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
 
     let ready = notifications(&socket, "READY=1", Duration::from_secs(30));
@@ -77,7 +79,7 @@ fn the_daemon_process_speaks_sd_notify_reloads_on_hup_and_exits_cleanly_on_term(
     assert!(stopping.iter().any(|m| m == "STOPPING=1"), "no STOPPING=1: {stopping:?}");
     let started = Instant::now();
     let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
+        if let Some(s) = child.0.try_wait().unwrap() {
             break s;
         }
         assert!(started.elapsed() < Duration::from_secs(25), "did not exit after SIGTERM");

@@ -41,7 +41,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(serve(cfg))
+    let result = runtime.block_on(serve(cfg));
+    // Do not wait on blocking tasks that may still hang on an unreachable broker
+    // (closing a consumer, flushing): the shutdown limit has already been applied.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
 }
 
 async fn serve(cfg: DaemonConfig) -> anyhow::Result<()> {

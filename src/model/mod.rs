@@ -111,15 +111,14 @@ impl Model {
     /// Adapt to many tasks with one batched closed-form solve.
     pub fn adapt_batch(&self, supports: &[Support<'_>]) -> Result<Vec<TaskState>, ModelError> {
         let dim = self.dim();
-        let mut owned = Vec::with_capacity(supports.len());
         for (i, s) in supports.iter().enumerate() {
             check_rows(s.positives, dim, i)?;
             check_rows(s.unlabeled, dim, i)?;
-            owned.push((self.preprocess.transformed(s.positives), self.preprocess.transformed(s.unlabeled)));
         }
-        let views: Vec<Support<'_>> =
-            owned.iter().map(|(p, u)| Support { positives: p, unlabeled: u }).collect();
-        let batch = SupportBatch::pack(&views, dim, self.net.kind(), self.net.device())?;
+        // Pack raw rows, then preprocess the whole padded batch at once (padding rows
+        // are masked out whatever their value).
+        let mut batch = SupportBatch::pack(supports, dim, self.net.kind(), self.net.device())?;
+        batch.x = self.preprocess.apply_tensor(&batch.x);
         Ok(tch::no_grad(|| self.net.adapt(&batch, 0.0)).to_states())
     }
 
@@ -147,10 +146,8 @@ impl Model {
         if adapted.w.size()[1] != self.net.config.embed_dim {
             return Err(ModelError::BadState { task: 0 });
         }
-        let x = Tensor::from_slice(&self.preprocess.transformed(records))
-            .reshape([n as i64, dim as i64])
-            .to_kind(self.net.kind())
-            .to_device(self.net.device());
+        let x = Tensor::from_slice(records).reshape([n as i64, dim as i64]).to_kind(self.net.kind());
+        let x = self.preprocess.apply_tensor(&x.to_device(self.net.device()));
         let idx: Vec<i64> = task.iter().map(|&t| t as i64).collect();
         let idx = Tensor::from_slice(&idx).to_device(self.net.device());
         let posterior = tch::no_grad(|| {

@@ -72,30 +72,28 @@ impl Preprocessor {
         }
     }
 
-    /// Transform row-major rows in place.
-    pub fn apply(&self, rows: &mut [f32]) {
-        let dim = self.dim();
-        for row in rows.chunks_exact_mut(dim) {
-            match self.kind {
-                PreprocessKind::L2 => {
-                    let norm = row.iter().map(|v| f64::from(*v) * f64::from(*v)).sum::<f64>().sqrt();
-                    if norm > 0.0 {
-                        row.iter_mut().for_each(|v| *v = (f64::from(*v) / norm) as f32);
-                    }
-                }
-                PreprocessKind::None => {}
-                _ => {
-                    for (j, v) in row.iter_mut().enumerate() {
-                        *v = (self.pointwise(*v) - self.shift[j]) / self.scale[j];
-                    }
-                }
+    /// Transform a `[…, D]` tensor (torch's vectorised kernels: this runs on every
+    /// adaptation and every scored micro-batch).
+    pub fn apply_tensor(&self, x: &tch::Tensor) -> tch::Tensor {
+        let (kind, device) = (x.kind(), x.device());
+        let vector = |v: &[f32]| tch::Tensor::from_slice(v).to_kind(kind).to_device(device);
+        match self.kind {
+            PreprocessKind::None => x.shallow_clone(),
+            PreprocessKind::L2 => {
+                let norm = x.square().sum_dim_intlist(-1, true, kind).sqrt().clamp_min(f64::MIN_POSITIVE);
+                x / norm
+            }
+            PreprocessKind::Standard => (x - vector(&self.shift)) / vector(&self.scale),
+            PreprocessKind::LogStandard => {
+                (x.sign() * x.abs().log1p() - vector(&self.shift)) / vector(&self.scale)
             }
         }
     }
 
+    /// Transform row-major rows (same arithmetic as [`Preprocessor::apply_tensor`]).
     pub fn transformed(&self, rows: &[f32]) -> Vec<f32> {
-        let mut out = rows.to_vec();
-        self.apply(&mut out);
-        out
+        let dim = self.dim().max(1);
+        let x = tch::Tensor::from_slice(rows).reshape([(rows.len() / dim) as i64, dim as i64]);
+        Vec::<f32>::try_from(self.apply_tensor(&x).flatten(0, -1)).unwrap_or_default()
     }
 }
