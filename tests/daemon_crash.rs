@@ -34,20 +34,10 @@ async fn kill_9_mid_stream_loses_nothing() {
     let boot = broker.bootstrap();
     let dir = tempfile::tempdir().unwrap();
     let http_port = free_port();
-    let config = dir.path().join("metapu.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[kafka]\nbrokers = \"{boot}\"\ngroup_id = \"crash\"\ninput_topics = [\"crash.features\"]\n\
-             alerts_topic = \"crash.alerts\"\nscores_topic = \"crash.scores\"\npublish_scores = true\n\
-             state_topic = \"crash.state\"\npriors_topic = \"crash.priors\"\ndeadletter_topic = \"crash.dead\"\n\
-             [kafka.options]\n\"session.timeout.ms\" = \"6000\"\n\"heartbeat.interval.ms\" = \"500\"\n\
-             [model]\npath = \"{}\"\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n\
-             [adaptation]\ninterval_ms = 100\n[scoring]\nmax_wait_ms = 10\n[state]\nsnapshot_interval_s = 1\n",
-            fx.model_path.display()
-        ),
-    )
-    .unwrap();
+    let mut cfg = daemon_config(&boot, "crash");
+    cfg.http.listen = format!("127.0.0.1:{http_port}");
+    let config = write_config(&cfg, dir.path());
+    let input = cfg.kafka.input_topics[0].clone();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
     let metrics = || std::net::TcpStream::connect(addr).is_ok().then(|| http_get(addr, "/metrics").1);
 
@@ -56,25 +46,20 @@ async fn kill_9_mid_stream_loses_nothing() {
     let p = producer(&boot);
     let (normal, attack) = (fx.rows(0, Label::Positive), fx.rows(0, Label::Negative));
     let mut sent = 0usize;
-    let stream = |i: usize| {
-        let row =
-            if i % 2 == 1 { attack[i % attack.len()].clone() } else { normal[i % normal.len()].clone() };
-        (row, i < 5)
-    };
-    let mut send_range = |range: std::ops::Range<usize>| {
-        sent += range.len();
-        let p = p.clone();
-        let rows: Vec<(Vec<f32>, bool)> = range.clone().map(stream).collect();
-        async move {
-            for (i, (row, known)) in range.zip(rows) {
-                send_record(&p, "crash.features", "cam", i as f64, &row, known).await;
+    // Records 0–4 are known-normal; odd records are attacks.
+    let row = |i: usize| if i % 2 == 1 { &attack[i % attack.len()] } else { &normal[i % normal.len()] };
+    macro_rules! send_range {
+        ($range:expr) => {
+            for i in $range {
+                send_record(&p, &input, "cam", i as f64, row(i), i < 5).await;
+                sent += 1;
             }
-        }
-    };
+        };
+    }
     // Onboarding, then wait for the first classifier before the stream goes on.
-    send_range(0..15).await;
-    read_topic(&boot, "crash.priors", Duration::from_secs(20), |m| !m.is_empty());
-    send_range(15..60).await;
+    send_range!(0..15);
+    read_topic(&boot, &cfg.kafka.priors_topic, Duration::from_secs(20), |m| !m.is_empty());
+    send_range!(15..60);
     // Let it adapt, score and snapshot part of the stream, then kill it without warning.
     assert!(
         wait_until(Duration::from_secs(20), || {
@@ -84,10 +69,10 @@ async fn kill_9_mid_stream_loses_nothing() {
     );
     daemon.0.kill().unwrap();
     daemon.0.wait().unwrap();
-    send_range(60..120).await;
+    send_range!(60..120);
 
     let _daemon = spawn(&config);
-    let scores = json_values(&read_topic(&boot, "crash.scores", Duration::from_secs(60), |m| {
+    let scores = json_values(&read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(60), |m| {
         json_values(m).iter().map(source_of).collect::<HashSet<_>>().len() >= sent
     }));
     let scored: HashSet<(i64, i64)> = scores.iter().map(source_of).collect();
@@ -95,7 +80,7 @@ async fn kill_9_mid_stream_loses_nothing() {
 
     let anomalous: HashSet<(i64, i64)> =
         scores.iter().filter(|s| s["decision"] == "anomalous").map(source_of).collect();
-    let alerts = json_values(&read_topic(&boot, "crash.alerts", Duration::from_secs(20), |m| {
+    let alerts = json_values(&read_topic(&boot, &cfg.kafka.alerts_topic, Duration::from_secs(20), |m| {
         json_values(m).iter().map(source_of).collect::<HashSet<_>>().is_superset(&anomalous)
     }));
     let alerted: HashSet<(i64, i64)> = alerts.iter().map(source_of).collect();

@@ -97,28 +97,26 @@ async fn two_daemons_through_a_rebalance_score_every_record() {
     let p = producer(&boot);
     let normal = fx.rows(2, Label::Positive);
     let mut sent = 0;
+    // Three rounds of 40 records over 12 devices; a second member joins for the
+    // middle round, so the partitions are split between the two and back.
     for round in 0..3 {
-        if round == 1 {
-            // A second member joins mid-stream: the partitions are split between the two.
+        let b = if round == 1 {
             let mut cfg_b = cfg.clone();
             cfg_b.http.listen = "127.0.0.1:0".into();
-            let b = service::start(cfg_b).await.unwrap();
-            for i in 0..40 {
-                let device = format!("dev-{}", i % 12);
-                send_record(&p, "m2.features", &device, f64::from(i), &normal[i as usize], i % 4 == 0).await;
-                sent += 1;
-            }
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            assert_commits_trail_outputs(&boot, &cfg.kafka.group_id, "m2");
-            b.shutdown().await.unwrap();
-            continue;
-        }
+            Some(service::start(cfg_b).await.unwrap())
+        } else {
+            None
+        };
         for i in 0..40 {
             let device = format!("dev-{}", i % 12);
             send_record(&p, "m2.features", &device, f64::from(i), &normal[i as usize], i % 4 == 0).await;
             sent += 1;
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_secs(if b.is_some() { 3 } else { 1 })).await;
+        if let Some(b) = b {
+            assert_commits_trail_outputs(&boot, &cfg.kafka.group_id, "m2");
+            b.shutdown().await.unwrap();
+        }
     }
     let scores = json_values(&read_topic(&boot, "m2.scores", Duration::from_secs(40), |m| {
         sources(&json_values(m)).len() >= sent

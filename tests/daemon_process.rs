@@ -28,21 +28,13 @@ fn notifications(socket: &UnixDatagram, until: &str, limit: Duration) -> Vec<Str
 
 #[test]
 fn the_daemon_process_speaks_sd_notify_reloads_on_hup_and_exits_cleanly_on_term() {
-    let fx = fixture();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let http_port = free_port();
-    let config = dir.path().join("metapu.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[kafka]\nbrokers = \"{}\"\ngroup_id = \"proc\"\ninput_topics = [\"proc.features\"]\n\
-             [model]\npath = \"{}\"\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n[shutdown]\ntimeout_s = 20\n",
-            broker.bootstrap(),
-            fx.model_path.display()
-        ),
-    )
-    .unwrap();
+    let mut cfg = daemon_config(&broker.bootstrap(), "proc");
+    cfg.http.listen = format!("127.0.0.1:{http_port}");
+    cfg.shutdown.timeout_s = 20;
+    let config = write_config(&cfg, dir.path());
     let socket_path = dir.path().join("notify.sock");
     let socket = UnixDatagram::bind(&socket_path).unwrap();
     socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();

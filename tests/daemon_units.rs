@@ -48,6 +48,7 @@ fn config_layers_and_redaction() {
     assert!(!shown.contains("hunter2") && shown.contains("\"sasl.password\" = \"<redacted>\""), "{shown}");
     assert!(shown.contains("\"security.protocol\" = \"SASL_SSL\""));
     assert_eq!(DaemonConfig::defaults().kafka.input_topics, ["iot.features"]);
+    assert_eq!(load(&cfg.to_toml()).unwrap(), cfg, "the printed configuration loads back unchanged");
 }
 
 #[test]

@@ -26,7 +26,7 @@ use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::data::{Label, TaskSet};
 use metapu::model::{default_device, file};
-use metapu::train::{train, TrainConfig};
+use metapu::train::{train_on_synthetic, TrainConfig};
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -60,7 +60,6 @@ fn ensure_model(path: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("demo: no model at {}; meta-training one on the Synthetic benchmark…", path.display());
-    let (data, split) = generate(&SyntheticConfig::default(), 0);
     let cfg = TrainConfig {
         seed: 0,
         max_iterations: 3000,
@@ -68,8 +67,7 @@ fn ensure_model(path: &Path) -> anyhow::Result<()> {
         meta_batch: 8,
         ..TrainConfig::default()
     };
-    let (src, val) = (Split::resolve(&split.source, &data)?, Split::resolve(&split.validation, &data)?);
-    let out = train(&data, &src, &val, &cfg, default_device(), &AtomicBool::new(false), &mut ())?;
+    let (out, _, _) = train_on_synthetic(0, &cfg, default_device())?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }

@@ -185,6 +185,11 @@ impl DaemonConfig {
         Ok(())
     }
 
+    /// The configuration as TOML (loadable again with `--config`).
+    pub fn to_toml(&self) -> String {
+        toml_string(self)
+    }
+
     /// The effective configuration as TOML, with secret-looking values redacted.
     pub fn redacted_toml(&self) -> String {
         let mut shown = self.clone();
@@ -194,7 +199,7 @@ impl DaemonConfig {
                 *value = "<redacted>".into();
             }
         }
-        toml_string(&shown)
+        shown.to_toml()
     }
 }
 

@@ -70,6 +70,38 @@ impl MetaPuNet {
         Self { vs, config, f, g, h, log_lambda }
     }
 
+    /// Re-draw every weight from a seeded generator of our own: U(±1/√fan_in) as torch's
+    /// default for linear layers, λ back to its initial value. Unlike
+    /// `tch::manual_seed`, this does not depend on torch's process-wide generator, which
+    /// other threads may draw from, so the same seed always gives the same network.
+    pub fn init_from_seed(&self, seed: u64) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut vars: Vec<(String, Tensor)> = self.vs.variables().into_iter().collect();
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        let fan_in = |name: &str| -> i64 {
+            let weight = name.replace(".bias", ".weight");
+            vars.iter().find(|(n, _)| *n == weight).map_or(1, |(_, w)| w.size().get(1).copied().unwrap_or(1))
+        };
+        tch::no_grad(|| {
+            for (name, var) in &vars {
+                let mut var = var.shallow_clone();
+                if name == "log_lambda" {
+                    let _ = var.fill_(self.config.lambda_init.ln());
+                    continue;
+                }
+                let bound = 1.0 / (fan_in(name).max(1) as f64).sqrt();
+                let values: Vec<f32> =
+                    (0..var.numel()).map(|_| rng.gen_range(-bound..bound) as f32).collect();
+                let t = Tensor::from_slice(&values)
+                    .reshape(var.size())
+                    .to_kind(var.kind())
+                    .to_device(var.device());
+                var.copy_(&t);
+            }
+        });
+    }
+
     pub fn device(&self) -> Device {
         self.vs.device()
     }

@@ -136,7 +136,6 @@ pub fn train(
     let started = Instant::now();
     let dim = data.dim();
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    tch::manual_seed(cfg.seed as i64);
 
     // Preprocessing is fitted on source rows only.
     let source_rows: Vec<f32> = source.iter().flat_map(|&i| data.tasks[i].x.iter().copied()).collect();
@@ -160,6 +159,7 @@ pub fn train(
     let mut net_cfg = NetConfig::paper(dim as i64, cfg.task_dim);
     net_cfg.use_task_vectors = cfg.use_task_vectors;
     let net = MetaPuNet::new(net_cfg, device);
+    net.init_from_seed(cfg.seed);
     let mut opt = nn::Adam::default().build(&net.vs, cfg.learning_rate)?;
     let sampler = EpisodeSampler { sources: &sources, tasks: &tasks, dim, cfg: &cfg.sampler, kind, device };
 
@@ -246,4 +246,20 @@ pub fn train(
         interrupted,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Meta-train on the paper's Synthetic benchmark generated with `data_seed`, using its
+/// source and validation split. Returns the outcome with the data and split.
+pub fn train_on_synthetic(
+    data_seed: u64,
+    cfg: &TrainConfig,
+    device: Device,
+) -> Result<(TrainOutcome, TaskSet, crate::data::split::Split), TrainError> {
+    use crate::data::split::Split;
+    use crate::data::synthetic::{generate, SyntheticConfig};
+    let (data, split) = generate(&SyntheticConfig::default(), data_seed);
+    let source = Split::resolve(&split.source, &data).expect("generated ids resolve");
+    let validation = Split::resolve(&split.validation, &data).expect("generated ids resolve");
+    let out = train(&data, &source, &validation, cfg, device, &AtomicBool::new(false), &mut ())?;
+    Ok((out, data, split))
 }

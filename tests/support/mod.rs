@@ -5,7 +5,6 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -16,7 +15,7 @@ use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::data::{Label, Task, TaskSet};
 use metapu::model::file;
-use metapu::train::{train, TrainConfig};
+use metapu::train::{train_on_synthetic, TrainConfig};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -54,7 +53,6 @@ pub struct Fixture {
 pub fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
-        let (data, split) = generate(&SyntheticConfig::default(), 11);
         let cfg = TrainConfig {
             seed: 11,
             max_iterations: 400,
@@ -62,14 +60,13 @@ pub fn fixture() -> &'static Fixture {
             meta_batch: 8,
             ..TrainConfig::default()
         };
+        let (data, split) = generate(&SyntheticConfig::default(), 11);
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-fixtures");
         std::fs::create_dir_all(&dir).unwrap();
         let model_path =
             dir.join(format!("synthetic-s11-i{}-{}.safetensors", cfg.max_iterations, data.content_hash()));
         if file::load(&model_path, Device::Cpu).is_err() {
-            let src = Split::resolve(&split.source, &data).unwrap();
-            let val = Split::resolve(&split.validation, &data).unwrap();
-            let out = train(&data, &src, &val, &cfg, Device::Cpu, &AtomicBool::new(false), &mut ()).unwrap();
+            let (out, _, _) = train_on_synthetic(11, &cfg, Device::Cpu).unwrap();
             // Write under a unique name, then rename: test binaries may race here.
             let tmp = dir.join(format!("tmp-{}.safetensors", std::process::id()));
             file::save(&out.model, &tmp).unwrap();
@@ -78,6 +75,13 @@ pub fn fixture() -> &'static Fixture {
         let targets = Split::resolve(&split.target, &data).unwrap();
         Fixture { model_path, data, targets }
     })
+}
+
+/// The configuration as a TOML file in `dir`, for tests that run the `metapu` binary.
+pub fn write_config(cfg: &DaemonConfig, dir: &Path) -> PathBuf {
+    let path = dir.join("metapu.toml");
+    std::fs::write(&path, cfg.to_toml()).unwrap();
+    path
 }
 
 impl Fixture {
