@@ -36,6 +36,9 @@ async fn kill_9_mid_stream_loses_nothing() {
     let http_port = free_port();
     let mut cfg = daemon_config(&boot, "crash");
     cfg.http.listen = format!("127.0.0.1:{http_port}");
+    // Every record short of certain normality alerts: plenty of alerts whatever the
+    // model's quality, which is not what this test is about.
+    cfg.model.threshold = 1.0;
     let config = write_config(&cfg, dir.path());
     let input = cfg.kafka.input_topics[0].clone();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
@@ -85,7 +88,7 @@ async fn kill_9_mid_stream_loses_nothing() {
     }));
     let alerted: HashSet<(i64, i64)> = alerts.iter().map(source_of).collect();
     let decisions: Vec<&str> = scores.iter().map(|s| s["decision"].as_str().unwrap()).collect();
-    assert!(!anomalous.is_empty(), "the stream has attacks, yet no record was anomalous: {decisions:?}");
+    assert!(!anomalous.is_empty(), "no record was anomalous at threshold 1: {decisions:?}");
     assert!(alerted.is_superset(&anomalous), "an alert was lost");
 
     let m = metrics().unwrap_or_default();

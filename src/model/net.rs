@@ -70,8 +70,8 @@ impl MetaPuNet {
         Self { vs, config, f, g, h, log_lambda }
     }
 
-    /// Re-draw every weight from a seeded generator of our own: U(±1/√fan_in) as torch's
-    /// default for linear layers, λ back to its initial value. Unlike
+    /// Re-draw every weight from a seeded generator of our own, with the same
+    /// distributions as tch's defaults, and λ back to its initial value. Unlike
     /// `tch::manual_seed`, this does not depend on torch's process-wide generator, which
     /// other threads may draw from, so the same seed always gives the same network.
     pub fn init_from_seed(&self, seed: u64) {
@@ -90,7 +90,9 @@ impl MetaPuNet {
                     let _ = var.fill_(self.config.lambda_init.ln());
                     continue;
                 }
-                let bound = 1.0 / (fan_in(name).max(1) as f64).sqrt();
+                let fan = fan_in(name).max(1) as f64;
+                // tch's defaults: Kaiming-uniform weights for ReLU, U(±1/√fan_in) biases.
+                let bound = if name.ends_with(".weight") { (6.0 / fan).sqrt() } else { 1.0 / fan.sqrt() };
                 let values: Vec<f32> =
                     (0..var.numel()).map(|_| rng.gen_range(-bound..bound) as f32).collect();
                 let t = Tensor::from_slice(&values)
