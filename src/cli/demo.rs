@@ -125,9 +125,11 @@ struct Tally {
 }
 
 fn watch(bootstrap: String, topics: [String; 2], tally: Arc<Mutex<Tally>>, stop: Arc<AtomicBool>) {
+    // The output topics may appear only after the daemon starts: refresh metadata often.
     let consumer: Result<BaseConsumer, _> = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
         .set("group.id", "metapu-demo-watch")
+        .set("topic.metadata.refresh.interval.ms", "1000")
         .create();
     let Ok(consumer) = consumer else { return };
     let mut tpl = rdkafka::TopicPartitionList::new();
@@ -200,6 +202,10 @@ async fn demo(a: DemoArgs, bootstrap: String) -> anyhow::Result<()> {
     cfg.http.listen = a.http.clone();
     cfg.adaptation.interval_ms = 500;
     cfg.state.snapshot_interval_s = 5;
+    // The bundled broker completes a group join only after about a heartbeat-scaled
+    // delay: short session settings make the demo start scoring within seconds.
+    cfg.kafka.options.insert("session.timeout.ms".into(), "6000".into());
+    cfg.kafka.options.insert("heartbeat.interval.ms".into(), "500".into());
     let daemon = service::start(cfg.clone()).await.context("starting the daemon")?;
     println!("demo: daemon running; metrics at http://{}/metrics (also /healthz, /readyz)", daemon.http_addr);
     println!(

@@ -21,6 +21,9 @@ use super::config::KafkaConfig;
 pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &cfg.brokers);
+    // Find topics created after start-up (ours included) within seconds, not librdkafka's
+    // default 5 minutes. `[kafka.options]` may override it.
+    c.set("topic.metadata.refresh.interval.ms", "5000");
     for (k, v) in &cfg.options {
         c.set(k, v);
     }
