@@ -128,17 +128,9 @@ pub fn decode(
 
 /// Encode a record in the input format (replay tools, tests).
 pub fn encode(device: &str, ts: f64, features: &[f32], known_normal: bool) -> Vec<u8> {
-    let value = serde_json::json!({
-        "device": device,
-        "ts": ts,
-        "features": features,
-        "label": if known_normal { Some("normal") } else { None },
-    });
-    let mut v = value;
-    if !known_normal {
-        if let Some(map) = v.as_object_mut() {
-            map.remove("label");
-        }
+    let mut v = serde_json::json!({ "device": device, "ts": ts, "features": features });
+    if known_normal {
+        v["label"] = "normal".into();
     }
     serde_json::to_vec(&v).expect("record serialises")
 }

@@ -90,6 +90,15 @@ pub fn load_model(path: &std::path::Path) -> Result<LoadedModel, file::ModelFile
     Ok(LoadedModel { scoring, adapting, version })
 }
 
+/// A topic's partition count from broker metadata (a blocking call, run off the runtime).
+async fn partition_count(cfg: &DaemonConfig, topic: &str) -> Option<i32> {
+    let (kc, topic) = (cfg.kafka.clone(), topic.to_string());
+    tokio::task::spawn_blocking(move || kafka::partition_count(&kc, &topic, Duration::from_secs(5)))
+        .await
+        .ok()
+        .flatten()
+}
+
 /// Start the daemon: load the model, bind HTTP, connect to Kafka, run.
 pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     let loaded = load_model(&cfg.model.path)?;
@@ -123,15 +132,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         .set("message.timeout.ms", "30000")
         .create()?;
 
-    let input_partitions = {
-        let kc = cfg.kafka.clone();
-        let topic = cfg.kafka.input_topics[0].clone();
-        tokio::task::spawn_blocking(move || kafka::partition_count(&kc, &topic, Duration::from_secs(5)))
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or(1)
-    };
+    let input_partitions = partition_count(&cfg, &cfg.kafka.input_topics[0]).await.unwrap_or(1);
     let mut topics: Vec<(&str, i32)> = cfg.kafka.input_topics.iter().map(|t| (t.as_str(), 1)).collect();
     topics.extend([
         (cfg.kafka.alerts_topic.as_str(), 1),
@@ -145,15 +146,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     if let Err(e) = kafka::ensure_topics(&cfg.kafka, &topics, Duration::from_secs(10)).await {
         tracing::warn!(error = %e, "could not ensure topics; relying on the broker's auto-creation");
     }
-    let state_partitions = {
-        let kc = cfg.kafka.clone();
-        let topic = cfg.kafka.state_topic.clone();
-        tokio::task::spawn_blocking(move || kafka::partition_count(&kc, &topic, Duration::from_secs(5)))
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or(input_partitions)
-    };
+    let state_partitions = partition_count(&cfg, &cfg.kafka.state_topic).await.unwrap_or(input_partitions);
     let topics: Vec<&str> = cfg.kafka.input_topics.iter().map(String::as_str).collect();
     consumer.subscribe(&topics)?;
 
