@@ -4,7 +4,7 @@ CARGO ?= cargo
 RUNS  ?= runs
 METAPU := target/release/metapu
 
-.PHONY: setup build demo train-synthetic test lint bench clean-runs
+.PHONY: setup build demo train-synthetic test lint bench soak clean-runs
 
 setup:
 	@bash scripts/setup.sh
@@ -37,6 +37,16 @@ test: setup
 lint: setup
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
+
+# Long reliability runs (docs/reliability.md): the fuzz targets for FUZZ_SECONDS each,
+# then the daemon binary under load for SOAK_SECONDS with SOAK_DEVICES devices.
+FUZZ_SECONDS ?= 120
+SOAK_SECONDS ?= 1800
+SOAK_DEVICES ?= 10000
+soak: setup
+	METAPU_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --release --test fuzz_inputs -- --nocapture
+	METAPU_SOAK_SECONDS=$(SOAK_SECONDS) METAPU_SOAK_DEVICES=$(SOAK_DEVICES) \
+		$(CARGO) test --release --test soak -- --ignored --nocapture
 
 bench: setup
 	$(CARGO) bench --bench model

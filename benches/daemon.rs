@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use metapu::daemon::devices::WindowSizes;
 use metapu::daemon::engine::{run_adaptation, Engine};
+use metapu::daemon::output::Source;
 use metapu::daemon::record::{decode, encode, FeatureRecord};
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 use rand::{Rng, SeedableRng};
@@ -38,6 +39,10 @@ fn record(rng: &mut ChaCha8Rng, device: usize, normal: bool) -> FeatureRecord {
     FeatureRecord { device: format!("device-{device:05}"), ts: 0.0, features, known_normal: normal }
 }
 
+fn source(offset: i64) -> Source {
+    Source { topic: "iot.features".into(), partition: 0, offset }
+}
+
 fn main() {
     println!("metapu daemon-engine benchmarks (D = {DIM}, K = 32, M = 100, windows 50 P + 200 U, CPU, torch threads {})", tch::get_num_threads());
     println!();
@@ -50,11 +55,12 @@ fn main() {
         let rss_before = rss_bytes();
         // Fill every device's windows: 50 known-normal + 150 more records.
         let t = Instant::now();
+        let mut offset = 0;
         for round in 0..200 {
-            let batch: Vec<FeatureRecord> = (0..devices).map(|d| record(&mut rng, d, round < 50)).collect();
-            let refs: Vec<(&FeatureRecord, i32)> = batch.iter().map(|r| (r, 0)).collect();
-            for (r, p) in &refs {
-                engine.devices.observe(&r.device, &r.features, r.known_normal, *p, 0);
+            for d in 0..devices {
+                let r = record(&mut rng, d, round < 50);
+                offset += 1;
+                engine.devices.observe(&r.device, &r.features, r.known_normal, &source(offset), 0);
             }
         }
         let fill = t.elapsed().as_secs_f64();
@@ -67,12 +73,24 @@ fn main() {
         let adapt = t.elapsed().as_secs_f64();
 
         let batch: Vec<FeatureRecord> = (0..4096).map(|i| record(&mut rng, i % devices, false)).collect();
-        let refs: Vec<(&FeatureRecord, i32)> = batch.iter().map(|r| (r, 0)).collect();
-        engine.process(&refs, 1); // warm-up
+        // Fresh offsets each round, so every record enters its windows as in service.
         let rounds = 10;
+        let sources: Vec<Vec<Source>> = (0..=rounds)
+            .map(|_| {
+                (0..batch.len())
+                    .map(|_| {
+                        offset += 1;
+                        source(offset)
+                    })
+                    .collect()
+            })
+            .collect();
+        let refs =
+            |round: usize| -> Vec<(&FeatureRecord, &Source)> { batch.iter().zip(&sources[round]).collect() };
+        engine.process(&refs(rounds), 1); // warm-up
         let t = Instant::now();
-        for _ in 0..rounds {
-            engine.process(&refs, 1);
+        for round in 0..rounds {
+            engine.process(&refs(round), 1);
         }
         let scoring = (rounds * batch.len()) as f64 / t.elapsed().as_secs_f64();
 

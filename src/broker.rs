@@ -35,12 +35,18 @@ pub fn free_port() -> std::io::Result<u16> {
 
 impl LocalBroker {
     pub fn start(binary: &Path, port: u16) -> Result<Self, BrokerError> {
+        Self::start_advertising(binary, port, port)
+    }
+
+    /// Listen on `port` but tell clients to connect to `advertised` (a proxy in front).
+    pub fn start_advertising(binary: &Path, port: u16, advertised: u16) -> Result<Self, BrokerError> {
         if !binary.exists() {
             return Err(BrokerError::Missing(binary.into()));
         }
         let url = format!("tcp://127.0.0.1:{port}");
+        let advertised = format!("tcp://127.0.0.1:{advertised}");
         let child = Command::new(binary)
-            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &advertised])
             .args(["--storage-engine", "memory://tansu/"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())

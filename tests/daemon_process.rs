@@ -80,14 +80,72 @@ fn the_daemon_process_speaks_sd_notify_reloads_on_hup_and_exits_cleanly_on_term(
     assert!(status.success(), "exit status {status}");
 }
 
-#[test]
-fn a_missing_model_stops_start_up_with_a_clear_message() {
+/// `metapu ARGS…` with a throwaway HTTP port; (success, stderr).
+fn metapu(args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_metapu"))
-        .args(["run", "--model", "/nonexistent/model.safetensors"])
+        .args(args)
         .env("METAPU__HTTP__LISTEN", "127.0.0.1:0")
+        .env("METAPU__KAFKA__BROKERS", "127.0.0.1:1")
+        .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot read model file /nonexistent/model.safetensors"), "{err}");
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_bad_model_stops_start_up_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read(&fixture().model_path).unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let corrupt = write("corrupt.safetensors", b"\x13\x37 this is not a model");
+    let truncated = write("truncated.safetensors", &good[..good.len() / 2]);
+    let two_features = write("two.safetensors", &good);
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["--model", "/nonexistent/model.safetensors"],
+            "cannot read model file /nonexistent/model.safetensors".into(),
+        ),
+        (vec!["--model", &corrupt], format!("model file {corrupt} is corrupt")),
+        (vec!["--model", &truncated], format!("model file {truncated} is corrupt")),
+        // The configuration says 115 features (N-BaIoT); this model takes 2.
+        (
+            vec!["--model", &two_features],
+            format!("model {two_features} takes 2 features per record; the configuration (model.features) says 115"),
+        ),
+    ];
+    for (args, expected) in cases {
+        let (ok, err) = metapu(&[&["run"], args.as_slice()].concat());
+        assert!(!ok, "{args:?} started");
+        assert!(err.contains(&expected), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn configuration_faults_name_the_key_in_check_config_and_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("[windows]\npositve = 5\n", "unknown field `positve`"),
+        ("[windows]\npositive = \"fifty\"\n", "windows.positive"),
+        ("[scoring]\nmax_per_device = -1\n", "scoring.max_per_device"),
+        ("[model]\nthreshold = 2.0\n", "model.threshold: must lie in [0, 1]"),
+        ("[kafka]\nauto_offset_reset = \"newest\"\n", "kafka.auto_offset_reset"),
+        ("[colour]\nhue = 1\n", "unknown field `colour`"),
+        ("[windows\n", "TOML parse error"),
+    ];
+    for (i, (text, expected)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("bad-{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let path = path.to_string_lossy();
+        for command in ["check-config", "run"] {
+            let (ok, err) = metapu(&[command, "--config", &path]);
+            assert!(!ok, "{command} accepted {text:?}");
+            assert!(err.contains(expected), "{command} {text:?}: {err}");
+        }
+    }
+    let (ok, err) = metapu(&["check-config"]);
+    assert!(ok, "the defaults are valid: {err}");
 }

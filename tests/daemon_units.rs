@@ -73,6 +73,10 @@ fn records_decode_or_say_why_not() {
         (Some(b"a"), br#"{"device": "b", "ts": 1, "features": [1, 2]}"#, "device_mismatch"),
         (Some(b"d"), br#"{"ts": 1, "features": [1]}"#, "wrong_dimension"),
         (Some(b"d"), br#"{"ts": 1, "features": [1e300, 2]}"#, "non_finite"),
+        (Some(b"d"), br#"{"ts": 1, "features": [1, NaN]}"#, "non_finite"),
+        (Some(b"d"), b"{\"ts\": 1,\n \"features\": [-Infinity, 2]}", "non_finite"),
+        (Some(b"d"), br#"{"ts": 1, "features": [1, Nope]}"#, "malformed"),
+        (Some(b"d"), br#"{"ts": 1, "features": [1e400, 2]}"#, "malformed"),
         (Some(b"d"), br#"{"ts": 1, "features": [1, 2], "label": "evil"}"#, "bad_label"),
     ];
     for (key, value, kind) in cases {
@@ -102,13 +106,13 @@ fn windows_keep_the_newest_rows() {
 fn device_table_bootstraps_evicts_and_schedules() {
     let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
     let mut t = DeviceTable::new(1, sizes, 2);
-    t.observe("a", &[1.0], false, 0, 0); // bootstrap: first record is known-normal
-    t.observe("a", &[2.0], false, 0, 1);
+    t.observe("a", &[1.0], false, &at(0, 0), 0); // bootstrap: first record is known-normal
+    t.observe("a", &[2.0], false, &at(0, 1), 1);
     assert_eq!(t.get("a").unwrap().positive.len(), 1);
     assert_eq!(t.get("a").unwrap().unlabeled.len(), 2);
-    t.observe("b", &[3.0], false, 0, 2);
-    t.observe("a", &[4.0], true, 0, 3); // a is now the most recent
-    assert_eq!(t.observe("c", &[5.0], false, 0, 4), 1, "cap of 2: one eviction");
+    t.observe("b", &[3.0], false, &at(0, 2), 2);
+    t.observe("a", &[4.0], true, &at(0, 3), 3); // a is now the most recent
+    assert_eq!(t.observe("c", &[5.0], false, &at(0, 4), 4).evicted, 1, "cap of 2: one eviction");
     assert!(t.get("b").is_none(), "least recently seen evicted");
     assert!(t.get("a").is_some());
     let due = t.due_for_adaptation(1);
@@ -118,10 +122,51 @@ fn device_table_bootstraps_evicts_and_schedules() {
     assert_eq!(t.evict_idle(1000, 500).len(), 2);
 }
 
+fn at(partition: i32, offset: i64) -> Source {
+    Source { topic: "in".into(), partition, offset }
+}
+
+#[test]
+fn redelivered_records_do_not_enter_the_windows_twice() {
+    let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
+    let mut t = DeviceTable::new(1, sizes, 10);
+    for offset in 0..3 {
+        assert!(!t.observe("a", &[offset as f32], offset == 0, &at(0, offset), 0).replayed);
+    }
+    // A restart replays from the last committed offset: 1 and 2 are already in.
+    assert!(t.observe("a", &[1.0], false, &at(0, 1), 0).replayed);
+    assert!(t.observe("a", &[2.0], false, &at(0, 2), 0).replayed);
+    assert!(!t.observe("a", &[3.0], false, &at(0, 3), 0).replayed);
+    assert_eq!(t.get("a").unwrap().unlabeled.len(), 4);
+    assert_eq!(t.get("a").unwrap().seen, 4);
+    // Another partition (the device's key moved) or topic: offsets are not comparable.
+    assert!(!t.observe("a", &[9.0], false, &at(1, 0), 0).replayed);
+    let other_topic = Source { topic: "other".into(), partition: 1, offset: 0 };
+    assert!(!t.observe("a", &[9.0], false, &other_topic, 0).replayed);
+}
+
 #[test]
 fn snapshots_round_trip_and_reject_garbage() {
-    let s = Snapshot { dim: 2, positive: vec![1.0, 2.0], unlabeled: vec![3.0, 4.0, 5.0, 6.0], seen: 9 };
+    let s = Snapshot {
+        dim: 2,
+        positive: vec![1.0, 2.0],
+        unlabeled: vec![3.0, 4.0, 5.0, 6.0],
+        seen: 9,
+        last_source: Some(at(3, 41)),
+    };
     assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
+    let none = Snapshot { last_source: None, ..s.clone() };
+    assert_eq!(Snapshot::decode(&none.encode()).unwrap(), none);
+    // The first layout (no source) still reads.
+    let mut v1 = b"MPS1".to_vec();
+    for n in [2u32, 1, 0] {
+        v1.extend_from_slice(&n.to_le_bytes());
+    }
+    v1.extend_from_slice(&7u64.to_le_bytes());
+    v1.extend_from_slice(&1f32.to_le_bytes());
+    v1.extend_from_slice(&2f32.to_le_bytes());
+    let old = Snapshot::decode(&v1).unwrap();
+    assert_eq!((old.positive, old.seen, old.last_source), (vec![1.0, 2.0], 7, None));
     assert_eq!(Snapshot::decode(b"nope"), Err(SnapshotError::BadMagic));
     let mut cut = s.encode();
     cut.pop();
@@ -155,7 +200,7 @@ fn the_engine_scores_only_adapted_devices() {
         known_normal: normal,
     };
     let (r1, r2, r3) = (rec("p", 0.1, true), rec("p", 0.3, false), rec("q", 0.2, false));
-    let (v, _) = e.process(&[(&r1, 0), (&r2, 0), (&r3, 0)], 0);
+    let v = e.process(&[(&r1, &at(0, 0)), (&r2, &at(0, 1)), (&r3, &at(0, 2))], 0).verdicts;
     assert_eq!(v, [Verdict::Unknown; 3], "nothing adapted yet");
     let jobs = e.adaptation_jobs(1, 100);
     assert_eq!(jobs.len(), 1, "q has no positive: not adapted");

@@ -199,6 +199,7 @@ async fn demo(a: DemoArgs, bootstrap: String) -> anyhow::Result<()> {
     let mut cfg = DaemonConfig::defaults();
     cfg.kafka.brokers = bootstrap.clone();
     cfg.model.path = a.model.clone();
+    cfg.model.features = 0; // whatever model the demo is given
     cfg.http.listen = a.http.clone();
     cfg.adaptation.interval_ms = 500;
     cfg.state.snapshot_interval_s = 5;

@@ -46,6 +46,8 @@ pub struct KafkaConfig {
 pub struct ModelConfig {
     pub path: PathBuf,
     pub threshold: f32,
+    /// Features per record the model must take (0 = whatever the model file says).
+    pub features: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,6 +72,8 @@ pub struct ScoringConfig {
     pub max_batch: usize,
     pub max_wait_ms: u64,
     pub max_message_bytes: usize,
+    /// Records of one device per micro-batch at most (0 = no limit); the rest are shed.
+    pub max_per_device: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::model::TaskState;
 
+use super::output::Source;
+use super::snapshot::Snapshot;
 use super::windows::RowWindow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +30,10 @@ pub struct Device {
     pub unsnapshotted: bool,
     /// Kafka partition the device's records arrive on (state follows it).
     pub partition: i32,
+    /// The newest input record that entered the windows. A redelivered record (at or
+    /// before it on the same topic-partition, after a crash or a rebalance) is scored
+    /// again but does not enter the windows twice.
+    pub last_source: Option<Source>,
     last_seen_ms: u64,
     lru_key: u64,
 }
@@ -42,6 +48,7 @@ impl Device {
             changed: 0,
             unsnapshotted: false,
             partition,
+            last_source: None,
             last_seen_ms: 0,
             lru_key: 0,
         }
@@ -52,6 +59,15 @@ impl Device {
             + self.unlabeled.heap_bytes()
             + self.state.as_ref().map_or(0, |s| 4 * (s.z_p.len() + s.z_u.len() + s.w.len()))
     }
+}
+
+/// What [`DeviceTable::observe`] did with a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Observed {
+    /// Devices evicted to make room for a new one.
+    pub evicted: usize,
+    /// The record was already in the windows (redelivery): left out of them.
+    pub replayed: bool,
 }
 
 /// Why a device left the table.
@@ -113,38 +129,46 @@ impl DeviceTable {
         }
     }
 
-    /// Record one valid record of `id`. Returns how many devices were evicted to make room.
+    /// Record one valid record of `id` that arrived from `source`.
     pub fn observe(
         &mut self,
         id: &str,
         features: &[f32],
         known_normal: bool,
-        partition: i32,
+        source: &Source,
         now_ms: u64,
-    ) -> usize {
-        let mut evicted = 0;
+    ) -> Observed {
+        let mut out = Observed::default();
         if !self.devices.contains_key(id) {
             while self.devices.len() >= self.max_tracked {
                 if self.evict_oldest().is_none() {
                     break;
                 }
-                evicted += 1;
+                out.evicted += 1;
             }
-            self.devices.insert(id.to_string(), Device::new(self.dim, &self.sizes, partition));
+            self.devices.insert(id.to_string(), Device::new(self.dim, &self.sizes, source.partition));
         }
         let bootstrap = self.sizes.bootstrap_positives as u64;
         if let Some(d) = self.devices.get_mut(id) {
-            if known_normal || d.seen < bootstrap {
-                d.positive.push(features);
+            out.replayed = d.last_source.as_ref().is_some_and(|last| {
+                last.partition == source.partition
+                    && last.topic == source.topic
+                    && source.offset <= last.offset
+            });
+            if !out.replayed {
+                if known_normal || d.seen < bootstrap {
+                    d.positive.push(features);
+                }
+                d.unlabeled.push(features);
+                d.seen += 1;
+                d.changed += 1;
+                d.unsnapshotted = true;
+                d.partition = source.partition;
+                d.last_source = Some(source.clone());
             }
-            d.unlabeled.push(features);
-            d.seen += 1;
-            d.changed += 1;
-            d.unsnapshotted = true;
-            d.partition = partition;
         }
         self.touch(id, now_ms);
-        evicted
+        out
     }
 
     fn evict_oldest(&mut self) -> Option<String> {
@@ -199,19 +223,12 @@ impl DeviceTable {
     }
 
     /// Install restored windows (state topic); counts as seen now.
-    pub fn restore(
-        &mut self,
-        id: &str,
-        positive: &[f32],
-        unlabeled: &[f32],
-        seen: u64,
-        partition: i32,
-        now_ms: u64,
-    ) {
+    pub fn restore(&mut self, id: &str, snapshot: &Snapshot, partition: i32, now_ms: u64) {
         let mut d = Device::new(self.dim, &self.sizes, partition);
-        d.positive = RowWindow::from_rows(self.dim, self.sizes.positive, positive);
-        d.unlabeled = RowWindow::from_rows(self.dim, self.sizes.unlabeled, unlabeled);
-        d.seen = seen;
+        d.positive = RowWindow::from_rows(self.dim, self.sizes.positive, &snapshot.positive);
+        d.unlabeled = RowWindow::from_rows(self.dim, self.sizes.unlabeled, &snapshot.unlabeled);
+        d.seen = snapshot.seen;
+        d.last_source = snapshot.last_source.clone();
         d.changed = usize::from(!d.positive.is_empty());
         if let Some(old) = self.devices.insert(id.to_string(), d) {
             self.recency.remove(&old.lru_key);

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use crate::model::{Model, Support, TaskState};
 
 use super::devices::{DeviceTable, WindowSizes};
+use super::output::Source;
 use super::record::FeatureRecord;
 
 /// Outcome for one record.
@@ -19,6 +20,20 @@ pub enum Verdict {
         anomalous: bool,
         prior: f32,
     },
+    /// Over the device's share of this micro-batch (`scoring.max_per_device`): neither
+    /// windowed nor scored, so a flooding device cannot crowd out the others.
+    Shed,
+}
+
+/// What one micro-batch did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Processed {
+    /// One per input record, in order.
+    pub verdicts: Vec<Verdict>,
+    /// Devices evicted to make room for new ones.
+    pub evicted: usize,
+    /// Redelivered records scored again but kept out of the windows.
+    pub replayed: usize,
 }
 
 /// Windows handed to adaptation.
@@ -33,22 +48,39 @@ pub struct Engine {
     pub model: Model,
     pub devices: DeviceTable,
     pub threshold: f32,
+    /// Records of one device taken per micro-batch (0 = no limit).
+    pub max_per_device: usize,
 }
 
 impl Engine {
     pub fn new(model: Model, sizes: WindowSizes, max_tracked: usize, threshold: f32) -> Self {
         let devices = DeviceTable::new(model.dim(), sizes, max_tracked);
-        Self { model, devices, threshold }
+        Self { model, devices, threshold, max_per_device: 0 }
     }
 
     /// Add records to their devices' windows, then score them all in one forward.
-    /// Returns a verdict per record and the number of capacity evictions.
-    pub fn process(&mut self, records: &[(&FeatureRecord, i32)], now_ms: u64) -> (Vec<Verdict>, usize) {
-        let mut evicted = 0;
-        for (r, partition) in records {
-            evicted += self.devices.observe(&r.device, &r.features, r.known_normal, *partition, now_ms);
+    /// A device's records beyond `max_per_device` in this batch are shed.
+    pub fn process(&mut self, records: &[(&FeatureRecord, &Source)], now_ms: u64) -> Processed {
+        let mut out = Processed::default();
+        let mut taken: HashMap<&str, usize> = HashMap::new();
+        let mut kept = Vec::with_capacity(records.len());
+        for (i, (r, source)) in records.iter().enumerate() {
+            let n = taken.entry(r.device.as_str()).or_insert(0);
+            *n += 1;
+            if self.max_per_device > 0 && *n > self.max_per_device {
+                continue;
+            }
+            let seen = self.devices.observe(&r.device, &r.features, r.known_normal, source, now_ms);
+            out.evicted += seen.evicted;
+            out.replayed += usize::from(seen.replayed);
+            kept.push(i);
         }
-        (self.score(records.iter().map(|(r, _)| *r)), evicted)
+        out.verdicts = vec![Verdict::Shed; records.len()];
+        let scored = self.score(kept.iter().map(|&i| records[i].0));
+        for (i, v) in kept.into_iter().zip(scored) {
+            out.verdicts[i] = v;
+        }
+        out
     }
 
     /// Score records under their devices' current classifiers.

@@ -149,6 +149,24 @@ pub fn partition_count(cfg: &KafkaConfig, topic: &str, timeout: Duration) -> Opt
     (t.error().is_none() && !t.partitions().is_empty()).then(|| t.partitions().len() as i32)
 }
 
+/// The changelog reader's context: end-of-partition is what it waits for, not an
+/// error (some brokers report it as a client-level event).
+struct ChangelogContext;
+
+impl ClientContext for ChangelogContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if matches!(error, KafkaError::PartitionEOF(_))
+            || error.rdkafka_error_code() == Some(RDKafkaErrorCode::PartitionEOF)
+        {
+            tracing::debug!(%error, reason, "state topic");
+        } else {
+            tracing::warn!(%error, reason, "state topic reader");
+        }
+    }
+}
+
+impl ConsumerContext for ChangelogContext {}
+
 /// Read `partitions` of the state topic from the beginning to their end (last value
 /// per key wins). Ends at end-of-partition for all, or after `quiet` without data,
 /// or at `limit` overall. Runs on a blocking thread.
@@ -162,11 +180,11 @@ pub fn read_changelog(
     if partitions.is_empty() {
         return Ok(out);
     }
-    let consumer: BaseConsumer = base_config(cfg)
+    let consumer: BaseConsumer<ChangelogContext> = base_config(cfg)
         .set("group.id", format!("{}-restore", cfg.group_id))
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
-        .create()?;
+        .create_with_context(ChangelogContext)?;
     let mut tpl = TopicPartitionList::new();
     for &p in partitions {
         tpl.add_partition_offset(&cfg.state_topic, p, Offset::Beginning)?;

@@ -12,6 +12,8 @@ pub struct Metrics {
     pub records_scored: IntCounter,
     pub records_unknown: IntCounter,
     pub records_invalid: IntCounterVec,
+    pub records_shed: IntCounter,
+    pub records_redelivered: IntCounter,
     pub alerts: IntCounter,
     pub adaptations: IntCounter,
     pub adaptation_seconds: Histogram,
@@ -60,6 +62,14 @@ impl Metrics {
                     &["reason"],
                 )
                 .expect("valid metric"),
+            ),
+            records_shed: counter(
+                "metapu_records_shed_total",
+                "Records over a device's share of a micro-batch (scoring.max_per_device), sent to the dead-letter topic.",
+            ),
+            records_redelivered: counter(
+                "metapu_records_redelivered_total",
+                "Redelivered records (already in their device's windows): scored again, not re-added.",
             ),
             alerts: counter("metapu_alerts_total", "Alerts published (records below the threshold)."),
             adaptations: counter("metapu_adaptations_total", "Device classifiers re-adapted."),

@@ -33,6 +33,8 @@ pub enum InvalidRecord {
     WrongDimension { found: usize, expected: usize },
     #[error("feature {index} is not a finite 32-bit number")]
     NonFinite { index: usize },
+    #[error("NaN or Infinity at line {line}, column {column}: JSON has no such numbers")]
+    NonFiniteLiteral { line: usize, column: usize },
     #[error("ts is not a finite number of seconds")]
     BadTimestamp,
     #[error("label '{0}' is not \"normal\" or \"anomalous\"")]
@@ -64,7 +66,7 @@ impl InvalidRecord {
             Self::NoDevice => "no_device",
             Self::DeviceMismatch { .. } => "device_mismatch",
             Self::WrongDimension { .. } => "wrong_dimension",
-            Self::NonFinite { .. } => "non_finite",
+            Self::NonFinite { .. } | Self::NonFiniteLiteral { .. } => "non_finite",
             Self::BadTimestamp => "bad_timestamp",
             Self::BadLabel(_) => "bad_label",
         }
@@ -94,7 +96,7 @@ pub fn decode(
         return Err(InvalidRecord::Oversized { size: value.len(), limit: max_bytes });
     }
     let text = std::str::from_utf8(value).map_err(|_| InvalidRecord::NotUtf8)?;
-    let wire: Wire = serde_json::from_str(text).map_err(|e| InvalidRecord::Malformed(e.to_string()))?;
+    let wire: Wire = serde_json::from_str(text).map_err(|e| refusal_of(text, &e))?;
     let key = key.map(|k| std::str::from_utf8(k).map_err(|_| InvalidRecord::NotUtf8)).transpose()?;
     let device = match (key.filter(|k| !k.is_empty()), wire.device) {
         (Some(k), Some(f)) if k != f => {
@@ -124,6 +126,25 @@ pub fn decode(
         Some(other) => return Err(InvalidRecord::BadLabel(other.into())),
     };
     Ok(FeatureRecord { device, ts: wire.ts, features, known_normal })
+}
+
+/// Why serde_json refused `text`. Producers such as Python's `json.dumps` write
+/// `NaN` and `Infinity` by default; name them rather than calling the JSON malformed.
+fn refusal_of(text: &str, e: &serde_json::Error) -> InvalidRecord {
+    let (line, column) = (e.line(), e.column());
+    let at = text.lines().nth(line.saturating_sub(1)).map(|l| {
+        // serde_json's column is 1-based and points at (or just past) the offending byte.
+        let i = column.saturating_sub(1).min(l.len());
+        (i.saturating_sub(1)..=i).filter_map(|i| l.get(i..)).any(|rest| {
+            let rest = rest.trim_start_matches('-');
+            rest.starts_with("NaN") || rest.starts_with("Infinity")
+        })
+    });
+    if at == Some(true) {
+        InvalidRecord::NonFiniteLiteral { line, column }
+    } else {
+        InvalidRecord::Malformed(e.to_string())
+    }
 }
 
 /// Encode a record in the input format (replay tools, tests).

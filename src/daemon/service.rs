@@ -33,6 +33,10 @@ pub enum DaemonError {
     Model(#[from] file::ModelFileError),
     #[error("kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
+    #[error(
+        "model {path} takes {found} features per record; the configuration (model.features) says {expected}"
+    )]
+    FeatureCount { path: std::path::PathBuf, found: usize, expected: usize },
     #[error("http listener on {addr}: {source}")]
     Http { addr: String, source: std::io::Error },
 }
@@ -102,6 +106,11 @@ async fn partition_count(cfg: &DaemonConfig, topic: &str) -> Option<i32> {
 /// Start the daemon: load the model, bind HTTP, connect to Kafka, run.
 pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     let loaded = load_model(&cfg.model.path)?;
+    let expected = cfg.model.features;
+    if expected != 0 && loaded.scoring.dim() != expected {
+        let (path, found) = (cfg.model.path.clone(), loaded.scoring.dim());
+        return Err(DaemonError::FeatureCount { path, found, expected });
+    }
     let metrics = Arc::new(Metrics::new());
     metrics.set_model(&loaded.version, loaded.scoring.dim(), loaded.scoring.net.config.task_dim);
     let ready = Arc::new(AtomicBool::new(false));
@@ -156,7 +165,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         bootstrap_positives: cfg.windows.bootstrap_positives,
     };
     let LoadedModel { scoring, adapting, version } = loaded;
-    let engine = Engine::new(scoring, sizes, cfg.devices.max_tracked, cfg.model.threshold);
+    let mut engine = Engine::new(scoring, sizes, cfg.devices.max_tracked, cfg.model.threshold);
+    engine.max_per_device = cfg.scoring.max_per_device;
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let service = Service {
         adapter: Adapter::spawn(adapting, 0, cfg.adaptation.batch_size),
@@ -320,38 +330,50 @@ impl Service {
     async fn process(&mut self, consumer: &StreamConsumer<DaemonContext>, batch: Vec<Consumed>) {
         let started = Instant::now();
         let now_ms = self.now_ms();
-        let valid: Vec<(&FeatureRecord, i32)> =
-            batch.iter().filter_map(|c| c.decoded.as_ref().ok().map(|r| (r, c.source.partition))).collect();
-        let (verdicts, evicted) = self.engine.process(&valid, now_ms);
-        self.metrics.devices_evicted.with_label_values(&["capacity"]).inc_by(evicted as u64);
+        let valid: Vec<(&FeatureRecord, &Source)> =
+            batch.iter().filter_map(|c| c.decoded.as_ref().ok().map(|r| (r, &c.source))).collect();
+        let processed = self.engine.process(&valid, now_ms);
+        self.metrics.devices_evicted.with_label_values(&["capacity"]).inc_by(processed.evicted as u64);
+        self.metrics.records_redelivered.inc_by(processed.replayed as u64);
         self.metrics.scoring_seconds.observe(started.elapsed().as_secs_f64());
         self.metrics.batch_records.observe(batch.len() as f64);
+        let verdicts = processed.verdicts;
 
         let mut outputs: Vec<(String, Option<String>, Vec<u8>)> = Vec::new();
         let mut verdict = verdicts.into_iter();
         for c in &batch {
-            match &c.decoded {
-                Ok(r) => {
-                    let v = verdict.next().unwrap_or(Verdict::Unknown);
-                    self.outputs_for(r, &c.source, v, &mut outputs);
-                }
+            let refused = match &c.decoded {
+                Ok(r) => match verdict.next().unwrap_or(Verdict::Unknown) {
+                    Verdict::Shed => {
+                        self.metrics.records_shed.inc();
+                        let limit = self.cfg.scoring.max_per_device;
+                        Some(("device_over_budget", format!("over {limit} records of one device in a batch")))
+                    }
+                    v => {
+                        self.outputs_for(r, &c.source, v, &mut outputs);
+                        None
+                    }
+                },
                 Err(reason) => {
                     self.metrics.records_invalid.with_label_values(&[reason.kind()]).inc();
-                    let dl = DeadLetter {
-                        reason: reason.to_string(),
-                        kind: reason.kind().into(),
-                        source: c.source.clone(),
-                        payload: output::payload_excerpt(&c.payload),
-                        payload_bytes: c.payload.len(),
-                        time: output::unix_now(),
-                    };
-                    let key = c.key.as_ref().map(|k| String::from_utf8_lossy(k).into_owned());
-                    outputs.push((
-                        self.cfg.kafka.deadletter_topic.clone(),
-                        key,
-                        serde_json::to_vec(&dl).unwrap_or_default(),
-                    ));
+                    Some((reason.kind(), reason.to_string()))
                 }
+            };
+            if let Some((kind, reason)) = refused {
+                let dl = DeadLetter {
+                    reason,
+                    kind: kind.into(),
+                    source: c.source.clone(),
+                    payload: output::payload_excerpt(&c.payload),
+                    payload_bytes: c.payload.len(),
+                    time: output::unix_now(),
+                };
+                let key = c.key.as_ref().map(|k| String::from_utf8_lossy(k).into_owned());
+                outputs.push((
+                    self.cfg.kafka.deadletter_topic.clone(),
+                    key,
+                    serde_json::to_vec(&dl).unwrap_or_default(),
+                ));
             }
         }
         self.deliver_all(outputs).await;
@@ -366,7 +388,7 @@ impl Service {
         out: &mut Vec<(String, Option<String>, Vec<u8>)>,
     ) {
         let (score, decision) = match v {
-            Verdict::Unknown => {
+            Verdict::Unknown | Verdict::Shed => {
                 self.metrics.records_unknown.inc();
                 (None, "unknown")
             }
@@ -428,6 +450,11 @@ impl Service {
             }
             self.metrics.produce_errors.inc_by(failed.len() as u64);
             tracing::warn!(failed = failed.len(), "deliveries failed; retrying");
+            // Not ready while outputs cannot be delivered: the loop is held here, so the
+            // housekeeping tick that usually updates readiness is not running.
+            self.shared.brokers_down.store(true, Ordering::Relaxed);
+            self.ready.store(false, Ordering::Relaxed);
+            self.metrics.ready.set(0.0);
             pending = failed.into_iter().map(|i| pending[i].clone()).collect();
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -528,7 +555,7 @@ impl Service {
 
     fn reload(&mut self) {
         match load_model(&self.cfg.model.path) {
-            Ok(loaded) if loaded.scoring.dim() == self.engine.model.dim() => {
+            Ok(loaded) if loaded.scoring.dim() == self.engine.devices.dim() => {
                 tracing::info!(version = %loaded.version, "model reloaded");
                 self.metrics.set_model(
                     &loaded.version,
@@ -610,12 +637,14 @@ impl Service {
             }
             match Snapshot::decode(&bytes) {
                 Ok(s) if s.dim == self.engine.devices.dim() => {
-                    let partition = assigned
-                        .iter()
-                        .copied()
-                        .find(|p| self.state_partition(*p) == state_partition)
-                        .unwrap_or(0);
-                    self.engine.devices.restore(&device, &s.positive, &s.unlabeled, s.seen, partition, now);
+                    let partition = s.last_source.as_ref().map(|l| l.partition).unwrap_or_else(|| {
+                        assigned
+                            .iter()
+                            .copied()
+                            .find(|p| self.state_partition(*p) == state_partition)
+                            .unwrap_or(0)
+                    });
+                    self.engine.devices.restore(&device, &s, partition, now);
                     restored.push(device);
                 }
                 Ok(_) => tracing::warn!(device, "snapshot has another feature count; ignored"),
@@ -671,6 +700,7 @@ impl Service {
                     positive: d.positive.rows().to_vec(),
                     unlabeled: d.unlabeled.rows().to_vec(),
                     seen: d.seen,
+                    last_source: d.last_source.clone(),
                 };
                 records.push((id.clone(), d.partition, snap.encode()));
             }

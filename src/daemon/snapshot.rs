@@ -1,9 +1,15 @@
-//! Device-window snapshots for the state topic: a small binary layout
-//! (`MPS1`, dim, positive rows, unlabeled rows, records seen, then f32 LE values).
-//! Windows, not adapted states, are stored: they outlive a model change.
+//! Device-window snapshots for the state topic: a small binary layout.
+//!
+//! `MPS2`: dim, positive rows, unlabeled rows (u32 LE each), records seen (u64 LE),
+//! the newest input record in the windows (partition i32, offset i64, topic length
+//! u16 and bytes; offset −1 when none), then the f32 LE values. `MPS1` (no source)
+//! is still read. Windows, not adapted states, are stored: they outlive a model change.
 
-const MAGIC: &[u8; 4] = b"MPS1";
-const HEADER: usize = 4 + 4 + 4 + 4 + 8;
+use super::output::Source;
+
+const MAGIC_V1: &[u8; 4] = b"MPS1";
+const MAGIC_V2: &[u8; 4] = b"MPS2";
+const COUNTS: usize = 4 + 4 + 4 + 4 + 8;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
@@ -11,6 +17,8 @@ pub struct Snapshot {
     pub positive: Vec<f32>,
     pub unlabeled: Vec<f32>,
     pub seen: u64,
+    /// The newest input record in the windows: redeliveries up to it are not re-added.
+    pub last_source: Option<Source>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -23,15 +31,40 @@ pub enum SnapshotError {
     NonFinite,
 }
 
+/// Little-endian reader over a byte slice; `None` past the end.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N).and_then(|b| b.try_into().ok())
+    }
+}
+
 impl Snapshot {
     pub fn encode(&self) -> Vec<u8> {
         let (np, nu) = (self.positive.len() / self.dim.max(1), self.unlabeled.len() / self.dim.max(1));
-        let mut out = Vec::with_capacity(HEADER + 4 * (self.positive.len() + self.unlabeled.len()));
-        out.extend_from_slice(MAGIC);
+        let topic = self.last_source.as_ref().map_or("", |s| s.topic.as_str());
+        let topic = &topic.as_bytes()[..topic.len().min(u16::MAX as usize)];
+        let mut out =
+            Vec::with_capacity(COUNTS + 14 + topic.len() + 4 * (self.positive.len() + self.unlabeled.len()));
+        out.extend_from_slice(MAGIC_V2);
         for n in [self.dim, np, nu] {
             out.extend_from_slice(&(n as u32).to_le_bytes());
         }
         out.extend_from_slice(&self.seen.to_le_bytes());
+        let (partition, offset) = self.last_source.as_ref().map_or((0, -1), |s| (s.partition, s.offset));
+        out.extend_from_slice(&partition.to_le_bytes());
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&(topic.len() as u16).to_le_bytes());
+        out.extend_from_slice(topic);
         for v in self.positive.iter().chain(&self.unlabeled) {
             out.extend_from_slice(&v.to_le_bytes());
         }
@@ -39,29 +72,36 @@ impl Snapshot {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, SnapshotError> {
-        if bytes.len() < HEADER || &bytes[..4] != MAGIC {
-            return Err(SnapshotError::BadMagic);
-        }
-        let u32_at =
-            |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]) as usize;
-        let (dim, np, nu) = (u32_at(4), u32_at(8), u32_at(12));
-        let mut seen = [0u8; 8];
-        seen.copy_from_slice(&bytes[16..24]);
+        let mut r = Reader(bytes);
+        let version = match r.take(4) {
+            Some(m) if m == MAGIC_V2 => 2,
+            Some(m) if m == MAGIC_V1 => 1,
+            _ => return Err(SnapshotError::BadMagic),
+        };
+        let mut count =
+            || r.array::<4>().map(|b| u32::from_le_bytes(b) as usize).ok_or(SnapshotError::BadLength);
+        let (dim, np, nu) = (count()?, count()?, count()?);
+        let seen = r.array::<8>().map(u64::from_le_bytes).ok_or(SnapshotError::BadLength)?;
+        let last_source = if version == 2 {
+            let partition = r.array::<4>().map(i32::from_le_bytes).ok_or(SnapshotError::BadLength)?;
+            let offset = r.array::<8>().map(i64::from_le_bytes).ok_or(SnapshotError::BadLength)?;
+            let len = r.array::<2>().map(u16::from_le_bytes).ok_or(SnapshotError::BadLength)?;
+            let topic = r.take(len as usize).ok_or(SnapshotError::BadLength)?;
+            let topic = String::from_utf8(topic.to_vec()).map_err(|_| SnapshotError::BadLength)?;
+            (offset >= 0).then_some(Source { topic, partition, offset })
+        } else {
+            None
+        };
         let values = (np + nu).checked_mul(dim).ok_or(SnapshotError::BadLength)?;
-        if bytes.len() != HEADER + 4 * values {
+        if Some(r.0.len()) != values.checked_mul(4) {
             return Err(SnapshotError::BadLength);
         }
         let floats: Vec<f32> =
-            bytes[HEADER..].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            r.0.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         if floats.iter().any(|v| !v.is_finite()) {
             return Err(SnapshotError::NonFinite);
         }
         let (positive, unlabeled) = floats.split_at(np * dim);
-        Ok(Self {
-            dim,
-            positive: positive.to_vec(),
-            unlabeled: unlabeled.to_vec(),
-            seen: u64::from_le_bytes(seen),
-        })
+        Ok(Self { dim, positive: positive.to_vec(), unlabeled: unlabeled.to_vec(), seen, last_source })
     }
 }

@@ -2,6 +2,8 @@
 //! Kafka produce/consume helpers and a raw HTTP scrape.
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -34,6 +36,14 @@ impl Broker {
     pub fn start() -> Self {
         let bin = metapu::broker::binary_in(Path::new(env!("CARGO_MANIFEST_DIR")));
         Self(LocalBroker::start(&bin, free_port()).expect("bundled broker (make test runs scripts/setup.sh)"))
+    }
+
+    /// The broker behind a switchable proxy: clients are told to use the proxy's port.
+    pub fn behind_proxy() -> (Self, proxy::Proxy) {
+        let bin = metapu::broker::binary_in(Path::new(env!("CARGO_MANIFEST_DIR")));
+        let (port, front) = (free_port(), free_port());
+        let broker = LocalBroker::start_advertising(&bin, port, front).expect("bundled broker");
+        (Self(broker), proxy::Proxy::start(front, port))
     }
 
     pub fn bootstrap(&self) -> String {
@@ -109,6 +119,7 @@ pub fn daemon_config(bootstrap: &str, tag: &str) -> DaemonConfig {
     cfg.kafka.options.insert("heartbeat.interval.ms".into(), "500".into());
     cfg.kafka.options.insert("topic.metadata.refresh.interval.ms".into(), "1000".into());
     cfg.model.path = fixture().model_path.clone();
+    cfg.model.features = 2;
     cfg.http.listen = "127.0.0.1:0".into();
     cfg.adaptation.interval_ms = 100;
     cfg.scoring.max_wait_ms = 10;
@@ -121,7 +132,12 @@ pub fn producer(bootstrap: &str) -> FutureProducer {
 }
 
 pub async fn send(p: &FutureProducer, topic: &str, key: Option<&str>, value: &[u8]) {
-    let mut rec = FutureRecord::<str, [u8]>::to(topic).payload(value);
+    send_raw(p, topic, key.map(str::as_bytes), value).await;
+}
+
+/// Send with a key of any bytes (not necessarily UTF-8).
+pub async fn send_raw(p: &FutureProducer, topic: &str, key: Option<&[u8]>, value: &[u8]) {
+    let mut rec = FutureRecord::<[u8], [u8]>::to(topic).payload(value);
     if let Some(k) = key {
         rec = rec.key(k);
     }
