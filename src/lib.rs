@@ -10,6 +10,7 @@
 pub mod broker;
 pub mod daemon;
 pub mod data;
+pub mod eval;
 pub mod evaluate;
 pub mod model;
 pub mod train;

@@ -3,6 +3,7 @@
 mod daemon;
 mod datasets;
 mod demo;
+mod eval;
 mod info;
 mod train;
 
@@ -29,6 +30,8 @@ pub enum Command {
     /// Generate benchmark datasets.
     #[command(subcommand)]
     Datasets(datasets::DatasetsCommand),
+    /// The paper's experiment: ours, ablations and baselines on target tasks, over splits.
+    Eval(eval::EvalArgs),
     /// Print a model file's metadata.
     Info(info::InfoArgs),
     /// Everything on embedded defaults: bundled broker, model, daemon, traffic with attacks.
@@ -56,6 +59,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Train(a) => train::run(a),
         Command::Datasets(c) => datasets::run(c),
+        Command::Eval(a) => eval::run(a),
         Command::Info(a) => info::run(a),
         Command::Run(a) => daemon::run(a),
         Command::Demo(a) => demo::run(a),

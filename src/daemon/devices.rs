@@ -28,6 +28,8 @@ pub struct Device {
     pub changed: usize,
     /// Windows changed since the last snapshot.
     pub unsnapshotted: bool,
+    /// When the last snapshot was taken (service clock, ms).
+    pub last_snapshot_ms: u64,
     /// Kafka partition the device's records arrive on (state follows it).
     pub partition: i32,
     /// The newest input record that entered the windows. A redelivered record (at or
@@ -47,6 +49,7 @@ impl Device {
             seen: 0,
             changed: 0,
             unsnapshotted: false,
+            last_snapshot_ms: 0,
             partition,
             last_source: None,
             last_seen_ms: 0,

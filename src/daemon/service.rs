@@ -181,6 +181,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         producer,
         state_partitions,
         started: Instant::now(),
+        snapshot_failures: mpsc::unbounded_channel(),
     };
     // The service owns non-`Sync` torch state, so it runs on a thread of its own with
     // a single-threaded runtime; HTTP stays on the caller's runtime.
@@ -214,7 +215,12 @@ struct Service {
     generation: u64,
     state_partitions: i32,
     started: Instant,
+    /// Devices whose background snapshot failed (to mark for a retry).
+    snapshot_failures: (mpsc::UnboundedSender<Vec<String>>, mpsc::UnboundedReceiver<Vec<String>>),
 }
+
+/// Period of the service loop's housekeeping (adaptation, snapshots, health).
+const HOUSEKEEPING: Duration = Duration::from_millis(100);
 
 /// One consumed message with its decode result.
 struct Consumed {
@@ -233,11 +239,10 @@ impl Service {
         let Some(consumer) = self.consumer.take() else { return Ok(()) };
         let max_wait = Duration::from_millis(self.cfg.scoring.max_wait_ms.max(1));
         let adapt_every = Duration::from_millis(self.cfg.adaptation.interval_ms.max(1));
-        let snapshot_every = Duration::from_secs(self.cfg.state.snapshot_interval_s.max(1));
-        let mut housekeeping = tokio::time::interval(Duration::from_millis(100));
+        let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
         let watchdog = super::notify::watchdog_interval();
-        let (mut last_adapt, mut last_snapshot, mut last_watchdog, mut last_idle) =
-            (Instant::now(), Instant::now(), Instant::now(), Instant::now());
+        let (mut last_adapt, mut last_watchdog, mut last_idle) =
+            (Instant::now(), Instant::now(), Instant::now());
         let mut last_message = Instant::now();
         super::notify::notify("READY=1");
         self.ready.store(true, Ordering::Relaxed);
@@ -284,10 +289,7 @@ impl Service {
                                 last_adapt = Instant::now();
                             }
                         }
-                        if last_snapshot.elapsed() >= snapshot_every {
-                            self.snapshot(None).await;
-                            last_snapshot = Instant::now();
-                        }
+                        self.snapshot_due();
                         if last_idle.elapsed() >= Duration::from_secs(1) {
                             self.evict_idle();
                             last_idle = Instant::now();
@@ -677,8 +679,85 @@ impl Service {
         );
     }
 
+    /// Paced background snapshots, one housekeeping tick's share: changed devices whose
+    /// last snapshot is `state.snapshot_interval_s` old, at most the fleet's size spread
+    /// over the interval (twice over, to catch up). Writing every window at once would
+    /// stall consumption for seconds on a large fleet. Sends are not awaited here;
+    /// failures come back through `snapshot_failures` and are retried.
+    fn snapshot_due(&mut self) {
+        while let Ok(failed) = self.snapshot_failures.1.try_recv() {
+            for id in failed {
+                if let Some(d) = self.engine.devices.get_mut(&id) {
+                    d.unsnapshotted = true;
+                }
+            }
+        }
+        let now = self.now_ms();
+        let interval_ms = self.cfg.state.snapshot_interval_s.max(1) * 1000;
+        let tracked = self.engine.devices.len() as u64;
+        let budget = (2 * tracked * HOUSEKEEPING.as_millis() as u64).div_ceil(interval_ms).max(16) as usize;
+        let due: Vec<String> = self
+            .engine
+            .devices
+            .iter()
+            .filter(|(_, d)| d.unsnapshotted && now.saturating_sub(d.last_snapshot_ms) >= interval_ms)
+            .take(budget)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let records = self.snapshot_records(&due);
+        if records.is_empty() {
+            return;
+        }
+        let (producer, topic, metrics) =
+            (self.producer.clone(), self.cfg.kafka.state_topic.clone(), Arc::clone(&self.metrics));
+        let failures = self.snapshot_failures.0.clone();
+        tokio::spawn(async move {
+            let sends = records.iter().map(|(id, partition, bytes)| {
+                let rec = FutureRecord::to(&topic).key(id).payload(bytes).partition(*partition);
+                producer.send(rec, Timeout::After(Duration::from_secs(30)))
+            });
+            let results = futures::future::join_all(sends).await;
+            let failed: Vec<String> = records
+                .iter()
+                .zip(&results)
+                .filter(|(_, r)| r.is_err())
+                .map(|((id, _, _), _)| id.clone())
+                .collect();
+            metrics.snapshots.inc_by((results.len() - failed.len()) as u64);
+            if !failed.is_empty() {
+                metrics.produce_errors.inc_by(failed.len() as u64);
+                tracing::warn!(failed = failed.len(), "state snapshots failed; will retry");
+                let _ = failures.send(failed);
+            }
+        });
+    }
+
+    /// Encoded snapshots (device, state partition, bytes) of the given devices, marked
+    /// as snapshotted now.
+    fn snapshot_records(&mut self, ids: &[String]) -> Vec<(String, i32, Vec<u8>)> {
+        let now = self.now_ms();
+        let dim = self.engine.devices.dim();
+        let partitions = self.state_partitions.max(1);
+        let mut records = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(d) = self.engine.devices.get_mut(id) {
+                d.unsnapshotted = false;
+                d.last_snapshot_ms = now;
+                let snap = Snapshot {
+                    dim,
+                    positive: d.positive.rows().to_vec(),
+                    unlabeled: d.unlabeled.rows().to_vec(),
+                    seen: d.seen,
+                    last_source: d.last_source.clone(),
+                };
+                records.push((id.clone(), d.partition.rem_euclid(partitions), snap.encode()));
+            }
+        }
+        records
+    }
+
     /// Write snapshots of changed devices (or of `only`) to the state topic and wait
-    /// for their acknowledgement.
+    /// for their acknowledgement (revocation, shutdown).
     async fn snapshot(&mut self, only: Option<&[String]>) {
         let ids: Vec<String> = match only {
             Some(ids) => ids.to_vec(),
@@ -690,28 +769,13 @@ impl Service {
                 .map(|(id, _)| id.clone())
                 .collect(),
         };
-        let dim = self.engine.devices.dim();
-        let mut records = Vec::with_capacity(ids.len());
-        for id in &ids {
-            if let Some(d) = self.engine.devices.get_mut(id) {
-                d.unsnapshotted = false;
-                let snap = Snapshot {
-                    dim,
-                    positive: d.positive.rows().to_vec(),
-                    unlabeled: d.unlabeled.rows().to_vec(),
-                    seen: d.seen,
-                    last_source: d.last_source.clone(),
-                };
-                records.push((id.clone(), d.partition, snap.encode()));
-            }
-        }
+        let records = self.snapshot_records(&ids);
         if records.is_empty() {
             return;
         }
         let topic = self.cfg.kafka.state_topic.clone();
         let sends = records.iter().map(|(id, partition, bytes)| {
-            let rec =
-                FutureRecord::to(&topic).key(id).payload(bytes).partition(self.state_partition(*partition));
+            let rec = FutureRecord::to(&topic).key(id).payload(bytes).partition(*partition);
             self.producer.send(rec, Timeout::After(Duration::from_secs(30)))
         });
         let results = futures::future::join_all(sends).await;
@@ -720,8 +784,8 @@ impl Service {
         if failed > 0 {
             self.metrics.produce_errors.inc_by(failed as u64);
             tracing::warn!(failed, "state snapshots failed; will retry");
-            for (id, _, _) in &records {
-                if let Some(d) = self.engine.devices.get_mut(id) {
+            for ((id, _, _), r) in records.iter().zip(&results) {
+                if let (Err(_), Some(d)) = (r, self.engine.devices.get_mut(id)) {
                     d.unsnapshotted = true;
                 }
             }

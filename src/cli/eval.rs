@@ -1,0 +1,208 @@
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use metapu::data::protocol::ProtocolConfig;
+use metapu::data::split::Split;
+use metapu::data::synthetic::{generate, SyntheticConfig};
+use metapu::data::TaskSet;
+use metapu::eval::{self, EvalConfig, EvalProgress, Method, SplitData, SplitRun};
+use metapu::model::{default_device, file, PreprocessKind};
+use metapu::train::TrainConfig;
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// "synthetic" (the paper's Synthetic tasks, regenerated per split), a labeled-task
+    /// CSV or an N-BaIoT directory.
+    #[arg(long, default_value = "synthetic")]
+    data: String,
+    /// Repeat the experiment over this many random source/validation/target splits,
+    /// meta-training anew each time.
+    #[arg(long, default_value_t = 5)]
+    splits: usize,
+    /// Use this split file (one split) instead of random splits.
+    #[arg(long)]
+    split: Option<PathBuf>,
+    /// Evaluate this model file (ours and its prior ablations) on --split's targets.
+    #[arg(long, requires = "split")]
+    model: Option<PathBuf>,
+    /// Methods, comma-separated: ours, ours-no-z, ours-no-prior, ours-true-prior, naive,
+    /// upu, nnpu, dre, drpu, mdre, mnnpu, np (default: all).
+    #[arg(long, value_delimiter = ',')]
+    methods: Vec<String>,
+    /// Maximum meta-training iterations (ours and the meta-learned baselines).
+    #[arg(long, default_value_t = 10_000)]
+    iterations: u64,
+    #[arg(long, default_value_t = 500)]
+    eval_every: u64,
+    #[arg(long, default_value_t = 10)]
+    patience: u64,
+    /// Source tasks per meta-training step.
+    #[arg(long, default_value_t = 1)]
+    meta_batch: usize,
+    /// Candidates for the task-vector size K (ours, NP), chosen on validation tasks.
+    #[arg(long, value_delimiter = ',', default_value = "16,32,64,128")]
+    k: Vec<i64>,
+    /// Candidates for the MAML inner step size (MDRE, MnnPU).
+    #[arg(long, value_delimiter = ',', default_value = "0.01,0.1,1")]
+    steps: Vec<f64>,
+    /// Test rows per target episode.
+    #[arg(long, default_value_t = 200)]
+    test_size: usize,
+    /// Target episodes per (task, N_p, π).
+    #[arg(long, default_value_t = 1)]
+    target_repeats: usize,
+    #[arg(long, value_enum, default_value_t = PreprocessKind::LogStandard)]
+    preprocess: PreprocessKind,
+    /// Weight of our prior term in meta-training (0 = the paper's loss).
+    #[arg(long, default_value_t = 1.0)]
+    prior_loss_weight: f64,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Where results.json, results.md and the SVG figures go.
+    #[arg(long, default_value = "runs/eval")]
+    out: PathBuf,
+    /// Torch intra-op threads (default: torch's choice).
+    #[arg(long)]
+    threads: Option<i32>,
+}
+
+struct Bar(ProgressBar);
+
+impl EvalProgress for Bar {
+    fn start(&mut self, what: &str) {
+        self.0.set_message(what.to_string());
+    }
+    fn done(&mut self) {
+        self.0.inc(1);
+    }
+}
+
+/// Split task ids at random in the proportions of the paper's Synthetic (100/20/20).
+fn random_split(data: &TaskSet, seed: u64) -> Split {
+    let mut ids: Vec<String> = data.tasks.iter().map(|t| t.id.clone()).collect();
+    ids.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    let n = ids.len();
+    let (val, target) = ((n / 7).max(1), (n / 7).max(1));
+    let source = n.saturating_sub(val + target);
+    Split {
+        source: ids[..source].to_vec(),
+        validation: ids[source..source + val].to_vec(),
+        target: ids[source + val..].to_vec(),
+    }
+}
+
+pub fn run(a: EvalArgs) -> anyhow::Result<()> {
+    if let Some(t) = a.threads {
+        tch::set_num_threads(t);
+    }
+    let methods: Vec<Method> = if a.methods.is_empty() {
+        Method::ALL.to_vec()
+    } else {
+        a.methods
+            .iter()
+            .map(|m| Method::parse(m).with_context(|| format!("unknown method '{m}'")))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let protocol = ProtocolConfig { test_size: a.test_size, ..ProtocolConfig::default() };
+    let train = TrainConfig {
+        seed: a.seed,
+        max_iterations: a.iterations,
+        eval_every: a.eval_every,
+        patience: a.patience,
+        meta_batch: a.meta_batch,
+        preprocess: a.preprocess,
+        protocol: protocol.clone(),
+        prior_loss_weight: a.prior_loss_weight,
+        ..TrainConfig::default()
+    };
+    let cfg = EvalConfig {
+        seed: a.seed,
+        methods,
+        train,
+        task_dims: a.k.clone(),
+        step_sizes: a.steps.clone(),
+        protocol,
+        target_repeats: a.target_repeats,
+    };
+    let device = default_device();
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let synthetic = a.data == "synthetic";
+    let loaded = if synthetic { None } else { Some(TaskSet::load(std::path::Path::new(&a.data), false)?) };
+    let dataset = if synthetic { "Synthetic".to_string() } else { a.data.clone() };
+
+    if let Some(model_path) = &a.model {
+        return evaluate_model(&a, model_path, loaded.as_ref(), &cfg, &dataset);
+    }
+    let splits = if a.split.is_some() { 1 } else { a.splits.max(1) };
+    let bar = ProgressBar::new(splits as u64 * eval::units_per_split(&cfg));
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} runs, {elapsed} elapsed, ~{eta} left: {msg}")
+            .expect("valid template"),
+    );
+    let mut progress = Bar(bar);
+    let started = std::time::Instant::now();
+    let mut runs: Vec<SplitRun> = Vec::new();
+    for s in 0..splits {
+        let (data, split) = match (&loaded, &a.split) {
+            (None, _) => generate(&SyntheticConfig::default(), a.seed + s as u64),
+            (Some(d), Some(path)) => (d.clone(), Split::load(path)?),
+            (Some(d), None) => (d.clone(), random_split(d, a.seed + s as u64)),
+        };
+        let sd = SplitData {
+            data: &data,
+            source: Split::resolve(&split.source, &data)?,
+            validation: Split::resolve(&split.validation, &data)?,
+            target: Split::resolve(&split.target, &data)?,
+        };
+        if sd.target.is_empty() {
+            bail!("split {s} has no target tasks");
+        }
+        runs.push(eval::run_split(s, &sd, &cfg, device, &mut progress)?);
+        write_outputs(&a, &dataset, &runs, started.elapsed().as_secs_f64())?;
+    }
+    progress.0.finish_and_clear();
+    let summary = eval::report::summarise(&dataset, &runs);
+    print!("{}", eval::report::markdown(&summary));
+    println!("\nwritten to {} ({:.0} s)", a.out.display(), started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn write_outputs(a: &EvalArgs, dataset: &str, runs: &[SplitRun], seconds: f64) -> anyhow::Result<()> {
+    let summary = eval::report::summarise(dataset, runs);
+    let json = serde_json::json!({ "summary": summary, "runs": runs, "wall_seconds": seconds });
+    std::fs::write(a.out.join("results.json"), serde_json::to_string_pretty(&json)? + "\n")?;
+    std::fs::write(a.out.join("results.md"), eval::report::markdown(&summary))?;
+    for (name, svg) in eval::plot::figures(&summary) {
+        std::fs::write(a.out.join(name), svg)?;
+    }
+    Ok(())
+}
+
+/// `--model M --split S`: ours (estimated, true and no prior) on S's target tasks.
+fn evaluate_model(
+    a: &EvalArgs,
+    model_path: &std::path::Path,
+    loaded: Option<&TaskSet>,
+    cfg: &EvalConfig,
+    dataset: &str,
+) -> anyhow::Result<()> {
+    let split_path = a.split.as_ref().context("--model needs --split")?;
+    let model = file::load(model_path, default_device())?;
+    let data = match loaded {
+        Some(d) => d.clone(),
+        None => generate(&SyntheticConfig::default(), a.seed).0,
+    };
+    let split = Split::load(split_path)?;
+    let target = Split::resolve(&split.target, &data)?;
+    let run = eval::evaluate_model(&model, &data, &target, cfg)?;
+    let runs = vec![run];
+    write_outputs(a, dataset, &runs, 0.0)?;
+    print!("{}", eval::report::markdown(&eval::report::summarise(dataset, &runs)));
+    Ok(())
+}

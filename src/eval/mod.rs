@@ -1,0 +1,458 @@
+//! The paper's experiment (section 5): for each split, meta-train ours (and its
+//! ablation without task vectors) and the meta-learned baselines on source tasks,
+//! choose every method's hyperparameters on validation tasks only, then score every
+//! method on the same target episodes (N_p × π × target tasks).
+//!
+//! - [`single`] — Naive, uPU, nnPU, DRPU (networks), DRE (uLSIF)
+//! - [`meta`] — MDRE, MnnPU (MAML-style), NP
+//! - [`stats`] — the paired t-test; [`report`] — tables, JSON; [`plot`] — SVG figures
+
+pub mod batched;
+pub mod meta;
+pub mod packed;
+pub mod plot;
+pub mod report;
+pub mod single;
+pub mod stats;
+
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind};
+
+use crate::data::protocol::{self, Episode, ProtocolConfig};
+use crate::data::{Task, TaskSet};
+use crate::evaluate::{EpisodeSet, PriorMode};
+use crate::model::Model;
+use crate::train::episodes::{EpisodeSampler, SourceTask};
+use crate::train::{self, TrainConfig, TrainError};
+use meta::{MetaBaseline, MetaTrainConfig};
+use packed::PackedEpisodes;
+use single::NeuralBaseline;
+
+/// Every method of the comparison, by its command-line name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Method {
+    Ours,
+    OursNoZ,
+    OursNoPrior,
+    OursTruePrior,
+    Naive,
+    UPu,
+    NnPu,
+    Dre,
+    Drpu,
+    Mdre,
+    MnnPu,
+    Np,
+}
+
+impl Method {
+    pub const ALL: [Method; 12] = [
+        Method::Ours,
+        Method::OursNoZ,
+        Method::OursNoPrior,
+        Method::OursTruePrior,
+        Method::Naive,
+        Method::UPu,
+        Method::NnPu,
+        Method::Dre,
+        Method::Drpu,
+        Method::Mdre,
+        Method::MnnPu,
+        Method::Np,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Ours => "ours",
+            Method::OursNoZ => "ours-no-z",
+            Method::OursNoPrior => "ours-no-prior",
+            Method::OursTruePrior => "ours-true-prior",
+            Method::Naive => "naive",
+            Method::UPu => "upu",
+            Method::NnPu => "nnpu",
+            Method::Dre => "dre",
+            Method::Drpu => "drpu",
+            Method::Mdre => "mdre",
+            Method::MnnPu => "mnnpu",
+            Method::Np => "np",
+        }
+    }
+
+    /// The label in tables (the paper's names).
+    pub fn label(self) -> &'static str {
+        match self {
+            Method::Ours => "Ours",
+            Method::OursNoZ => "Ours w/o z",
+            Method::OursNoPrior => "Ours w/o π",
+            Method::OursTruePrior => "Ours w/ true π",
+            Method::Naive => "Naive",
+            Method::UPu => "uPU",
+            Method::NnPu => "nnPU",
+            Method::Dre => "DRE",
+            Method::Drpu => "DRPU",
+            Method::Mdre => "MDRE",
+            Method::MnnPu => "MnnPU",
+            Method::Np => "NP",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Given the true target prior (the baselines and the "w/ true π" ablation).
+    pub fn uses_true_prior(self) -> bool {
+        !matches!(self, Method::Ours | Method::OursNoZ | Method::OursNoPrior)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct EvalConfig {
+    pub seed: u64,
+    pub methods: Vec<Method>,
+    /// Meta-training of ours and of the meta-learned baselines.
+    pub train: TrainConfig,
+    /// Candidates for K (ours, NP), chosen on validation tasks.
+    pub task_dims: Vec<i64>,
+    /// Candidates for the MAML inner step size (MDRE, MnnPU).
+    pub step_sizes: Vec<f64>,
+    pub protocol: ProtocolConfig,
+    /// Target episodes per (task, N_p, π).
+    pub target_repeats: usize,
+}
+
+/// Per-method outcome on one split: accuracy per target episode, timings, choice.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MethodRun {
+    pub method: Method,
+    pub accuracies: Vec<f64>,
+    /// Ours: the estimated prior per target episode.
+    pub estimated_priors: Option<Vec<f64>>,
+    /// Meta-training (or per-episode fitting on the target supports), seconds.
+    pub train_seconds: f64,
+    /// Adapting to and scoring all target episodes, seconds (single-task methods fit
+    /// during this step: their train time is this one).
+    pub test_seconds: f64,
+    pub validation_accuracy: f64,
+    /// The hyperparameters chosen on validation tasks.
+    pub chosen: String,
+}
+
+/// One split's target episodes and every method's results on them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SplitRun {
+    pub split: usize,
+    pub episodes: Vec<EpisodeInfo>,
+    pub methods: Vec<MethodRun>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EpisodeInfo {
+    pub task: String,
+    pub n_pos: usize,
+    pub prior: f64,
+    pub test_rows: usize,
+}
+
+/// Observer of the runs (progress bars).
+pub trait EvalProgress {
+    /// A unit of work is about to start; `units` in all.
+    fn start(&mut self, _what: &str) {}
+    fn done(&mut self) {}
+}
+
+impl EvalProgress for () {}
+
+/// Units of work `run_split` reports, for a progress bar's length.
+pub fn units_per_split(cfg: &EvalConfig) -> u64 {
+    let has = |m: Method| cfg.methods.contains(&m);
+    let k = cfg.task_dims.len() as u64;
+    let ours = has(Method::Ours) || has(Method::OursNoPrior) || has(Method::OursTruePrior);
+    let singles = [Method::Naive, Method::UPu, Method::NnPu, Method::Drpu, Method::Dre];
+    u64::from(ours) * k
+        + u64::from(has(Method::OursNoZ))
+        + singles.iter().filter(|m| has(**m)).count() as u64
+        + (u64::from(has(Method::Mdre)) + u64::from(has(Method::MnnPu))) * cfg.step_sizes.len() as u64
+        + u64::from(has(Method::Np)) * k
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+/// Index of the best candidate by mean validation accuracy.
+fn best_by_validation(candidates: &[Vec<f64>]) -> usize {
+    let means: Vec<f64> = candidates.iter().map(|c| mean(c)).collect();
+    (0..means.len()).max_by(|&a, &b| means[a].total_cmp(&means[b])).unwrap_or(0)
+}
+
+/// The data one split works on: preprocessed tasks and the index lists.
+pub struct SplitData<'a> {
+    pub data: &'a TaskSet,
+    pub source: Vec<usize>,
+    pub validation: Vec<usize>,
+    pub target: Vec<usize>,
+}
+
+/// Run every configured method on one split.
+pub fn run_split(
+    split: usize,
+    sd: &SplitData<'_>,
+    cfg: &EvalConfig,
+    device: Device,
+    progress: &mut dyn EvalProgress,
+) -> Result<SplitRun, TrainError> {
+    let seed = cfg.seed.wrapping_add(1000 * split as u64);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let dim = sd.data.dim();
+    let stop = AtomicBool::new(false);
+
+    // Ours first: its fitted preprocessing is used by every method, so all see the
+    // same features.
+    let wants_ours =
+        cfg.methods.iter().any(|m| matches!(m, Method::Ours | Method::OursNoPrior | Method::OursTruePrior));
+    let mut ours: Option<(Model, f64, f64, String)> = None;
+    if wants_ours {
+        for &k in &cfg.task_dims {
+            progress.start(&format!("split {split}: ours K={k}"));
+            let tc = TrainConfig { seed, task_dim: k, ..cfg.train.clone() };
+            let out = train::train(sd.data, &sd.source, &sd.validation, &tc, device, &stop, &mut ())?;
+            let val = out.model.provenance.best_validation_accuracy;
+            if ours.as_ref().is_none_or(|o| val > o.1) {
+                ours = Some((out.model, val, out.seconds, format!("K={k}")));
+            }
+            progress.done();
+        }
+    }
+    let pre = match &ours {
+        Some((m, ..)) => m.preprocess.clone(),
+        None => {
+            let rows: Vec<f32> = sd.source.iter().flat_map(|&i| sd.data.tasks[i].x.iter().copied()).collect();
+            crate::model::Preprocessor::fit(cfg.train.preprocess, &rows, dim)
+        }
+    };
+    let tasks: Vec<Task> =
+        sd.data.tasks.iter().map(|t| Task { x: pre.transformed(&t.x), ..t.clone() }).collect();
+    let pick = |idx: &[usize]| -> Vec<(usize, &Task)> { idx.iter().map(|&i| (i, &tasks[i])).collect() };
+    let val_episodes = protocol::episodes(&pick(&sd.validation), &cfg.protocol, 1, &mut rng);
+    let target_episodes = protocol::episodes(&pick(&sd.target), &cfg.protocol, cfg.target_repeats, &mut rng);
+    let val_packed = PackedEpisodes::new(&val_episodes, &tasks, dim, device);
+    let target_packed = PackedEpisodes::new(&target_episodes, &tasks, dim, device);
+    let target_set = EpisodeSet::new(target_episodes.clone(), &tasks, dim, Kind::Float, device);
+
+    let mut methods = Vec::new();
+    if let (Some((model, val, train_s, chosen)), Some(set)) = (&ours, &target_set) {
+        for (method, mode) in [
+            (Method::Ours, PriorMode::Estimated),
+            (Method::OursNoPrior, PriorMode::Ignored),
+            (Method::OursTruePrior, PriorMode::True),
+        ] {
+            if !cfg.methods.contains(&method) {
+                continue;
+            }
+            let t = Instant::now();
+            let e = set.evaluate(&model.net, mode);
+            methods.push(MethodRun {
+                method,
+                accuracies: e.results.iter().map(|r| r.accuracy).collect(),
+                estimated_priors: (method == Method::Ours)
+                    .then(|| e.results.iter().map(|r| r.estimated_prior).collect()),
+                train_seconds: *train_s,
+                test_seconds: t.elapsed().as_secs_f64(),
+                validation_accuracy: *val,
+                chosen: chosen.clone(),
+            });
+        }
+    }
+    if cfg.methods.contains(&Method::OursNoZ) {
+        progress.start(&format!("split {split}: ours w/o z"));
+        let tc = TrainConfig { seed, use_task_vectors: false, ..cfg.train.clone() };
+        let out = train::train(sd.data, &sd.source, &sd.validation, &tc, device, &stop, &mut ())?;
+        if let Some(set) = &target_set {
+            let t = Instant::now();
+            let e = set.evaluate(&out.model.net, PriorMode::Estimated);
+            methods.push(MethodRun {
+                method: Method::OursNoZ,
+                accuracies: e.results.iter().map(|r| r.accuracy).collect(),
+                estimated_priors: None,
+                train_seconds: out.seconds,
+                test_seconds: t.elapsed().as_secs_f64(),
+                validation_accuracy: out.model.provenance.best_validation_accuracy,
+                chosen: "-".into(),
+            });
+        }
+        progress.done();
+    }
+
+    // Single-task baselines: every candidate on validation episodes, the chosen one on
+    // target episodes; train time = fitting all target supports.
+    for method in [Method::Naive, Method::UPu, Method::NnPu, Method::Drpu, Method::Dre] {
+        if !cfg.methods.contains(&method) {
+            continue;
+        }
+        progress.start(&format!("split {split}: {}", method.label()));
+        let run = |p: &PackedEpisodes| -> Result<(Vec<Vec<f64>>, Vec<String>), tch::TchError> {
+            let iters = || single::ITERATIONS.iter().map(|i| format!("iterations={i}"));
+            Ok(match method {
+                Method::Naive => (single::neural(NeuralBaseline::Naive, p, seed, device)?, iters().collect()),
+                Method::UPu => (single::neural(NeuralBaseline::UPu, p, seed, device)?, iters().collect()),
+                Method::NnPu => (single::neural(NeuralBaseline::NnPu, p, seed, device)?, iters().collect()),
+                Method::Drpu => {
+                    let (mut all, mut names) = (Vec::new(), Vec::new());
+                    for alpha in single::DRPU_ALPHAS {
+                        all.extend(single::neural(NeuralBaseline::Drpu { alpha }, p, seed, device)?);
+                        names.extend(
+                            single::ITERATIONS.iter().map(|i| format!("alpha={alpha}, iterations={i}")),
+                        );
+                    }
+                    (all, names)
+                }
+                _ => (single::dre(p), single::DRE_LAMBDAS.iter().map(|l| format!("lambda={l}")).collect()),
+            })
+        };
+        let (val, names) = run(&val_packed)?;
+        let best = best_by_validation(&val);
+        let t = Instant::now();
+        let (target, _) = run(&target_packed)?;
+        let seconds = t.elapsed().as_secs_f64();
+        methods.push(MethodRun {
+            method,
+            accuracies: target[best].clone(),
+            estimated_priors: None,
+            train_seconds: seconds,
+            test_seconds: seconds,
+            validation_accuracy: mean(&val[best]),
+            chosen: names[best].clone(),
+        });
+        progress.done();
+    }
+
+    // Meta-learned baselines.
+    let sources: Vec<SourceTask> = sd
+        .source
+        .iter()
+        .filter_map(|&i| SourceTask::partition(i, &tasks[i], cfg.train.sampler.labeled_fraction, &mut rng))
+        .collect();
+    if sources.is_empty() {
+        return Err(TrainError::NoSourceTasks);
+    }
+    let sampler = EpisodeSampler {
+        sources: &sources,
+        tasks: &tasks,
+        dim,
+        cfg: &cfg.train.sampler,
+        kind: Kind::Float,
+        device,
+    };
+    let mcfg = MetaTrainConfig {
+        seed,
+        max_iterations: cfg.train.max_iterations,
+        eval_every: cfg.train.eval_every,
+        patience: cfg.train.patience,
+        meta_batch: cfg.train.meta_batch,
+    };
+    for method in [Method::Mdre, Method::MnnPu, Method::Np] {
+        if !cfg.methods.contains(&method) {
+            continue;
+        }
+        let candidates: Vec<(MetaBaseline, String)> = match method {
+            Method::Mdre => cfg
+                .step_sizes
+                .iter()
+                .map(|&s| (MetaBaseline::Mdre { step: s }, format!("step={s}")))
+                .collect(),
+            Method::MnnPu => cfg
+                .step_sizes
+                .iter()
+                .map(|&s| (MetaBaseline::MnnPu { step: s }, format!("step={s}")))
+                .collect(),
+            _ => {
+                cfg.task_dims.iter().map(|&k| (MetaBaseline::Np { task_dim: k }, format!("K={k}"))).collect()
+            }
+        };
+        let mut best: Option<(meta::MetaModel, String)> = None;
+        for (candidate, name) in candidates {
+            progress.start(&format!("split {split}: {} {name}", method.label()));
+            let m = meta::meta_train(candidate, &sampler, &val_packed, &mcfg)?;
+            if best.as_ref().is_none_or(|b| m.best_validation_accuracy > b.0.best_validation_accuracy) {
+                best = Some((m, name));
+            }
+            progress.done();
+        }
+        if let Some((m, name)) = best {
+            let t = Instant::now();
+            let accuracies = m.evaluate(&target_packed);
+            methods.push(MethodRun {
+                method,
+                accuracies,
+                estimated_priors: None,
+                train_seconds: m.seconds,
+                test_seconds: t.elapsed().as_secs_f64(),
+                validation_accuracy: m.best_validation_accuracy,
+                chosen: name,
+            });
+        }
+    }
+    methods.sort_by_key(|m| m.method);
+    let episodes = target_episodes
+        .iter()
+        .map(|e: &Episode| EpisodeInfo {
+            task: sd.data.tasks[e.task].id.clone(),
+            n_pos: e.n_pos,
+            prior: e.prior,
+            test_rows: e.test.len(),
+        })
+        .collect();
+    Ok(SplitRun { split, episodes, methods })
+}
+
+/// Ours with a given model on target tasks: estimated, true and no prior.
+pub fn evaluate_model(
+    model: &Model,
+    data: &TaskSet,
+    target: &[usize],
+    cfg: &EvalConfig,
+) -> Result<SplitRun, TrainError> {
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    let dim = data.dim();
+    let tasks: Vec<Task> =
+        data.tasks.iter().map(|t| Task { x: model.preprocess.transformed(&t.x), ..t.clone() }).collect();
+    let pick: Vec<(usize, &Task)> = target.iter().map(|&i| (i, &tasks[i])).collect();
+    let episodes = protocol::episodes(&pick, &cfg.protocol, cfg.target_repeats, &mut rng);
+    let set = EpisodeSet::new(episodes.clone(), &tasks, dim, Kind::Float, model.net.device())
+        .ok_or(TrainError::NoValidationEpisodes)?;
+    let mut methods = Vec::new();
+    for (method, mode) in [
+        (Method::Ours, PriorMode::Estimated),
+        (Method::OursNoPrior, PriorMode::Ignored),
+        (Method::OursTruePrior, PriorMode::True),
+    ] {
+        let t = Instant::now();
+        let e = set.evaluate(&model.net, mode);
+        methods.push(MethodRun {
+            method,
+            accuracies: e.results.iter().map(|r| r.accuracy).collect(),
+            estimated_priors: (method == Method::Ours)
+                .then(|| e.results.iter().map(|r| r.estimated_prior).collect()),
+            train_seconds: 0.0,
+            test_seconds: t.elapsed().as_secs_f64(),
+            validation_accuracy: model.provenance.best_validation_accuracy,
+            chosen: format!("K={}", model.net.config.task_dim),
+        });
+    }
+    let episodes = episodes
+        .iter()
+        .map(|e| EpisodeInfo {
+            task: data.tasks[e.task].id.clone(),
+            n_pos: e.n_pos,
+            prior: e.prior,
+            test_rows: e.test.len(),
+        })
+        .collect();
+    Ok(SplitRun { split: 0, episodes, methods })
+}
