@@ -17,6 +17,7 @@ use super::packed::PackedEpisodes;
 use crate::model::closed_form::masked_mean;
 use crate::model::nets::Mlp;
 use crate::train::episodes::{EpisodeSampler, TrainBatch};
+use crate::train::{restore, snapshot};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum MetaBaseline {
@@ -102,7 +103,7 @@ fn maml_scores(method: MetaBaseline, params: &[Tensor], x: &Tensor, prior: f64) 
 }
 
 impl MetaModel {
-    fn new(method: MetaBaseline, dim: i64, seed: u64, device: Device) -> Self {
+    fn new(method: MetaBaseline, dim: i64, device: Device) -> Self {
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         let mut params = Vec::new();
@@ -131,7 +132,6 @@ impl MetaModel {
                 }
             }
         }
-        let _ = seed;
         Self { method, vs, params, np, best_validation_accuracy: 0.0, iterations: 0, seconds: 0.0 }
     }
 
@@ -230,21 +230,6 @@ impl MetaModel {
     }
 }
 
-fn snapshot(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
-    vs.variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect()
-}
-
-fn restore(vs: &nn::VarStore, saved: &[(String, Tensor)]) {
-    let vars = vs.variables();
-    tch::no_grad(|| {
-        for (name, value) in saved {
-            if let Some(mut v) = vars.get(name).map(Tensor::shallow_clone) {
-                v.copy_(value);
-            }
-        }
-    });
-}
-
 /// Meta-train `method` on source episodes from `sampler`, validating on `validation`;
 /// the best validation checkpoint is kept.
 pub fn meta_train(
@@ -254,8 +239,9 @@ pub fn meta_train(
     cfg: &MetaTrainConfig,
 ) -> Result<MetaModel, tch::TchError> {
     let started = Instant::now();
+    // Initial weights come from torch's generator, seeded here (runs are sequential).
     tch::manual_seed(cfg.seed as i64);
-    let mut model = MetaModel::new(method, sampler.dim as i64, cfg.seed, sampler.device);
+    let mut model = MetaModel::new(method, sampler.dim as i64, sampler.device);
     let mut opt = nn::Adam::default().build(&model.vs, 1e-3)?;
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let mut best = (-1.0, snapshot(&model.vs));

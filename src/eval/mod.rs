@@ -191,6 +191,42 @@ fn best_by_validation(candidates: &[Vec<f64>]) -> usize {
     (0..means.len()).max_by(|&a, &b| means[a].total_cmp(&means[b])).unwrap_or(0)
 }
 
+/// Our method and its prior ablations: one trained model, three ways to use π.
+const OURS_MODES: [(Method, PriorMode); 3] = [
+    (Method::Ours, PriorMode::Estimated),
+    (Method::OursNoPrior, PriorMode::Ignored),
+    (Method::OursTruePrior, PriorMode::True),
+];
+
+/// Target results of `model` for each of `wanted` (a subset of OURS_MODES' methods).
+fn ours_runs(
+    model: &Model,
+    set: &EpisodeSet,
+    wanted: &[Method],
+    train_seconds: f64,
+    validation_accuracy: f64,
+    chosen: &str,
+) -> Vec<MethodRun> {
+    OURS_MODES
+        .iter()
+        .filter(|(m, _)| wanted.contains(m))
+        .map(|&(method, mode)| {
+            let t = Instant::now();
+            let e = set.evaluate(&model.net, mode);
+            MethodRun {
+                method,
+                accuracies: e.results.iter().map(|r| r.accuracy).collect(),
+                estimated_priors: (method == Method::Ours)
+                    .then(|| e.results.iter().map(|r| r.estimated_prior).collect()),
+                train_seconds,
+                test_seconds: t.elapsed().as_secs_f64(),
+                validation_accuracy,
+                chosen: chosen.into(),
+            }
+        })
+        .collect()
+}
+
 /// The data one split works on: preprocessed tasks and the index lists.
 pub struct SplitData<'a> {
     pub data: &'a TaskSet,
@@ -247,27 +283,9 @@ pub fn run_split(
 
     let mut methods = Vec::new();
     if let (Some((model, val, train_s, chosen)), Some(set)) = (&ours, &target_set) {
-        for (method, mode) in [
-            (Method::Ours, PriorMode::Estimated),
-            (Method::OursNoPrior, PriorMode::Ignored),
-            (Method::OursTruePrior, PriorMode::True),
-        ] {
-            if !cfg.methods.contains(&method) {
-                continue;
-            }
-            let t = Instant::now();
-            let e = set.evaluate(&model.net, mode);
-            methods.push(MethodRun {
-                method,
-                accuracies: e.results.iter().map(|r| r.accuracy).collect(),
-                estimated_priors: (method == Method::Ours)
-                    .then(|| e.results.iter().map(|r| r.estimated_prior).collect()),
-                train_seconds: *train_s,
-                test_seconds: t.elapsed().as_secs_f64(),
-                validation_accuracy: *val,
-                chosen: chosen.clone(),
-            });
-        }
+        let wanted: Vec<Method> =
+            OURS_MODES.iter().map(|(m, _)| *m).filter(|m| cfg.methods.contains(m)).collect();
+        methods.extend(ours_runs(model, set, &wanted, *train_s, *val, chosen));
     }
     if cfg.methods.contains(&Method::OursNoZ) {
         progress.start(&format!("split {split}: ours w/o z"));
@@ -426,25 +444,9 @@ pub fn evaluate_model(
     let episodes = protocol::episodes(&pick, &cfg.protocol, cfg.target_repeats, &mut rng);
     let set = EpisodeSet::new(episodes.clone(), &tasks, dim, Kind::Float, model.net.device())
         .ok_or(TrainError::NoValidationEpisodes)?;
-    let mut methods = Vec::new();
-    for (method, mode) in [
-        (Method::Ours, PriorMode::Estimated),
-        (Method::OursNoPrior, PriorMode::Ignored),
-        (Method::OursTruePrior, PriorMode::True),
-    ] {
-        let t = Instant::now();
-        let e = set.evaluate(&model.net, mode);
-        methods.push(MethodRun {
-            method,
-            accuracies: e.results.iter().map(|r| r.accuracy).collect(),
-            estimated_priors: (method == Method::Ours)
-                .then(|| e.results.iter().map(|r| r.estimated_prior).collect()),
-            train_seconds: 0.0,
-            test_seconds: t.elapsed().as_secs_f64(),
-            validation_accuracy: model.provenance.best_validation_accuracy,
-            chosen: format!("K={}", model.net.config.task_dim),
-        });
-    }
+    let all: Vec<Method> = OURS_MODES.iter().map(|(m, _)| *m).collect();
+    let chosen = format!("K={}", model.net.config.task_dim);
+    let methods = ours_runs(model, &set, &all, 0.0, model.provenance.best_validation_accuracy, &chosen);
     let episodes = episodes
         .iter()
         .map(|e| EpisodeInfo {

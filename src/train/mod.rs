@@ -104,14 +104,16 @@ fn preprocessed(set: &TaskSet, pre: &Preprocessor) -> Vec<Task> {
     set.tasks.iter().map(|t| Task { x: pre.transformed(&t.x), ..t.clone() }).collect()
 }
 
-fn snapshot(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
+/// A copy of every variable (the best checkpoint so far).
+pub(crate) fn snapshot(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
     let mut vars: Vec<(String, Tensor)> =
         vs.variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect();
     vars.sort_by(|a, b| a.0.cmp(&b.0));
     vars
 }
 
-fn restore(vs: &nn::VarStore, saved: &[(String, Tensor)]) {
+/// Put a [`snapshot`] back.
+pub(crate) fn restore(vs: &nn::VarStore, saved: &[(String, Tensor)]) {
     let vars = vs.variables();
     tch::no_grad(|| {
         for (name, value) in saved {
