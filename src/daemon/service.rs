@@ -219,6 +219,29 @@ struct Service {
     snapshot_failures: (mpsc::UnboundedSender<Vec<String>>, mpsc::UnboundedReceiver<Vec<String>>),
 }
 
+/// Send encoded snapshots (device, state partition, bytes) and wait for their
+/// acknowledgement; counts them and returns the devices whose snapshot failed.
+async fn send_snapshots(
+    producer: &FutureProducer,
+    topic: &str,
+    metrics: &Metrics,
+    records: &[(String, i32, Vec<u8>)],
+) -> Vec<String> {
+    let sends = records.iter().map(|(id, partition, bytes)| {
+        let rec = FutureRecord::to(topic).key(id).payload(bytes).partition(*partition);
+        producer.send(rec, Timeout::After(Duration::from_secs(30)))
+    });
+    let results = futures::future::join_all(sends).await;
+    let failed: Vec<String> =
+        records.iter().zip(&results).filter(|(_, r)| r.is_err()).map(|((id, _, _), _)| id.clone()).collect();
+    metrics.snapshots.inc_by((results.len() - failed.len()) as u64);
+    if !failed.is_empty() {
+        metrics.produce_errors.inc_by(failed.len() as u64);
+        tracing::warn!(failed = failed.len(), "state snapshots failed; will retry");
+    }
+    failed
+}
+
 /// Period of the service loop's housekeeping (adaptation, snapshots, health).
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
 
@@ -712,21 +735,8 @@ impl Service {
             (self.producer.clone(), self.cfg.kafka.state_topic.clone(), Arc::clone(&self.metrics));
         let failures = self.snapshot_failures.0.clone();
         tokio::spawn(async move {
-            let sends = records.iter().map(|(id, partition, bytes)| {
-                let rec = FutureRecord::to(&topic).key(id).payload(bytes).partition(*partition);
-                producer.send(rec, Timeout::After(Duration::from_secs(30)))
-            });
-            let results = futures::future::join_all(sends).await;
-            let failed: Vec<String> = records
-                .iter()
-                .zip(&results)
-                .filter(|(_, r)| r.is_err())
-                .map(|((id, _, _), _)| id.clone())
-                .collect();
-            metrics.snapshots.inc_by((results.len() - failed.len()) as u64);
+            let failed = send_snapshots(&producer, &topic, &metrics, &records).await;
             if !failed.is_empty() {
-                metrics.produce_errors.inc_by(failed.len() as u64);
-                tracing::warn!(failed = failed.len(), "state snapshots failed; will retry");
                 let _ = failures.send(failed);
             }
         });
@@ -773,21 +783,11 @@ impl Service {
         if records.is_empty() {
             return;
         }
-        let topic = self.cfg.kafka.state_topic.clone();
-        let sends = records.iter().map(|(id, partition, bytes)| {
-            let rec = FutureRecord::to(&topic).key(id).payload(bytes).partition(*partition);
-            self.producer.send(rec, Timeout::After(Duration::from_secs(30)))
-        });
-        let results = futures::future::join_all(sends).await;
-        let failed = results.iter().filter(|r| r.is_err()).count();
-        self.metrics.snapshots.inc_by((results.len() - failed) as u64);
-        if failed > 0 {
-            self.metrics.produce_errors.inc_by(failed as u64);
-            tracing::warn!(failed, "state snapshots failed; will retry");
-            for ((id, _, _), r) in records.iter().zip(&results) {
-                if let (Err(_), Some(d)) = (r, self.engine.devices.get_mut(id)) {
-                    d.unsnapshotted = true;
-                }
+        let failed =
+            send_snapshots(&self.producer, &self.cfg.kafka.state_topic, &self.metrics, &records).await;
+        for id in failed {
+            if let Some(d) = self.engine.devices.get_mut(&id) {
+                d.unsnapshotted = true;
             }
         }
     }
