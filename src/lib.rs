@@ -13,4 +13,5 @@ pub mod data;
 pub mod eval;
 pub mod evaluate;
 pub mod model;
+pub mod traffic;
 pub mod train;

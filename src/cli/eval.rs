@@ -28,7 +28,8 @@ pub struct EvalArgs {
     /// Use this split file (one split) instead of random splits.
     #[arg(long)]
     split: Option<PathBuf>,
-    /// Evaluate this model file (ours and its prior ablations) on --split's targets.
+    /// Evaluate this model file (ours and its prior ablations, plus any single-task
+    /// baselines named in --methods, on the same supports) on --split's targets.
     #[arg(long, requires = "split")]
     model: Option<PathBuf>,
     /// Methods, comma-separated: ours, ours-no-z, ours-no-prior, ours-true-prior, naive,
@@ -101,7 +102,10 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
     if let Some(t) = a.threads {
         tch::set_num_threads(t);
     }
-    let methods: Vec<Method> = if a.methods.is_empty() {
+    let methods: Vec<Method> = if a.methods.is_empty() && a.model.is_some() {
+        // A given model: ours and its prior ablations; baselines only when named.
+        vec![Method::Ours, Method::OursNoPrior, Method::OursTruePrior]
+    } else if a.methods.is_empty() {
         Method::ALL.to_vec()
     } else {
         a.methods
@@ -200,7 +204,8 @@ fn evaluate_model(
     };
     let split = Split::load(split_path)?;
     let target = Split::resolve(&split.target, &data)?;
-    let run = eval::evaluate_model(&model, &data, &target, cfg)?;
+    let validation = Split::resolve(&split.validation, &data)?;
+    let run = eval::evaluate_model(&model, &data, &validation, &target, cfg)?;
     let runs = vec![run];
     write_outputs(a, dataset, &runs, 0.0)?;
     print!("{}", eval::report::markdown(&eval::report::summarise(dataset, &runs)));

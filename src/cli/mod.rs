@@ -4,7 +4,9 @@ mod daemon;
 mod datasets;
 mod demo;
 mod eval;
+mod feed;
 mod info;
+mod traffic;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -38,6 +40,12 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Run the streaming daemon: Kafka in; alerts, priors and metrics out.
     Run(daemon::RunArgs),
+    /// Replay recorded feature rows (N-BaIoT or labeled-task CSVs) into Kafka.
+    Replay(traffic::ReplayArgs),
+    /// Packet capture → N-BaIoT's 115 AfterImage features per packet.
+    Extract(traffic::ExtractArgs),
+    /// Generate an IoT fleet's traffic features: benign profiles and botnet attacks.
+    Simulate(traffic::SimulateArgs),
     /// Validate the daemon configuration and print it (secrets redacted).
     CheckConfig(daemon::CheckConfigArgs),
 }
@@ -64,5 +72,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(a) => daemon::run(a),
         Command::Demo(a) => demo::run(a),
         Command::CheckConfig(a) => daemon::check_config(a),
+        Command::Replay(a) => traffic::replay_cmd(a),
+        Command::Extract(a) => traffic::extract(a),
+        Command::Simulate(a) => traffic::simulate_cmd(a),
     }
 }

@@ -43,6 +43,34 @@ fn file_name(p: &Path) -> String {
     p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
+/// A Kaggle-layout file name: `<device>.benign.csv` or `<device>.<family>.<attack>.csv`.
+fn classify_kaggle(path: &Path) -> Option<TrafficFile> {
+    let name = file_name(path);
+    let parts: Vec<&str> = name.strip_suffix(".csv")?.split('.').collect();
+    let (device, class) = match parts.as_slice() {
+        [device, "benign"] => (device.to_string(), "benign".to_string()),
+        [device, family @ ("mirai" | "gafgyt"), attack] => (device.to_string(), format!("{family}.{attack}")),
+        _ => return None,
+    };
+    Some(TrafficFile { device, class, path: path.into() })
+}
+
+/// One traffic file named in either layout: Kaggle's file name, or UCI's
+/// `<device>/benign_traffic.csv` and `<device>/<family>_attacks/<attack>.csv`.
+pub fn classify(path: &Path) -> Option<TrafficFile> {
+    if let Some(f) = classify_kaggle(path) {
+        return Some(f);
+    }
+    let parent = path.parent()?;
+    if file_name(path) == "benign_traffic.csv" {
+        return Some(TrafficFile { device: file_name(parent), class: "benign".into(), path: path.into() });
+    }
+    let family = file_name(parent).strip_suffix("_attacks")?.to_string();
+    let attack = file_name(path).strip_suffix(".csv")?.to_string();
+    let device = file_name(parent.parent()?);
+    Some(TrafficFile { device, class: format!("{family}.{attack}"), path: path.into() })
+}
+
 /// List the traffic files of a directory in either layout, benign first per device.
 pub fn discover(dir: &Path) -> Result<Vec<TrafficFile>, DataError> {
     let mut files = Vec::new();
@@ -68,22 +96,8 @@ pub fn discover(dir: &Path) -> Result<Vec<TrafficFile>, DataError> {
                     }
                 }
             }
-        } else if let Some(stem) = name.strip_suffix(".csv") {
-            // Kaggle layout: <device>.benign.csv or <device>.<family>.<attack>.csv
-            let parts: Vec<&str> = stem.split('.').collect();
-            match parts.as_slice() {
-                [device, "benign"] => files.push(TrafficFile {
-                    device: device.to_string(),
-                    class: "benign".into(),
-                    path: entry.clone(),
-                }),
-                [device, family @ ("mirai" | "gafgyt"), attack] => files.push(TrafficFile {
-                    device: device.to_string(),
-                    class: format!("{family}.{attack}"),
-                    path: entry.clone(),
-                }),
-                _ => {}
-            }
+        } else if let Some(file) = classify_kaggle(&entry) {
+            files.push(file);
         }
     }
     // Benign first within a device, then attacks by name.

@@ -307,48 +307,7 @@ pub fn run_split(
         progress.done();
     }
 
-    // Single-task baselines: every candidate on validation episodes, the chosen one on
-    // target episodes; train time = fitting all target supports.
-    for method in [Method::Naive, Method::UPu, Method::NnPu, Method::Drpu, Method::Dre] {
-        if !cfg.methods.contains(&method) {
-            continue;
-        }
-        progress.start(&format!("split {split}: {}", method.label()));
-        let run = |p: &PackedEpisodes| -> Result<(Vec<Vec<f64>>, Vec<String>), tch::TchError> {
-            let iters = || single::ITERATIONS.iter().map(|i| format!("iterations={i}"));
-            Ok(match method {
-                Method::Naive => (single::neural(NeuralBaseline::Naive, p, seed, device)?, iters().collect()),
-                Method::UPu => (single::neural(NeuralBaseline::UPu, p, seed, device)?, iters().collect()),
-                Method::NnPu => (single::neural(NeuralBaseline::NnPu, p, seed, device)?, iters().collect()),
-                Method::Drpu => {
-                    let (mut all, mut names) = (Vec::new(), Vec::new());
-                    for alpha in single::DRPU_ALPHAS {
-                        all.extend(single::neural(NeuralBaseline::Drpu { alpha }, p, seed, device)?);
-                        names.extend(
-                            single::ITERATIONS.iter().map(|i| format!("alpha={alpha}, iterations={i}")),
-                        );
-                    }
-                    (all, names)
-                }
-                _ => (single::dre(p), single::DRE_LAMBDAS.iter().map(|l| format!("lambda={l}")).collect()),
-            })
-        };
-        let (val, names) = run(&val_packed)?;
-        let best = best_by_validation(&val);
-        let t = Instant::now();
-        let (target, _) = run(&target_packed)?;
-        let seconds = t.elapsed().as_secs_f64();
-        methods.push(MethodRun {
-            method,
-            accuracies: target[best].clone(),
-            estimated_priors: None,
-            train_seconds: seconds,
-            test_seconds: seconds,
-            validation_accuracy: mean(&val[best]),
-            chosen: names[best].clone(),
-        });
-        progress.done();
-    }
+    methods.extend(single_task_runs(cfg, Some(&val_packed), &target_packed, seed, device, split, progress)?);
 
     // Meta-learned baselines.
     let sources: Vec<SourceTask> = sd
@@ -429,10 +388,73 @@ pub fn run_split(
     Ok(SplitRun { split, episodes, methods })
 }
 
+/// Single-task baselines: every candidate on validation episodes, the chosen one on
+/// target episodes; train time = fitting all target supports. Without validation
+/// episodes the largest budget of each is taken (and named so in `chosen`).
+fn single_task_runs(
+    cfg: &EvalConfig,
+    val_packed: Option<&PackedEpisodes>,
+    target_packed: &PackedEpisodes,
+    seed: u64,
+    device: Device,
+    split: usize,
+    progress: &mut dyn EvalProgress,
+) -> Result<Vec<MethodRun>, TrainError> {
+    let mut methods = Vec::new();
+    for method in [Method::Naive, Method::UPu, Method::NnPu, Method::Drpu, Method::Dre] {
+        if !cfg.methods.contains(&method) {
+            continue;
+        }
+        progress.start(&format!("split {split}: {}", method.label()));
+        let run = |p: &PackedEpisodes| -> Result<(Vec<Vec<f64>>, Vec<String>), tch::TchError> {
+            let iters = || single::ITERATIONS.iter().map(|i| format!("iterations={i}"));
+            Ok(match method {
+                Method::Naive => (single::neural(NeuralBaseline::Naive, p, seed, device)?, iters().collect()),
+                Method::UPu => (single::neural(NeuralBaseline::UPu, p, seed, device)?, iters().collect()),
+                Method::NnPu => (single::neural(NeuralBaseline::NnPu, p, seed, device)?, iters().collect()),
+                Method::Drpu => {
+                    let (mut all, mut names) = (Vec::new(), Vec::new());
+                    for alpha in single::DRPU_ALPHAS {
+                        all.extend(single::neural(NeuralBaseline::Drpu { alpha }, p, seed, device)?);
+                        names.extend(
+                            single::ITERATIONS.iter().map(|i| format!("alpha={alpha}, iterations={i}")),
+                        );
+                    }
+                    (all, names)
+                }
+                _ => (single::dre(p), single::DRE_LAMBDAS.iter().map(|l| format!("lambda={l}")).collect()),
+            })
+        };
+        let t = Instant::now();
+        let (target, names) = run(target_packed)?;
+        let seconds = t.elapsed().as_secs_f64();
+        let (best, validation_accuracy, note) = match val_packed {
+            Some(v) => {
+                let (val, _) = run(v)?;
+                let best = best_by_validation(&val);
+                (best, mean(&val[best]), "")
+            }
+            None => (target.len() - 1, f64::NAN, " (no validation tasks: last candidate)"),
+        };
+        methods.push(MethodRun {
+            method,
+            accuracies: target[best].clone(),
+            estimated_priors: None,
+            train_seconds: seconds,
+            test_seconds: seconds,
+            validation_accuracy,
+            chosen: format!("{}{note}", names[best]),
+        });
+        progress.done();
+    }
+    Ok(methods)
+}
+
 /// Ours with a given model on target tasks: estimated, true and no prior.
 pub fn evaluate_model(
     model: &Model,
     data: &TaskSet,
+    validation: &[usize],
     target: &[usize],
     cfg: &EvalConfig,
 ) -> Result<SplitRun, TrainError> {
@@ -446,7 +468,16 @@ pub fn evaluate_model(
         .ok_or(TrainError::NoValidationEpisodes)?;
     let all: Vec<Method> = OURS_MODES.iter().map(|(m, _)| *m).collect();
     let chosen = format!("K={}", model.net.config.task_dim);
-    let methods = ours_runs(model, &set, &all, 0.0, model.provenance.best_validation_accuracy, &chosen);
+    let mut methods = ours_runs(model, &set, &all, 0.0, model.provenance.best_validation_accuracy, &chosen);
+    // Single-task baselines asked for, on the same supports and test sets.
+    let device = model.net.device();
+    let val_pick: Vec<(usize, &Task)> = validation.iter().map(|&i| (i, &tasks[i])).collect();
+    let val_episodes = protocol::episodes(&val_pick, &cfg.protocol, 1, &mut rng);
+    let val_packed =
+        (!val_episodes.is_empty()).then(|| PackedEpisodes::new(&val_episodes, &tasks, dim, device));
+    let target_packed = PackedEpisodes::new(&episodes, &tasks, dim, device);
+    methods.extend(single_task_runs(cfg, val_packed.as_ref(), &target_packed, cfg.seed, device, 0, &mut ())?);
+    methods.sort_by_key(|m| m.method);
     let episodes = episodes
         .iter()
         .map(|e| EpisodeInfo {

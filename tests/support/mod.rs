@@ -179,6 +179,39 @@ pub fn read_topic(
     out
 }
 
+/// Read every partition of a topic from the beginning until `n` messages arrived or
+/// `limit` passes (order is kept within a partition, i.e. per key).
+pub fn read_all_partitions(
+    bootstrap: &str,
+    topic: &str,
+    limit: Duration,
+    n: usize,
+) -> Vec<(Option<String>, Vec<u8>)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("reader-{topic}-{}", free_port()))
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+    let partitions =
+        md.topics().iter().find(|t| t.name() == topic).map_or(1, |t| t.partitions().len().max(1));
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in 0..partitions as i32 {
+        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning).unwrap();
+    }
+    consumer.assign(&tpl).unwrap();
+    let started = Instant::now();
+    let mut out = Vec::new();
+    while started.elapsed() < limit && out.len() < n {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+            let key = m.key().map(|k| String::from_utf8_lossy(k).into_owned());
+            out.push((key, m.payload().unwrap_or_default().to_vec()));
+        }
+    }
+    out
+}
+
 pub fn json_values(messages: &[(Option<String>, Vec<u8>)]) -> Vec<serde_json::Value> {
     messages.iter().filter_map(|(_, v)| serde_json::from_slice(v).ok()).collect()
 }

@@ -1,0 +1,124 @@
+//! Producing feature records to Kafka for the replay, simulate and extract
+//! commands: paced, with delivery failures counted rather than fatal.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::ClientContext;
+
+#[derive(Default)]
+struct Counts {
+    delivered: AtomicU64,
+    failed: AtomicU64,
+}
+
+#[derive(Clone, Default)]
+struct Counting(Arc<Counts>);
+
+impl ClientContext for Counting {}
+
+impl ProducerContext for Counting {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        match result {
+            Ok(_) => self.0.delivered.fetch_add(1, Ordering::Relaxed),
+            Err((e, _)) => {
+                tracing::warn!(error = %e, "record not delivered");
+                self.0.failed.fetch_add(1, Ordering::Relaxed)
+            }
+        };
+    }
+}
+
+pub struct Feed {
+    producer: ThreadedProducer<Counting>,
+    counts: Counting,
+    topic: String,
+}
+
+/// What became of the records handed to a feed.
+#[derive(Debug, Clone, Copy)]
+pub struct Delivered {
+    pub delivered: u64,
+    pub failed: u64,
+}
+
+impl Feed {
+    pub fn connect(brokers: &str, topic: &str) -> anyhow::Result<Self> {
+        let counts = Counting::default();
+        let producer = ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .set("linger.ms", "5")
+            .set("queue.buffering.max.messages", "200000")
+            .set("message.timeout.ms", "30000")
+            .create_with_context(counts.clone())
+            .with_context(|| format!("connecting a producer to {brokers}"))?;
+        Ok(Self { producer, counts, topic: topic.to_string() })
+    }
+
+    /// Queue one record; waits while librdkafka's queue is full.
+    pub fn send(&self, key: &str, payload: &[u8]) -> anyhow::Result<()> {
+        let mut record = BaseRecord::to(&self.topic).key(key).payload(payload);
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err((e, _)) => return Err(e).context("queueing a record"),
+            }
+        }
+    }
+
+    /// Wait (bounded) for outstanding deliveries, print the outcome as `what`, and
+    /// fail if any record was not delivered.
+    pub fn finish(self, what: &str, limit: Duration) -> anyhow::Result<Delivered> {
+        if let Err(e) = self.producer.flush(limit) {
+            tracing::warn!(error = %e, "flush did not complete");
+        }
+        let c = &self.counts.0;
+        let d = Delivered {
+            delivered: c.delivered.load(Ordering::Relaxed),
+            failed: c.failed.load(Ordering::Relaxed),
+        };
+        println!("{what}: {} records delivered to {}, {} failed", d.delivered, self.topic, d.failed);
+        if d.failed > 0 {
+            bail!("{} records were not delivered to {}", d.failed, self.topic);
+        }
+        Ok(d)
+    }
+}
+
+/// Holds a sender to `rate` records per second (none: as fast as the broker takes).
+pub struct Pacer {
+    start: Instant,
+    rate: Option<f64>,
+    sent: u64,
+}
+
+impl Pacer {
+    pub fn new(rate: Option<f64>) -> Self {
+        Self { start: Instant::now(), rate: rate.filter(|r| *r > 0.0), sent: 0 }
+    }
+
+    pub fn elapsed(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    pub fn wait_turn(&mut self) {
+        if let Some(rate) = self.rate {
+            let due = self.sent as f64 / rate;
+            let now = self.elapsed();
+            if due > now {
+                std::thread::sleep(Duration::from_secs_f64(due - now));
+            }
+        }
+        self.sent += 1;
+    }
+}
