@@ -70,9 +70,21 @@ soak: setup
 	METAPU_SOAK_SECONDS=$(SOAK_SECONDS) METAPU_SOAK_DEVICES=$(SOAK_DEVICES) \
 		$(CARGO) test --release --test soak -- --ignored --nocapture
 
-bench: setup
-	$(CARGO) bench --bench model
-	$(CARGO) bench --bench daemon
+# Benchmarks print Markdown tables (docs/benchmarks.md explains them) and refresh the
+# measured section of docs/benchmarks.md. The peers run in their own pinned venv.
+BENCH := $(RUNS)/bench
+bench: build | $(RUNS)
+	bash scripts/bench-setup.sh
+	mkdir -p $(BENCH)
+	$(METAPU) simulate --devices 20 --duration 10m --seed 5 --attacked 1 --max-rows-per-class 500 \
+		--out $(BENCH)/stream.csv
+	$(CARGO) bench --bench daemon | tee $(BENCH)/daemon.md
+	$(CARGO) bench --bench e2e | tee $(BENCH)/e2e.md
+	$(CARGO) bench --bench stream
+	.venv-bench/bin/python benches/peers.py $(BENCH)/stream.csv $(BENCH)/scores-ours.csv $(BENCH)/ours.json \
+		| tee $(BENCH)/peers.md
+	$(CARGO) bench --bench model | tee $(BENCH)/model.md
+	python3 benches/report.py $(BENCH) docs/benchmarks.md
 
 clean-runs:
 	rm -rf $(RUNS)

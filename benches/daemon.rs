@@ -3,8 +3,9 @@
 
 use std::time::Instant;
 
+use metapu::daemon::adapter::Adapter;
 use metapu::daemon::devices::WindowSizes;
-use metapu::daemon::engine::{run_adaptation, Engine};
+use metapu::daemon::engine::{run_adaptation, AdaptJob, Engine};
 use metapu::daemon::output::Source;
 use metapu::daemon::record::{decode, encode, FeatureRecord};
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
@@ -43,11 +44,59 @@ fn source(offset: i64) -> Source {
     Source { topic: "iot.features".into(), partition: 0, offset }
 }
 
+/// FLOPs to score one record: h on [x, z_p, z_u] (4 layers), then w·h.
+fn scoring_flops(k: usize) -> f64 {
+    let h = [DIM + 2 * k, 100, 100, 100, 100];
+    h.windows(2).map(|w| 2.0 * (w[0] * w[1]) as f64).sum::<f64>() + 200.0
+}
+
+/// FLOPs to adapt one device with 50 + 200 window rows: f on every row, h on every
+/// row, K = mean_u h hᵀ, and the 100×100 solve.
+fn adaptation_flops(k: usize) -> f64 {
+    let rows = 250.0;
+    let f = [DIM, 100, 100, 100];
+    let f_row: f64 = f.windows(2).map(|w| 2.0 * (w[0] * w[1]) as f64).sum();
+    rows * (f_row + scoring_flops(k)) + 2.0 * 200.0 * 100.0 * 100.0 + 2.0 / 3.0 * 1e6
+}
+
+/// Measured f32 matmul throughput (FLOP/s) for [m, k] × [k, n].
+fn matmul_flops_per_s(m: i64, k: i64, n: i64) -> f64 {
+    let a = tch::Tensor::randn([m, k], (tch::Kind::Float, tch::Device::Cpu));
+    let b = tch::Tensor::randn([k, n], (tch::Kind::Float, tch::Device::Cpu));
+    let _ = a.mm(&b);
+    let reps = (2e10 / (2.0 * (m * k * n) as f64)).clamp(3.0, 2000.0) as usize;
+    let t = Instant::now();
+    for _ in 0..reps {
+        let _ = a.mm(&b);
+    }
+    reps as f64 * 2.0 * (m * k * n) as f64 / t.elapsed().as_secs_f64()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
 fn main() {
+    let peak = matmul_flops_per_s(1024, 1024, 1024);
+    let shaped = matmul_flops_per_s(4096, (DIM + 64) as i64, 100);
+    println!("Compute bound (this machine, torch threads {}):", tch::get_num_threads());
+    println!();
+    println!("| quantity | value |");
+    println!("|---|---|");
+    println!("| f32 matmul, 1024×1024×1024 | {:.1} GFLOP/s |", peak / 1e9);
+    println!("| f32 matmul, scoring's first layer (4096×179 · 179×100) | {:.1} GFLOP/s |", shaped / 1e9);
+    println!("| FLOPs to score one record (h, K = 32) | {:.0} k |", scoring_flops(32) / 1e3);
+    println!(
+        "| scoring bound = matmul peak ÷ FLOPs per record | {:.0} records/s |",
+        peak / scoring_flops(32)
+    );
+    println!("| FLOPs to adapt one device (50 + 200 rows) | {:.1} M |", adaptation_flops(32) / 1e6);
+    println!("| adaptation bound for 10,000 devices | {:.1} s |", 1e4 * adaptation_flops(32) / peak);
+    println!();
     println!("metapu daemon-engine benchmarks (D = {DIM}, K = 32, M = 100, windows 50 P + 200 U, CPU, torch threads {})", tch::get_num_threads());
     println!();
-    println!("| devices | fill windows | RSS per device | re-adapt all | scoring (records/s, 4096-record batches) | decode JSON (records/s) |");
-    println!("|---|---|---|---|---|---|");
+    println!("| devices | fill windows | RSS per device | devices per GiB | re-adapt all | scoring (records/s, 4096-record batches) | share of the scoring bound | decode JSON (records/s) | 256-record batch latency p50 / p99 during a full re-adaptation |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     for devices in [100usize, 1_000, 10_000] {
         let sizes = WindowSizes { positive: 50, unlabeled: 200, bootstrap_positives: 0 };
@@ -68,7 +117,7 @@ fn main() {
 
         let t = Instant::now();
         let jobs = engine.adaptation_jobs(1, usize::MAX);
-        let states = run_adaptation(&engine.model, &jobs, 1024);
+        let states = run_adaptation(&engine.model, &jobs, 256);
         engine.install(states);
         let adapt = t.elapsed().as_secs_f64();
 
@@ -94,6 +143,32 @@ fn main() {
         }
         let scoring = (rounds * batch.len()) as f64 / t.elapsed().as_secs_f64();
 
+        // Scoring latency while the adapter thread re-adapts every device (as the
+        // daemon does): 256-record micro-batches until the adaptation finishes.
+        let mut adapter = Adapter::spawn(model(), 0, 256);
+        let small: Vec<FeatureRecord> =
+            (0..256).map(|i| record(&mut rng, (i * 37) % devices, false)).collect();
+        let mut latencies = Vec::new();
+        let t_adapt = Instant::now();
+        adapter.submit(0, all_jobs(&mut engine));
+        let mut adapted = false;
+        while !adapted && t_adapt.elapsed().as_secs() < 300 {
+            let srcs: Vec<Source> = (0..small.len())
+                .map(|_| {
+                    offset += 1;
+                    source(offset)
+                })
+                .collect();
+            let refs: Vec<(&FeatureRecord, &Source)> = small.iter().zip(&srcs).collect();
+            let t = Instant::now();
+            engine.process(&refs, 1);
+            latencies.push(t.elapsed().as_secs_f64() * 1e3);
+            adapted = adapter.results.try_recv().is_ok();
+        }
+        let during = t_adapt.elapsed().as_secs_f64();
+        latencies.sort_by(f64::total_cmp);
+        drop(adapter);
+
         let encoded: Vec<Vec<u8>> =
             batch.iter().map(|r| encode(&r.device, r.ts, &r.features, false)).collect();
         let t = Instant::now();
@@ -102,9 +177,25 @@ fn main() {
         }
         let decoding = encoded.len() as f64 / t.elapsed().as_secs_f64();
         println!(
-            "| {devices} | {fill:.1} s | {:.0} KB | {adapt:.2} s ({:.2} ms/device) | {scoring:.0} | {decoding:.0} |",
+            "| {devices} | {fill:.1} s | {:.0} KB | {:.0} | {adapt:.2} s ({:.2} ms/device) | {scoring:.0} | {:.0} % | {decoding:.0} | {:.1} / {:.1} ms ({} batches in {during:.1} s) |",
             per_device / 1024.0,
-            1e3 * adapt / devices as f64
+            f64::from(1u32 << 30) / per_device.max(1.0),
+            1e3 * adapt / devices as f64,
+            100.0 * scoring * scoring_flops(32) / peak,
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99),
+            latencies.len()
         );
     }
+}
+
+/// Every device's windows as adaptation jobs (the full-fleet case).
+fn all_jobs(engine: &mut Engine) -> Vec<AdaptJob> {
+    let ids: Vec<String> = engine.devices.iter().map(|(id, _)| id.clone()).collect();
+    ids.into_iter()
+        .filter_map(|device| {
+            let (positive, unlabeled) = engine.devices.take_windows(&device)?;
+            Some(AdaptJob { device, positive, unlabeled })
+        })
+        .collect()
 }

@@ -33,6 +33,40 @@ fn training_ms_per_iteration(meta_batch: usize, iterations: u64) -> f64 {
     1e3 * total / iterations as f64
 }
 
+/// Records when each validation improved on the best so far.
+#[derive(Default)]
+struct Plateau {
+    best: Option<(u64, f64, f64)>,
+    last: Option<(u64, f64)>,
+}
+
+impl metapu::train::Progress for Plateau {
+    fn checkpoint(&mut self, c: &metapu::train::Checkpoint, _best: f64) {
+        if self.best.is_none_or(|(_, acc, _)| c.validation_accuracy > acc) {
+            self.best = Some((c.iteration, c.validation_accuracy, c.seconds));
+        }
+        self.last = Some((c.iteration, c.seconds));
+    }
+}
+
+/// Synthetic, the `make train-synthetic` settings with early stopping: the iteration
+/// and time of the best validation, and when patience ended the run.
+fn time_to_plateau() -> Plateau {
+    let (set, split) = generate(&SyntheticConfig::default(), 0);
+    let (src, val) =
+        (Split::resolve(&split.source, &set).unwrap(), Split::resolve(&split.validation, &set).unwrap());
+    let cfg = TrainConfig {
+        max_iterations: 10_000,
+        eval_every: 250,
+        patience: 10,
+        meta_batch: 8,
+        ..TrainConfig::default()
+    };
+    let mut plateau = Plateau::default();
+    train(&set, &src, &val, &cfg, Device::Cpu, &AtomicBool::new(false), &mut plateau).unwrap();
+    plateau
+}
+
 fn random_model(dim: usize) -> Model {
     tch::manual_seed(0);
     Model {
@@ -79,6 +113,10 @@ fn main() {
     for (mb, iters) in [(1usize, 2000u64), (8, 500)] {
         let ms = training_ms_per_iteration(mb, iters);
         println!("| meta-training, Synthetic, {mb} task(s)/iteration | {ms:.2} ms/iteration ({iters} iterations + 1 validation) |");
+    }
+    let p = time_to_plateau();
+    if let (Some((it, acc, secs)), Some((last, total))) = (p.best, p.last) {
+        println!("| time to the validation plateau, Synthetic, 8 tasks/iteration, validation every 250, patience 10 | best {acc:.4} at iteration {it} after {secs:.1} s; stopped at {last} ({total:.1} s) |");
     }
     let model = random_model(115);
     for (label, np, nu) in [("paper support: 5 P + 25 U", 5, 25), ("daemon windows: 50 P + 200 U", 50, 200)] {

@@ -7,7 +7,7 @@ use metapu::daemon::config::{DaemonConfig, Sources};
 use metapu::daemon::devices::{DeviceTable, WindowSizes};
 use metapu::daemon::engine::{run_adaptation, Engine, Verdict};
 use metapu::daemon::output::{alert_id, Source};
-use metapu::daemon::record::{decode, encode, InvalidRecord};
+use metapu::daemon::record::{decode, encode, encode_binary, InvalidRecord};
 use metapu::daemon::snapshot::{Snapshot, SnapshotError};
 use metapu::daemon::windows::RowWindow;
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
@@ -88,6 +88,37 @@ fn records_decode_or_say_why_not() {
     let bytes = encode("d9", 3.0, &[0.5, -1.0], true);
     let back = decode(None, &bytes, 2, 1024).unwrap();
     assert_eq!((back.device.as_str(), back.features, back.known_normal), ("d9", vec![0.5, -1.0], true));
+}
+
+#[test]
+fn binary_records_decode_like_json_or_say_why_not() {
+    let bin = encode_binary("d1", 1.5, &[1.0, -2.5], true);
+    let json = encode("d1", 1.5, &[1.0, -2.5], true);
+    assert!(bin.len() < json.len());
+    assert_eq!(decode(None, &bin, 2, 1024).unwrap(), decode(None, &json, 2, 1024).unwrap());
+    // The key may name the device instead; a different name is refused as in JSON.
+    let keyed = encode_binary("", 0.0, &[1.0, 2.0], false);
+    assert_eq!(decode(Some(b"d9"), &keyed, 2, 1024).unwrap().device, "d9");
+    assert_eq!(decode(None, &keyed, 2, 1024).unwrap_err(), InvalidRecord::NoDevice);
+    assert!(matches!(decode(Some(b"d2"), &bin, 2, 1024), Err(InvalidRecord::DeviceMismatch { .. })));
+    let kind = |v: &[u8]| decode(None, v, 2, 1024).unwrap_err().kind();
+    assert_eq!(kind(&encode_binary("d1", 0.0, &[1.0], false)), "wrong_dimension");
+    assert_eq!(kind(&encode_binary("d1", 0.0, &[1.0, f32::NAN], false)), "non_finite");
+    assert_eq!(kind(&encode_binary("d1", f64::INFINITY, &[1.0, 2.0], false)), "bad_timestamp");
+    let mut truncated = bin.clone();
+    truncated.pop();
+    let e = decode(None, &truncated, 2, 1024).unwrap_err();
+    assert_eq!(e.kind(), "malformed");
+    assert!(e.to_string().contains("ends inside the features"), "{e}");
+    let mut trailing = bin.clone();
+    trailing.push(0);
+    assert!(decode(None, &trailing, 2, 1024).unwrap_err().to_string().contains("1 bytes after"));
+    let mut flags = bin.clone();
+    flags[4] = 0x80;
+    assert!(decode(None, &flags, 2, 1024).unwrap_err().to_string().contains("unknown flag bits"));
+    let mut bad_name = encode_binary("dx", 0.0, &[1.0, 2.0], false);
+    bad_name[7] = 0xff;
+    assert_eq!(kind(&bad_name), "not_utf8");
 }
 
 #[test]

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use metapu::daemon::record::{decode, encode};
+use metapu::daemon::record::{decode, encode, encode_binary};
 use metapu::data::{csv_tasks, nbaiot};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -95,6 +95,24 @@ fn valid_records_decode_to_what_was_encoded() {
             .map_err(|e| TestCaseError::fail(format!("refused a valid record: {e}")))?;
         prop_assert_eq!((r.device, r.features, r.known_normal), (device, row, normal));
         Ok(())
+    });
+}
+
+#[test]
+fn binary_records_round_trip_and_any_binary_tail_is_safe() {
+    let row = prop::collection::vec(-1e30f32..1e30, DIM);
+    fuzz("decoder/binary-round-trip", ("[a-z0-9-]{1,12}", row, any::<bool>()), |(device, row, normal)| {
+        let r = decode(None, &encode_binary(&device, 1.0, &row, normal), DIM, MAX_BYTES)
+            .map_err(|e| TestCaseError::fail(format!("refused a valid binary record: {e}")))?;
+        prop_assert_eq!((r.device, r.features, r.known_normal), (device, row, normal));
+        Ok(())
+    });
+    // The magic followed by anything: truncations, wrong counts, NaN bits, junk.
+    let tail = prop::collection::vec(any::<u8>(), 0..64);
+    fuzz("decoder/binary-bytes", (prop::option::of("[ -~]{0,6}"), tail), |(k, tail)| {
+        let mut v = b"MPR1".to_vec();
+        v.extend(tail);
+        check_decoded(k.as_deref().map(str::as_bytes), &v)
     });
 }
 

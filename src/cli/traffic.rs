@@ -10,7 +10,6 @@ use anyhow::{bail, Context};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use metapu::daemon::record;
 use metapu::data::split::Split;
 use metapu::data::{csv_tasks, Label};
 use metapu::traffic::pcap::PcapReader;
@@ -19,7 +18,7 @@ use metapu::traffic::replay::{self, Replayer, Step};
 use metapu::traffic::simulate::{self, FleetConfig};
 use metapu::traffic::{feature_names, AfterImage};
 
-use super::feed::{Feed, Pacer};
+use super::feed::{Feed, Format, Pacer};
 
 /// "600", "600s", "10m", "2h" → seconds.
 fn parse_duration(s: &str) -> Result<f64, String> {
@@ -72,6 +71,9 @@ pub struct ExtractArgs {
     /// Device name for the Kafka records (default: the capture's file stem).
     #[arg(long)]
     device: Option<String>,
+    /// Kafka record format.
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    format: Format,
 }
 
 pub fn extract(a: ExtractArgs) -> anyhow::Result<()> {
@@ -106,7 +108,7 @@ pub fn extract(a: ExtractArgs) -> anyhow::Result<()> {
             w.write_record(row.iter().map(|v| v.to_string()))?;
         }
         if let Some(feed) = &feed {
-            feed.send(&device, &record::encode(&device, p.ts, &row, false))?;
+            feed.send(&device, &a.format.encode(&device, p.ts, &row, false))?;
         }
         packets += 1;
     }
@@ -172,6 +174,9 @@ pub struct SimulateArgs {
     /// Kafka only: records per second (0 = as fast as the broker takes them).
     #[arg(long, default_value_t = 0.0)]
     rate: f64,
+    /// Kafka record format.
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    format: Format,
 }
 
 pub fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
@@ -252,7 +257,7 @@ pub fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
             let task = &set.tasks[d];
             let known = task.labels[i] == Label::Positive && labeled[d] < a.label_first;
             labeled[d] += usize::from(known);
-            feed.send(&task.id, &record::encode(&task.id, ts, task.row(i, dim), known))?;
+            feed.send(&task.id, &a.format.encode(&task.id, ts, task.row(i, dim), known))?;
             bar.inc(1);
         }
         bar.finish_and_clear();
@@ -286,6 +291,9 @@ pub struct ReplayArgs {
     /// Label each device's first N benign records "normal" (positive window).
     #[arg(long, default_value_t = 0)]
     label_first: usize,
+    /// Kafka record format.
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    format: Format,
 }
 
 pub fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
@@ -324,7 +332,7 @@ pub fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
                 pacer.wait_turn();
                 let name = &names[device];
                 let ts = metapu::daemon::output::unix_now();
-                feed.send(name, &record::encode(name, ts, row, known_normal))?;
+                feed.send(name, &a.format.encode(name, ts, row, known_normal))?;
                 let c = counts.entry((name.clone(), class.to_string())).or_default();
                 c.0 += 1;
                 c.1 += u64::from(known_normal);

@@ -125,16 +125,31 @@ impl MetaPuNet {
         (z_p, z_u)
     }
 
+    // h's first layer on [x, z_p, z_u] is W_x·x + (W_z·[z_p, z_u] + b): the task part
+    // is computed once per task, not once per row, and the [N, D + 2K] concatenation
+    // is never built. Same weights, same result up to rounding.
+    fn first_layer_rows(&self, x: &Tensor) -> Tensor {
+        let (w, _) = self.h.first_layer();
+        x.matmul(&w.narrow(1, 0, self.config.input_dim).tr())
+    }
+
+    fn first_layer_tasks(&self, z_p: &Tensor, z_u: &Tensor) -> Tensor {
+        let (w, bias) = self.h.first_layer();
+        let (d, k) = (self.config.input_dim, self.config.task_dim);
+        let task = Tensor::cat(&[z_p, z_u], -1).matmul(&w.narrow(1, d, 2 * k).tr());
+        match bias {
+            Some(b) => task + b,
+            None => task,
+        }
+    }
+
     /// Embeddings h([x, z_p, z_u]) for rows `x` (`[B, N, D]`) of each task → `[B, N, M]`.
     pub fn embed(&self, x: &Tensor, z_p: &Tensor, z_u: &Tensor) -> Tensor {
         if !self.config.use_task_vectors {
             return self.h.forward(x).softplus();
         }
-        let (b, n, _) = x.size3().expect("rows must be [B, N, D]");
-        let k = self.config.task_dim;
-        let zp = z_p.unsqueeze(1).expand([b, n, k], false);
-        let zu = z_u.unsqueeze(1).expand([b, n, k], false);
-        self.h.forward(&Tensor::cat(&[x, &zp, &zu], -1)).softplus()
+        let first = (self.first_layer_rows(x) + self.first_layer_tasks(z_p, z_u).unsqueeze(1)).relu();
+        self.h.forward_from(1, &first).softplus()
     }
 
     /// Adapt to every task of the batch: task vectors, one batched closed-form solve,
@@ -159,12 +174,45 @@ impl MetaPuNet {
     /// Density ratio of a flat list of rows `x` (`[N, D]`), row i belonging to task
     /// `task[i]` (int64 `[N]`) → `[N]`. One forward for rows of many tasks.
     pub fn ratio_flat(&self, adapted: &AdaptedBatch, task: &Tensor, x: &Tensor) -> Tensor {
-        let z_p = adapted.z_p.index_select(0, task);
-        let z_u = adapted.z_u.index_select(0, task);
         let w = adapted.w.index_select(0, task);
-        // Treat each row as its own one-row task.
-        let h = self.embed(&x.unsqueeze(1), &z_p, &z_u).squeeze_dim(1);
+        let h = if self.config.use_task_vectors {
+            // The task part of h's first layer once per task, then gathered per row.
+            let tasks = self.first_layer_tasks(&adapted.z_p, &adapted.z_u).index_select(0, task);
+            self.h.forward_from(1, &(self.first_layer_rows(x) + tasks).relu()).softplus()
+        } else {
+            self.h.forward(x).softplus()
+        };
         let kind = h.kind();
         (h * w).sum_dim_intlist(-1, false, kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_first_layer_equals_the_concatenated_input() {
+        let _g = tch::no_grad_guard();
+        let net = MetaPuNet::new(NetConfig::paper(7, 4), Device::Cpu);
+        net.init_from_seed(3);
+        let x = Tensor::randn([3, 5, 7], (Kind::Float, Device::Cpu));
+        let z_p = Tensor::randn([3, 4], (Kind::Float, Device::Cpu));
+        let z_u = Tensor::randn([3, 4], (Kind::Float, Device::Cpu));
+        let expand = |z: &Tensor| z.unsqueeze(1).expand([3, 5, 4], false);
+        let concatenated = net.h.forward(&Tensor::cat(&[&x, &expand(&z_p), &expand(&z_u)], -1)).softplus();
+        let split = net.embed(&x, &z_p, &z_u);
+        assert!(split.allclose(&concatenated, 1e-5, 1e-6, false));
+        // Per-row gathering of task parts (scoring) agrees with the grouped form.
+        let adapted = AdaptedBatch {
+            z_p: z_p.shallow_clone(),
+            z_u: z_u.shallow_clone(),
+            w: Tensor::rand([3, 100], (Kind::Float, Device::Cpu)),
+            prior: Tensor::ones([3], (Kind::Float, Device::Cpu)),
+        };
+        let grouped = net.ratio_grouped(&adapted, &x);
+        let task = Tensor::from_slice(&[0i64, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2]);
+        let flat = net.ratio_flat(&adapted, &task, &x.reshape([15, 7]));
+        assert!(flat.allclose(&grouped.reshape([15]), 1e-4, 1e-5, false));
     }
 }

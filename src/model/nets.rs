@@ -19,14 +19,24 @@ impl Mlp {
     }
 
     pub fn forward(&self, x: &Tensor) -> Tensor {
+        self.forward_from(0, x)
+    }
+
+    /// The layers from `start` on, applied to `x` (the input of layer `start`).
+    pub fn forward_from(&self, start: usize, x: &Tensor) -> Tensor {
         let last = self.layers.len() - 1;
         let mut y = x.shallow_clone();
-        for (i, layer) in self.layers.iter().enumerate() {
+        for (i, layer) in self.layers.iter().enumerate().skip(start) {
             y = y.apply(layer);
             if i < last {
                 y = y.relu();
             }
         }
         y
+    }
+
+    /// Weight `[out, in]` and bias `[out]` of the first layer.
+    pub fn first_layer(&self) -> (&Tensor, Option<&Tensor>) {
+        (&self.layers[0].ws, self.layers[0].bs.as_ref())
     }
 }

@@ -1,0 +1,175 @@
+//! `make bench`, end to end: simulated N-BaIoT records for 100, 1,000 and 10,000
+//! devices through the bundled broker (tansu) and the daemon (default config, the
+//! shipped IoT model), which consumes, decodes, scores and publishes alerts.
+//! Warm start: each device first sends 20 records (10 labeled normal) and the
+//! measurement waits until every device is adapted. Then 200,000 records are
+//! produced as fast as the broker takes them while the daemon consumes.
+//! Throughput = measured records consumed ÷ time from the first to the last.
+//! The producer runs on the same 2 cores. Prints numbers; asserts nothing.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use metapu::broker::{self, LocalBroker};
+use metapu::daemon::config::DaemonConfig;
+use metapu::daemon::{kafka, record, service};
+use metapu::traffic::simulate::{fleet_tasks, FleetConfig};
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+
+const RECORDS: usize = 200_000;
+const LABELED: usize = 10;
+const WARM_UP: usize = 20;
+
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // A pool of simulated rows (benign and attack) to deal out to the devices.
+    let fleet = fleet_tasks(&FleetConfig {
+        devices: 50,
+        duration_s: 300.0,
+        seed: 9,
+        attacked_share: 1.0,
+        max_rows_per_class: Some(500),
+        ..FleetConfig::default()
+    });
+    let pool: Vec<(&[f32], bool)> = fleet
+        .tasks
+        .tasks
+        .iter()
+        .flat_map(|t| {
+            (0..t.len()).map(move |i| (t.row(i, 115), t.labels[i] == metapu::data::Label::Positive))
+        })
+        .collect();
+    println!("metapu end-to-end benchmark: {RECORDS} records per row of the table, the bundled broker, the daemon with default settings and models/iot-default.safetensors");
+    println!();
+    println!("| devices | format | producer (records/s) | end to end, producer running (records/s) | end to end, daemon alone on the rest of the backlog (records/s) | alerts | process RSS (daemon, producer, records) |");
+    println!("|---|---|---|---|---|---|---|");
+    for (devices, binary) in [100usize, 1_000, 10_000].into_iter().flat_map(|d| [(d, false), (d, true)]) {
+        let port = broker::free_port().expect("a free port");
+        let bin = broker::binary_in(root);
+        let broker =
+            LocalBroker::start(&bin, port).expect("bundled broker (make bench runs scripts/setup.sh)");
+        let boot = broker.bootstrap();
+        let mut cfg = DaemonConfig::defaults();
+        cfg.kafka.brokers = boot.clone();
+        cfg.kafka.group_id = format!("bench-{devices}-{binary}");
+        cfg.kafka.options.insert("session.timeout.ms".into(), "6000".into());
+        cfg.kafka.options.insert("heartbeat.interval.ms".into(), "500".into());
+        cfg.model.path = root.join("models/iot-default.safetensors");
+        cfg.http.listen = "127.0.0.1:0".into();
+        cfg.windows.bootstrap_positives = 0;
+        let input = cfg.kafka.input_topics[0].clone();
+        kafka::ensure_topics(&cfg.kafka, &[(input.as_str(), 1)], Duration::from_secs(10)).await.ok();
+
+        // Warm-up: each device's first records, some labeled normal; then the stream.
+        let warm = WARM_UP * devices;
+        // Devices with a labeled record in the warm-up: the ones that get adapted.
+        let labeled_devices = (0..devices)
+            .filter(|d| (0..LABELED).any(|round| pool[(d * 7919 + round) % pool.len()].1))
+            .count();
+        let payloads: Vec<(String, Vec<u8>)> = (0..warm + RECORDS)
+            .map(|i| {
+                let d = i % devices;
+                let round = i / devices;
+                let (row, normal) = pool[(d * 7919 + round) % pool.len()];
+                let name = format!("device-{d:05}");
+                let labeled = round < LABELED && normal;
+                let p = if binary {
+                    record::encode_binary(&name, i as f64, row, labeled)
+                } else {
+                    record::encode(&name, i as f64, row, labeled)
+                };
+                (name, p)
+            })
+            .collect();
+        let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+            .set("bootstrap.servers", &boot)
+            .set("linger.ms", "20")
+            .set("batch.num.messages", "10000")
+            .set("queue.buffering.max.messages", "500000")
+            .create()
+            .expect("producer");
+        let send_all = |part: &[(String, Vec<u8>)]| {
+            for (key, value) in part {
+                let mut rec = BaseRecord::to(&input).key(key.as_str()).payload(value.as_slice());
+                loop {
+                    match producer.send(rec) {
+                        Ok(()) => break,
+                        Err((_, r)) => {
+                            rec = r;
+                            producer.poll(Duration::from_millis(5));
+                        }
+                    }
+                }
+            }
+            producer.flush(Duration::from_secs(120)).expect("records delivered");
+        };
+        send_all(&payloads[..warm]);
+
+        let daemon = service::start(cfg.clone()).await.expect("daemon starts");
+        let m = &daemon.metrics;
+        let limit = Instant::now() + Duration::from_secs(120);
+        while (m.records_consumed.get() < warm as u64 || m.adaptations.get() < labeled_devices as u64)
+            && Instant::now() < limit
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (consumed0, alerts0) = (m.records_consumed.get(), m.alerts.get());
+        // The producer shares the 2 cores while it runs; once it is done the daemon
+        // works off the rest of the backlog alone: that tail is the daemon's rate.
+        let consumed_at = |t: &std::sync::Mutex<Option<(Instant, u64)>>| t.lock().ok().and_then(|g| *g);
+        let produced_at = std::sync::Mutex::new(None);
+        let (produce, first, last, peak_rss) = std::thread::scope(|s| {
+            let producing = s.spawn(|| {
+                let t = Instant::now();
+                send_all(&payloads[warm..]);
+                if let Ok(mut g) = produced_at.lock() {
+                    *g = Some((Instant::now(), m.records_consumed.get()));
+                }
+                RECORDS as f64 / t.elapsed().as_secs_f64()
+            });
+            let mut first: Option<Instant> = None;
+            let mut peak_rss: f64 = 0.0;
+            let limit = Instant::now() + Duration::from_secs(600);
+            while m.records_consumed.get() < consumed0 + RECORDS as u64 && Instant::now() < limit {
+                if first.is_none() && m.records_consumed.get() > consumed0 {
+                    first = Some(Instant::now());
+                }
+                peak_rss = peak_rss.max(rss_mib(std::process::id()));
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            (producing.join().unwrap_or(f64::NAN), first, Instant::now(), peak_rss)
+        });
+        let consumed = m.records_consumed.get() - consumed0;
+        let overall = first.map_or(f64::NAN, |f| consumed as f64 / (last - f).as_secs_f64());
+        let alone = match consumed_at(&produced_at) {
+            Some((t, c)) if c < consumed0 + consumed && (last - t).as_secs_f64() > 0.5 => {
+                format!("{:.0}", (consumed0 + consumed - c) as f64 / (last - t).as_secs_f64())
+            }
+            _ => "– (kept up with the producer)".into(),
+        };
+        println!(
+            "| {devices} | {} | {produce:.0} | {overall:.0}{} | {alone} | {} | {peak_rss:.0} MiB |",
+            if binary { "binary" } else { "JSON" },
+            if consumed < RECORDS as u64 {
+                format!(" ({consumed} of {RECORDS} in 600 s)")
+            } else {
+                String::new()
+            },
+            m.alerts.get() - alerts0
+        );
+        drop(payloads);
+        daemon.shutdown().await.ok();
+        drop(broker);
+    }
+}
