@@ -127,16 +127,12 @@ async fn main() {
         let (consumed0, alerts0) = (m.records_consumed.get(), m.alerts.get());
         // The producer shares the 2 cores while it runs; once it is done the daemon
         // works off the rest of the backlog alone: that tail is the daemon's rate.
-        let consumed_at = |t: &std::sync::Mutex<Option<(Instant, u64)>>| t.lock().ok().and_then(|g| *g);
-        let produced_at = std::sync::Mutex::new(None);
-        let (produce, first, last, peak_rss) = std::thread::scope(|s| {
+        let (produced, first, last, peak_rss) = std::thread::scope(|s| {
+            // Returns its rate, and when it finished with how much consumed by then.
             let producing = s.spawn(|| {
                 let t = Instant::now();
                 send_all(&payloads[warm..]);
-                if let Ok(mut g) = produced_at.lock() {
-                    *g = Some((Instant::now(), m.records_consumed.get()));
-                }
-                RECORDS as f64 / t.elapsed().as_secs_f64()
+                (RECORDS as f64 / t.elapsed().as_secs_f64(), Instant::now(), m.records_consumed.get())
             });
             let mut first: Option<Instant> = None;
             let mut peak_rss: f64 = 0.0;
@@ -148,12 +144,13 @@ async fn main() {
                 peak_rss = peak_rss.max(rss_mib(std::process::id()));
                 std::thread::sleep(Duration::from_millis(10));
             }
-            (producing.join().unwrap_or(f64::NAN), first, Instant::now(), peak_rss)
+            (producing.join().ok(), first, Instant::now(), peak_rss)
         });
         let consumed = m.records_consumed.get() - consumed0;
         let overall = first.map_or(f64::NAN, |f| consumed as f64 / (last - f).as_secs_f64());
-        let alone = match consumed_at(&produced_at) {
-            Some((t, c)) if c < consumed0 + consumed && (last - t).as_secs_f64() > 0.5 => {
+        let produce = produced.map_or(f64::NAN, |(rate, ..)| rate);
+        let alone = match produced {
+            Some((_, t, c)) if c < consumed0 + consumed && (last - t).as_secs_f64() > 0.5 => {
                 format!("{:.0}", (consumed0 + consumed - c) as f64 / (last - t).as_secs_f64())
             }
             _ => "– (kept up with the producer)".into(),

@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use metapu::data::split::Split;
 use metapu::data::{csv_tasks, Label};
 use metapu::traffic::pcap::PcapReader;
-use metapu::traffic::profiles::{Attack, DeviceType, ATTACKS};
+use metapu::traffic::profiles::{Attack, DeviceType};
 use metapu::traffic::replay::{self, Replayer, Step};
 use metapu::traffic::simulate::{self, FleetConfig};
 use metapu::traffic::{feature_names, AfterImage};
@@ -186,7 +186,7 @@ pub fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
     let cfg = FleetConfig {
         devices: a.devices,
         types: a.types.clone(),
-        attacks: if a.attacks.is_empty() { ATTACKS.to_vec() } else { a.attacks.clone() },
+        attacks: a.attacks.clone(),
         duration_s: a.duration,
         seed: a.seed,
         attacked_share: a.attacked,
@@ -216,14 +216,14 @@ pub fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = &a.split_out {
         let mut split = Split::default();
+        // Every 1/share-th device of the others validates.
+        let every = (1.0 / a.validation_share.clamp(0.01, 1.0)).round().max(1.0) as usize;
         let mut k = 0usize;
         for p in plans {
             if a.holdout_types.contains(&p.kind) {
                 split.target.push(p.name.clone());
             } else {
-                // Every 1/share-th device of the others validates.
                 k += 1;
-                let every = (1.0 / a.validation_share.clamp(0.01, 1.0)).round().max(1.0) as usize;
                 if k % every == 0 {
                     split.validation.push(p.name.clone());
                 } else {

@@ -88,7 +88,7 @@ struct Wire {
 /// First bytes of a binary record (see [`encode_binary`]); JSON cannot start so.
 pub const BINARY_MAGIC: &[u8; 4] = b"MPR1";
 
-/// A binary record's fields, before the checks both formats share.
+/// A message's fields, from JSON or binary, before the checks both formats share.
 struct Fields {
     device: Option<String>,
     ts: f64,

@@ -107,14 +107,25 @@ impl fmt::Display for DeviceType {
     }
 }
 
+/// The entry of `all` whose name is `wanted`, or an error that lists the names.
+fn by_name<T: Copy>(
+    given: &str,
+    wanted: &str,
+    all: &[T],
+    name: fn(T) -> &'static str,
+    what: &str,
+) -> Result<T, String> {
+    all.iter().copied().find(|&t| name(t) == wanted).ok_or_else(|| {
+        let names: Vec<&str> = all.iter().map(|&t| name(t)).collect();
+        format!("unknown {what} '{given}' (one of {})", names.join(", "))
+    })
+}
+
 impl FromStr for DeviceType {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let wanted = s.trim().replace('-', "_").to_ascii_lowercase();
-        DEVICE_TYPES.into_iter().find(|t| t.name() == wanted).ok_or_else(|| {
-            let all: Vec<&str> = DEVICE_TYPES.iter().map(|t| t.name()).collect();
-            format!("unknown device type '{s}' (one of {})", all.join(", "))
-        })
+        by_name(s, &wanted, &DEVICE_TYPES, DeviceType::name, "device type")
     }
 }
 
@@ -203,10 +214,6 @@ impl fmt::Display for Attack {
 impl FromStr for Attack {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let wanted = s.trim().to_ascii_lowercase();
-        ATTACKS.into_iter().find(|a| a.name() == wanted).ok_or_else(|| {
-            let all: Vec<&str> = ATTACKS.iter().map(|a| a.name()).collect();
-            format!("unknown attack '{s}' (one of {})", all.join(", "))
-        })
+        by_name(s, &s.trim().to_ascii_lowercase(), &ATTACKS, Attack::name, "attack")
     }
 }

@@ -21,7 +21,9 @@ pub const DEFAULT_START_TS: f64 = 1_505_606_400.0;
 #[derive(Debug, Clone, PartialEq)]
 pub struct FleetConfig {
     pub devices: usize,
+    /// Assigned in turn; empty = all five.
     pub types: Vec<DeviceType>,
+    /// Drawn from for each attacked device; empty = all ten.
     pub attacks: Vec<Attack>,
     pub duration_s: f64,
     pub seed: u64,
@@ -403,20 +405,6 @@ pub struct DeviceRows {
     pub features: Vec<f32>,
     pub ts: Vec<f64>,
     pub normal: Vec<bool>,
-}
-
-impl DeviceRows {
-    pub fn len(&self) -> usize {
-        self.ts.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ts.is_empty()
-    }
-
-    pub fn row(&self, i: usize) -> &[f32] {
-        &self.features[i * FEATURES..(i + 1) * FEATURES]
-    }
 }
 
 pub fn device_rows(cfg: &FleetConfig, device: &DevicePlan) -> DeviceRows {

@@ -58,6 +58,10 @@ impl Damped {
     pub fn std(&self) -> f64 {
         self.variance().sqrt()
     }
+
+    pub fn last_update(&self) -> f64 {
+        self.last
+    }
 }
 
 /// The seven statistics N-BaIoT reports for a two-way stream (channel or socket),
@@ -125,12 +129,6 @@ impl DampedPair {
 
     pub fn last_update(&self) -> f64 {
         self.side[0].last.max(self.side[1].last)
-    }
-}
-
-impl Damped {
-    pub fn last_update(&self) -> f64 {
-        self.last
     }
 }
 
