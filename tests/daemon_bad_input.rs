@@ -213,7 +213,12 @@ async fn each_kind_of_bad_input_is_dead_lettered_counted_and_harmless() {
         .map(|s| s["score"].as_f64().unwrap())
         .collect();
     assert_eq!(probe_scores.len(), 8, "{scores:?}");
-    assert_eq!(probe_scores[..4], probe_scores[4..], "scores changed across the bad input");
+    // Equal up to float rounding: the probes may share a micro-batch with other records the
+    // second time, and batch composition moves the last bit of a matmul. A poisoned window or
+    // model would move them by far more than 1e-5.
+    for (before, after) in probe_scores[..4].iter().zip(&probe_scores[4..]) {
+        assert!((before - after).abs() <= 1e-5, "scores changed across the bad input: {probe_scores:?}");
+    }
 
     // Counted per kind.
     let body = http_get(daemon.http_addr, "/metrics").1;
