@@ -54,7 +54,14 @@ async fn main() {
     println!();
     println!("| devices | format | producer (records/s) | end to end, producer running (records/s) | end to end, daemon alone on the rest of the backlog (records/s) | alerts | process RSS (daemon, producer, records) |");
     println!("|---|---|---|---|---|---|---|");
-    for (devices, binary) in [100usize, 1_000, 10_000].into_iter().flat_map(|d| [(d, false), (d, true)]) {
+    // E2E_ROWS=1000:binary,100:json runs only those rows (default: all six).
+    let only = std::env::var("E2E_ROWS").unwrap_or_default();
+    let wanted = |devices: usize, binary: bool| {
+        let row = format!("{devices}:{}", if binary { "binary" } else { "json" });
+        only.is_empty() || only.split(',').any(|r| r.trim() == row)
+    };
+    let rows = [100usize, 1_000, 10_000].into_iter().flat_map(|d| [(d, false), (d, true)]);
+    for (devices, binary) in rows.filter(|&(d, b)| wanted(d, b)) {
         let port = broker::free_port().expect("a free port");
         let bin = broker::binary_in(root);
         let broker =

@@ -201,3 +201,44 @@ async fn a_model_reload_keeps_windows_and_a_bad_model_is_refused() {
     assert!(scored, "the old model stopped scoring");
     daemon.shutdown().await.unwrap();
 }
+
+/// Batch outputs in flight: a batch's offsets are released only once every one of its
+/// outputs is acknowledged, oldest batch first, and a failed delivery is sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivered_batches_release_their_offsets_in_order() {
+    use metapu::daemon::delivery::{Deliveries, Output};
+    use rdkafka::producer::FutureProducer;
+    use rdkafka::ClientConfig;
+
+    let cluster = mock("m9", 1);
+    let boot = cluster.bootstrap_servers();
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &boot)
+        .set("message.timeout.ms", "1500")
+        .create()
+        .unwrap();
+    let mut deliveries = Deliveries::new(producer, 4);
+    let output = |i: u8| Output { topic: "m9.alerts".into(), key: Some(format!("k{i}")), value: vec![i] };
+
+    cluster.broker_down(1).unwrap();
+    deliveries.submit((0..3).map(output).collect(), vec![("in".into(), 0, 10)]);
+    deliveries.submit((3..5).map(output).collect(), vec![("in".into(), 0, 20)]);
+    let mut failed = 0;
+    let started = std::time::Instant::now();
+    while failed == 0 && started.elapsed() < Duration::from_secs(20) {
+        let settled = deliveries.poll();
+        assert!(settled.offsets.is_empty(), "offsets released before acknowledgement");
+        failed += settled.failed;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(failed > 0, "no delivery failed with the broker down");
+    assert_eq!(deliveries.in_flight(), 2);
+
+    cluster.broker_up(1).unwrap();
+    let offsets = deliveries.wait_all(|_| {}).await;
+    assert_eq!(offsets, vec![("in".to_string(), 0, 10), ("in".to_string(), 0, 20)]);
+    assert_eq!(deliveries.in_flight(), 0);
+    let got = read_topic(&boot, "m9.alerts", Duration::from_secs(20), |m| m.len() >= 5);
+    let values: HashSet<u8> = got.iter().map(|(_, v)| v[0]).collect();
+    assert_eq!(values, (0..5).collect(), "every output delivered at least once");
+}

@@ -134,6 +134,17 @@ fn windows_keep_the_newest_rows() {
 }
 
 #[test]
+fn rows_handed_to_adaptation_are_not_changed_by_later_records() {
+    let mut w = RowWindow::new(2, 2);
+    w.push(&[1.0, 1.0]);
+    let handed = w.shared();
+    w.push(&[2.0, 2.0]);
+    w.push(&[3.0, 3.0]);
+    assert_eq!(*handed, [1.0, 1.0], "the adapter's copy");
+    assert_eq!(w.rows(), [3.0, 3.0, 2.0, 2.0], "the window moved on");
+}
+
+#[test]
 fn device_table_bootstraps_evicts_and_schedules() {
     let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
     let mut t = DeviceTable::new(1, sizes, 2);

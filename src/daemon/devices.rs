@@ -7,7 +7,7 @@ use crate::model::TaskState;
 
 use super::output::Source;
 use super::snapshot::Snapshot;
-use super::windows::RowWindow;
+use super::windows::{RowWindow, SharedRows};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowSizes {
@@ -218,11 +218,11 @@ impl DeviceTable {
             .collect()
     }
 
-    /// Copy a device's windows for adaptation and mark them handed over.
-    pub fn take_windows(&mut self, id: &str) -> Option<(Vec<f32>, Vec<f32>)> {
+    /// A device's windows for adaptation (shared, copy on write), marked handed over.
+    pub fn take_windows(&mut self, id: &str) -> Option<(SharedRows, SharedRows)> {
         let d = self.devices.get_mut(id)?;
         d.changed = 0;
-        Some((d.positive.rows().to_vec(), d.unlabeled.rows().to_vec()))
+        Some((d.positive.shared(), d.unlabeled.shared()))
     }
 
     /// Install restored windows (state topic); counts as seen now.

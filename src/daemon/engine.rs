@@ -9,6 +9,7 @@ use crate::model::{Model, Support, TaskState};
 use super::devices::{DeviceTable, WindowSizes};
 use super::output::Source;
 use super::record::FeatureRecord;
+use super::windows::SharedRows;
 
 /// Outcome for one record.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,8 +41,8 @@ pub struct Processed {
 #[derive(Debug, Clone)]
 pub struct AdaptJob {
     pub device: String,
-    pub positive: Vec<f32>,
-    pub unlabeled: Vec<f32>,
+    pub positive: SharedRows,
+    pub unlabeled: SharedRows,
 }
 
 pub struct Engine {

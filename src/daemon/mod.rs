@@ -7,12 +7,13 @@
 //! - [`engine`] — scoring and adaptation without Kafka
 //! - [`adapter`] — the background adaptation thread
 //! - [`kafka`], [`snapshot`] — Kafka plumbing and the state changelog format
-//! - [`output`] — what is published
+//! - [`output`] — what is published; [`delivery`] — outputs in flight, offsets released on acknowledgement
 //! - [`metrics`], [`http`], [`notify`] — operations
 //! - [`service`] — the main loop
 
 pub mod adapter;
 pub mod config;
+pub mod delivery;
 pub mod devices;
 pub mod engine;
 pub mod http;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
@@ -18,6 +19,7 @@ use crate::model::{file, Model};
 
 use super::adapter::Adapter;
 use super::config::DaemonConfig;
+use super::delivery::{Deliveries, Output, PartitionOffset};
 use super::devices::WindowSizes;
 use super::engine::{run_adaptation, AdaptJob, Engine, Verdict};
 use super::http::{self, HttpState};
@@ -178,6 +180,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         ready: Arc::clone(&ready),
         shared,
         consumer: Some(consumer),
+        deliveries: Deliveries::new(producer.clone(), MAX_BATCHES_IN_FLIGHT),
         producer,
         state_partitions,
         started: Instant::now(),
@@ -209,6 +212,9 @@ struct Service {
     ready: Arc<AtomicBool>,
     shared: Arc<Shared>,
     consumer: Option<StreamConsumer<DaemonContext>>,
+    /// Outputs of micro-batches not yet wholly acknowledged.
+    deliveries: Deliveries,
+    /// Priors and snapshots; batch outputs go through `deliveries`.
     producer: FutureProducer,
     adapter: Adapter,
     /// Bumped at each model reload; adaptation results of older models are dropped.
@@ -244,6 +250,10 @@ async fn send_snapshots(
 
 /// Period of the service loop's housekeeping (adaptation, snapshots, health).
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
+
+/// Micro-batches whose outputs may await acknowledgement while the next are scored.
+/// Bounds the outputs (and unreleased offsets) held when the brokers are slow.
+const MAX_BATCHES_IN_FLIGHT: usize = 4;
 
 /// One consumed message with its decode result.
 struct Consumed {
@@ -282,6 +292,26 @@ fn decode_batch(messages: Vec<OwnedMessage>, dim: usize, max_bytes: usize) -> Ve
         out.extend(other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
         out
     })
+}
+
+/// Highest offset per input partition of a micro-batch.
+fn highest_offsets(batch: &[Consumed]) -> Vec<PartitionOffset> {
+    let mut highest: HashMap<(&str, i32), i64> = HashMap::new();
+    for c in batch {
+        let e = highest.entry((c.source.topic.as_str(), c.source.partition)).or_insert(c.source.offset);
+        *e = (*e).max(c.source.offset);
+    }
+    highest.into_iter().map(|((t, p), o)| (t.to_string(), p, o)).collect()
+}
+
+/// Outputs could not be delivered: count them and report not-ready until messages
+/// flow again (the housekeeping tick or the next consumed message clears it).
+fn mark_delivery_failed(metrics: &Metrics, shared: &Shared, ready: &AtomicBool, failed: usize) {
+    metrics.produce_errors.inc_by(failed as u64);
+    tracing::warn!(failed, "deliveries failed; retrying");
+    shared.brokers_down.store(true, Ordering::Relaxed);
+    ready.store(false, Ordering::Relaxed);
+    metrics.ready.set(0.0);
 }
 
 impl Service {
@@ -325,8 +355,16 @@ impl Service {
                         Ok(m) => {
                             last_message = Instant::now();
                             self.shared.brokers_down.store(false, Ordering::Relaxed);
-                            self.metrics.records_consumed.inc();
                             batch.push(m.detach());
+                            // Take what is already queued without a trip through the
+                            // select! per message (a backlog arrives thousands at a time).
+                            while batch.len() < self.cfg.scoring.max_batch {
+                                match consumer.recv().now_or_never() {
+                                    Some(Ok(m)) => batch.push(m.detach()),
+                                    Some(Err(e)) => { tracing::warn!(error = %e, "consume"); break; }
+                                    None => break,
+                                }
+                            }
                             deadline.get_or_insert_with(|| tokio::time::Instant::now() + max_wait);
                             if batch.len() >= self.cfg.scoring.max_batch { break; }
                         }
@@ -354,11 +392,13 @@ impl Service {
                                 last_watchdog = Instant::now();
                             }
                         }
+                        self.settle(&consumer, false).await;
                         self.refresh_health(last_message).await;
                     }
                 }
             }
-            self.handle_assignment_events().await;
+            self.metrics.records_consumed.inc_by(batch.len() as u64);
+            self.handle_assignment_events(&consumer).await;
             if !batch.is_empty() {
                 let decoded =
                     decode_batch(batch, self.engine.model.dim(), self.cfg.scoring.max_message_bytes);
@@ -383,7 +423,7 @@ impl Service {
         self.metrics.batch_records.observe(batch.len() as f64);
         let verdicts = processed.verdicts;
 
-        let mut outputs: Vec<(String, Option<String>, Vec<u8>)> = Vec::new();
+        let mut outputs: Vec<Output> = Vec::new();
         let mut verdict = verdicts.into_iter();
         for c in &batch {
             let refused = match &c.decoded {
@@ -412,25 +452,18 @@ impl Service {
                     payload_bytes: c.payload().len(),
                     time: output::unix_now(),
                 };
-                let key = c.message.key().map(|k| String::from_utf8_lossy(k).into_owned());
-                outputs.push((
-                    self.cfg.kafka.deadletter_topic.clone(),
-                    key,
-                    serde_json::to_vec(&dl).unwrap_or_default(),
-                ));
+                outputs.push(Output {
+                    topic: self.cfg.kafka.deadletter_topic.clone(),
+                    key: c.message.key().map(|k| String::from_utf8_lossy(k).into_owned()),
+                    value: serde_json::to_vec(&dl).unwrap_or_default(),
+                });
             }
         }
-        self.deliver_all(outputs).await;
-        self.store_offsets(consumer, &batch);
+        self.deliveries.submit(outputs, highest_offsets(&batch));
+        self.settle(consumer, false).await;
     }
 
-    fn outputs_for(
-        &self,
-        r: &FeatureRecord,
-        source: &Source,
-        v: Verdict,
-        out: &mut Vec<(String, Option<String>, Vec<u8>)>,
-    ) {
+    fn outputs_for(&self, r: &FeatureRecord, source: &Source, v: Verdict, out: &mut Vec<Output>) {
         let (score, decision) = match v {
             Verdict::Unknown | Verdict::Shed => {
                 self.metrics.records_unknown.inc();
@@ -449,11 +482,11 @@ impl Service {
                         model_version: self.version.clone(),
                         source: source.clone(),
                     };
-                    out.push((
-                        self.cfg.kafka.alerts_topic.clone(),
-                        Some(r.device.clone()),
-                        serde_json::to_vec(&alert).unwrap_or_default(),
-                    ));
+                    out.push(Output {
+                        topic: self.cfg.kafka.alerts_topic.clone(),
+                        key: Some(r.device.clone()),
+                        value: serde_json::to_vec(&alert).unwrap_or_default(),
+                    });
                 }
                 (Some(posterior), if anomalous { "anomalous" } else { "normal" })
             }
@@ -466,58 +499,46 @@ impl Service {
                 decision: decision.into(),
                 source: source.clone(),
             };
-            out.push((
-                self.cfg.kafka.scores_topic.clone(),
-                Some(r.device.clone()),
-                serde_json::to_vec(&s).unwrap_or_default(),
-            ));
-        }
-    }
-
-    /// Deliver every output, retrying failures until acknowledged (at-least-once).
-    async fn deliver_all(&self, outputs: Vec<(String, Option<String>, Vec<u8>)>) {
-        let mut pending = outputs;
-        let mut backoff = Duration::from_millis(100);
-        while !pending.is_empty() {
-            let sends = pending.iter().map(|(topic, key, value)| {
-                let mut rec = FutureRecord::<String, Vec<u8>>::to(topic).payload(value);
-                if let Some(k) = key {
-                    rec = rec.key(k);
-                }
-                self.producer.send(rec, Timeout::After(Duration::from_secs(30)))
+            out.push(Output {
+                topic: self.cfg.kafka.scores_topic.clone(),
+                key: Some(r.device.clone()),
+                value: serde_json::to_vec(&s).unwrap_or_default(),
             });
-            let results = futures::future::join_all(sends).await;
-            let failed: Vec<usize> =
-                results.iter().enumerate().filter(|(_, r)| r.is_err()).map(|(i, _)| i).collect();
-            if failed.is_empty() {
-                return;
-            }
-            self.metrics.produce_errors.inc_by(failed.len() as u64);
-            tracing::warn!(failed = failed.len(), "deliveries failed; retrying");
-            // Not ready while outputs cannot be delivered: the loop is held here, so the
-            // housekeeping tick that usually updates readiness is not running.
-            self.shared.brokers_down.store(true, Ordering::Relaxed);
-            self.ready.store(false, Ordering::Relaxed);
-            self.metrics.ready.set(0.0);
-            pending = failed.into_iter().map(|i| pending[i].clone()).collect();
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(5));
         }
     }
 
-    fn store_offsets(&self, consumer: &StreamConsumer<DaemonContext>, batch: &[Consumed]) {
-        let assigned = self.shared.assignment.lock().map(|a| a.clone()).unwrap_or_default();
-        let mut highest: HashMap<(&str, i32), i64> = HashMap::new();
-        for c in batch {
-            let e = highest.entry((c.source.topic.as_str(), c.source.partition)).or_insert(c.source.offset);
-            *e = (*e).max(c.source.offset);
+    /// Store the offsets of batches whose outputs are all acknowledged. With `all`,
+    /// wait for every batch in flight (revocation, shutdown); otherwise wait only while
+    /// too many are in flight.
+    async fn settle(&mut self, consumer: &StreamConsumer<DaemonContext>, all: bool) {
+        let settled = self.deliveries.poll();
+        if settled.failed > 0 {
+            self.delivery_failed(settled.failed);
         }
-        for ((topic, partition), offset) in highest {
+        self.store_offsets(consumer, &settled.offsets);
+        while self.deliveries.full() || (all && self.deliveries.in_flight() > 0) {
+            let (metrics, shared, ready) = (&self.metrics, &self.shared, &self.ready);
+            let offsets =
+                self.deliveries.wait_oldest(|n| mark_delivery_failed(metrics, shared, ready, n)).await;
+            self.store_offsets(consumer, &offsets);
+        }
+    }
+
+    fn delivery_failed(&self, failed: usize) {
+        mark_delivery_failed(&self.metrics, &self.shared, &self.ready, failed);
+    }
+
+    fn store_offsets(&self, consumer: &StreamConsumer<DaemonContext>, offsets: &[PartitionOffset]) {
+        if offsets.is_empty() {
+            return;
+        }
+        let assigned = self.shared.assignment.lock().map(|a| a.clone()).unwrap_or_default();
+        for (topic, partition, offset) in offsets {
             // Never store offsets of partitions that moved away meanwhile.
-            if !assigned.iter().any(|(t, p)| t == topic && *p == partition) {
+            if !assigned.iter().any(|(t, p)| t == topic && p == partition) {
                 continue;
             }
-            if let Err(e) = consumer.store_offset(topic, partition, offset) {
+            if let Err(e) = consumer.store_offset(topic, *partition, *offset) {
                 tracing::debug!(error = %e, topic, partition, "store offset");
             }
         }
@@ -628,9 +649,13 @@ impl Service {
         }
     }
 
-    async fn handle_assignment_events(&mut self) {
+    async fn handle_assignment_events(&mut self, consumer: &StreamConsumer<DaemonContext>) {
         let events: Vec<AssignmentEvent> =
             self.shared.events.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
+        if !events.is_empty() {
+            // Outputs of records from revoked partitions are settled while we still own them.
+            self.settle(consumer, true).await;
+        }
         for event in events {
             match event {
                 AssignmentEvent::Assigned(parts) => self.restore(&parts).await,
@@ -816,6 +841,7 @@ impl Service {
         self.ready.store(false, Ordering::Relaxed);
         self.metrics.ready.set(0.0);
         tracing::info!("shutting down: flushing, snapshotting, committing");
+        self.settle(&consumer, true).await;
         self.snapshot(None).await;
         let producer = self.producer.clone();
         let _ = tokio::task::spawn_blocking(move || producer.flush(Duration::from_secs(10))).await;

@@ -1,19 +1,28 @@
 //! A bounded window of feature rows in one flat buffer: the newest `capacity` rows,
 //! oldest overwritten first. The model is permutation-invariant, so the rows are
 //! handed out in storage order, not arrival order.
+//!
+//! The buffer is shared, not copied, when handed to adaptation: a window is copied only
+//! if a record arrives while the adapter still holds it (copy on write). Copying every
+//! window up front cost a second per 10,000 devices on the service thread.
+
+use std::sync::Arc;
+
+/// Window rows shared with adaptation.
+pub type SharedRows = Arc<Vec<f32>>;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowWindow {
     dim: usize,
     capacity: usize,
-    data: Vec<f32>,
+    data: Arc<Vec<f32>>,
     next: usize,
     len: usize,
 }
 
 impl RowWindow {
     pub fn new(dim: usize, capacity: usize) -> Self {
-        Self { dim, capacity, data: Vec::new(), next: 0, len: 0 }
+        Self { dim, capacity, data: Arc::new(Vec::new()), next: 0, len: 0 }
     }
 
     pub fn len(&self) -> usize {
@@ -31,10 +40,11 @@ impl RowWindow {
     /// Add a row (`dim` values), replacing the oldest when full.
     pub fn push(&mut self, row: &[f32]) {
         debug_assert_eq!(row.len(), self.dim);
-        if self.data.len() < self.capacity * self.dim {
-            self.data.extend_from_slice(row);
+        let data = Arc::make_mut(&mut self.data);
+        if data.len() < self.capacity * self.dim {
+            data.extend_from_slice(row);
         } else {
-            self.data[self.next * self.dim..(self.next + 1) * self.dim].copy_from_slice(row);
+            data[self.next * self.dim..(self.next + 1) * self.dim].copy_from_slice(row);
         }
         self.next = (self.next + 1) % self.capacity;
         self.len = (self.len + 1).min(self.capacity);
@@ -43,6 +53,11 @@ impl RowWindow {
     /// All rows, row-major, in storage order.
     pub fn rows(&self) -> &[f32] {
         &self.data
+    }
+
+    /// The rows as they are now, shared with the window until its next push.
+    pub fn shared(&self) -> SharedRows {
+        Arc::clone(&self.data)
     }
 
     /// Rebuild from stored rows (state restore); keeps at most `capacity` of them.

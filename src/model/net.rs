@@ -148,7 +148,9 @@ impl MetaPuNet {
         if !self.config.use_task_vectors {
             return self.h.forward(x).softplus();
         }
-        let first = (self.first_layer_rows(x) + self.first_layer_tasks(z_p, z_u).unsqueeze(1)).relu();
+        let mut first = self.first_layer_rows(x);
+        let _ = first.g_add_(&self.first_layer_tasks(z_p, z_u).unsqueeze(1));
+        let _ = first.relu_();
         self.h.forward_from(1, &first).softplus()
     }
 
@@ -178,7 +180,10 @@ impl MetaPuNet {
         let h = if self.config.use_task_vectors {
             // The task part of h's first layer once per task, then gathered per row.
             let tasks = self.first_layer_tasks(&adapted.z_p, &adapted.z_u).index_select(0, task);
-            self.h.forward_from(1, &(self.first_layer_rows(x) + tasks).relu()).softplus()
+            let mut first = self.first_layer_rows(x);
+            let _ = first.g_add_(&tasks);
+            let _ = first.relu_();
+            self.h.forward_from(1, &first).softplus()
         } else {
             self.h.forward(x).softplus()
         };

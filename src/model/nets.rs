@@ -29,7 +29,9 @@ impl Mlp {
         for (i, layer) in self.layers.iter().enumerate().skip(start) {
             y = y.apply(layer);
             if i < last {
-                y = y.relu();
+                // In place: the linear layer's output is a fresh tensor that nothing
+                // else holds, and its backward does not need it.
+                let _ = y.relu_();
             }
         }
         y

@@ -83,9 +83,21 @@ impl Preprocessor {
                 let norm = x.square().sum_dim_intlist(-1, true, kind).sqrt().clamp_min(f64::MIN_POSITIVE);
                 x / norm
             }
-            PreprocessKind::Standard => (x - vector(&self.shift)) / vector(&self.scale),
+            PreprocessKind::Standard => {
+                let mut t = x - vector(&self.shift);
+                let _ = t.g_div_(&vector(&self.scale));
+                t
+            }
+            // One buffer, worked in place: this runs over every window row at each
+            // re-adaptation, where fresh temporaries per step cost as much as the math.
+            // copysign(log1p|x|, x) is sign(x)·log1p|x| (±0 aside).
             PreprocessKind::LogStandard => {
-                (x.sign() * x.abs().log1p() - vector(&self.shift)) / vector(&self.scale)
+                let mut t = x.abs();
+                let _ = t.log1p_();
+                let _ = t.copysign_(x);
+                let _ = t.g_sub_(&vector(&self.shift));
+                let _ = t.g_div_(&vector(&self.scale));
+                t
             }
         }
     }

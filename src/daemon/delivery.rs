@@ -1,0 +1,184 @@
+//! Outputs of micro-batches in flight. A batch's outputs (alerts, dead letters,
+//! scores) are handed to the producer at once and the service goes on consuming and
+//! scoring the next batches meanwhile; a batch's input offsets are released only when
+//! every one of its outputs is acknowledged, and in consumption order. So at-least-once
+//! holds as before, without the service idling through every acknowledgement round trip.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+
+/// One record to produce.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub topic: String,
+    pub key: Option<String>,
+    pub value: Vec<u8>,
+}
+
+/// Highest consumed offset of one input partition in a batch.
+pub type PartitionOffset = (String, i32, i64);
+
+enum State {
+    /// Not handed to the producer yet, or failed: to be sent (again).
+    Unsent,
+    InFlight(DeliveryFuture),
+    Acked,
+}
+
+struct Sent {
+    output: Output,
+    state: State,
+}
+
+struct Batch {
+    offsets: Vec<PartitionOffset>,
+    outputs: Vec<Sent>,
+    retry_at: Instant,
+    backoff: Duration,
+}
+
+impl Batch {
+    fn unsent(&self) -> usize {
+        self.outputs.iter().filter(|s| matches!(s.state, State::Unsent)).count()
+    }
+}
+
+/// What a poll found.
+#[derive(Debug, Default, PartialEq)]
+pub struct Settled {
+    /// Offsets of batches now wholly acknowledged, oldest first: safe to store.
+    pub offsets: Vec<PartitionOffset>,
+    /// Deliveries that failed (each is sent again after a backoff).
+    pub failed: usize,
+}
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+pub struct Deliveries {
+    producer: FutureProducer,
+    batches: VecDeque<Batch>,
+    /// Batches allowed in flight before the service waits for the oldest.
+    pub max_in_flight: usize,
+}
+
+impl Deliveries {
+    pub fn new(producer: FutureProducer, max_in_flight: usize) -> Self {
+        Self { producer, batches: VecDeque::new(), max_in_flight: max_in_flight.max(1) }
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.batches.len()
+    }
+
+    /// Whether the service must wait for the oldest batch before taking another.
+    pub fn full(&self) -> bool {
+        self.batches.len() >= self.max_in_flight
+    }
+
+    /// Enqueue a batch's outputs; its offsets are released by a later poll or wait.
+    pub fn submit(&mut self, outputs: Vec<Output>, offsets: Vec<PartitionOffset>) {
+        let mut batch = Batch {
+            offsets,
+            outputs: outputs.into_iter().map(|output| Sent { output, state: State::Unsent }).collect(),
+            retry_at: Instant::now() + FIRST_BACKOFF,
+            backoff: FIRST_BACKOFF,
+        };
+        enqueue(&self.producer, &mut batch);
+        self.batches.push_back(batch);
+    }
+
+    /// Check the oldest batches without waiting: release the offsets of those wholly
+    /// acknowledged, and send failed outputs again once their backoff has passed.
+    pub fn poll(&mut self) -> Settled {
+        let mut settled = Settled::default();
+        while let Some(front) = self.batches.front_mut() {
+            settled.failed += check(front);
+            if front.outputs.iter().any(|s| !matches!(s.state, State::Acked)) {
+                break;
+            }
+            if let Some(batch) = self.batches.pop_front() {
+                settled.offsets.extend(batch.offsets);
+            }
+        }
+        let now = Instant::now();
+        for batch in self.batches.iter_mut().filter(|b| b.retry_at <= now && b.unsent() > 0) {
+            batch.retry_at = now + batch.backoff;
+            batch.backoff = (batch.backoff * 2).min(MAX_BACKOFF);
+            enqueue(&self.producer, batch);
+        }
+        settled
+    }
+
+    /// Wait until the oldest batch is wholly acknowledged (sending failed outputs again
+    /// with a growing backoff) and release its offsets. `on_failure` hears of every
+    /// failed round, so the caller can count it and report not-ready meanwhile.
+    pub async fn wait_oldest(&mut self, mut on_failure: impl FnMut(usize)) -> Vec<PartitionOffset> {
+        let Some(batch) = self.batches.front_mut() else { return vec![] };
+        loop {
+            enqueue(&self.producer, batch);
+            for sent in &mut batch.outputs {
+                if let State::InFlight(delivery) = &mut sent.state {
+                    sent.state = match delivery.await {
+                        Ok(Ok(_)) => State::Acked,
+                        _ => State::Unsent,
+                    };
+                }
+            }
+            let failed = batch.unsent();
+            if failed == 0 {
+                break;
+            }
+            on_failure(failed);
+            tokio::time::sleep(batch.backoff).await;
+            batch.backoff = (batch.backoff * 2).min(MAX_BACKOFF);
+        }
+        self.batches.pop_front().map(|b| b.offsets).unwrap_or_default()
+    }
+
+    /// Wait for every batch in flight; their offsets, oldest first.
+    pub async fn wait_all(&mut self, mut on_failure: impl FnMut(usize)) -> Vec<PartitionOffset> {
+        let mut offsets = Vec::new();
+        while !self.batches.is_empty() {
+            offsets.extend(self.wait_oldest(&mut on_failure).await);
+        }
+        offsets
+    }
+}
+
+/// Hand every unsent output to the producer. One the producer refuses (its queue is
+/// full) stays unsent and is tried again later.
+fn enqueue(producer: &FutureProducer, batch: &mut Batch) {
+    for sent in batch.outputs.iter_mut().filter(|s| matches!(s.state, State::Unsent)) {
+        let o = &sent.output;
+        let mut record = FutureRecord::<String, Vec<u8>>::to(&o.topic).payload(&o.value);
+        if let Some(k) = &o.key {
+            record = record.key(k);
+        }
+        if let Ok(delivery) = producer.send_result(record) {
+            sent.state = State::InFlight(delivery);
+        }
+    }
+}
+
+/// Poll a batch's deliveries once without waiting; returns how many failed (they
+/// become unsent, to be sent again).
+fn check(batch: &mut Batch) -> usize {
+    let mut failed = 0;
+    for sent in &mut batch.outputs {
+        if let State::InFlight(delivery) = &mut sent.state {
+            match delivery.now_or_never() {
+                None => {}
+                Some(Ok(Ok(_))) => sent.state = State::Acked,
+                Some(_) => {
+                    sent.state = State::Unsent;
+                    failed += 1;
+                }
+            }
+        }
+    }
+    failed
+}
