@@ -26,6 +26,11 @@ fn model() -> Model {
     }
 }
 
+/// The daemon's default devices per batched solve.
+fn adaptation_batch() -> usize {
+    metapu::daemon::config::DaemonConfig::defaults().adaptation.batch_size
+}
+
 fn rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -117,7 +122,7 @@ fn main() {
 
         let t = Instant::now();
         let jobs = engine.adaptation_jobs(1, usize::MAX);
-        let states = run_adaptation(&engine.model, &jobs, 256);
+        let states = run_adaptation(&engine.model, &jobs, adaptation_batch());
         engine.install(states);
         let adapt = t.elapsed().as_secs_f64();
 
@@ -145,7 +150,7 @@ fn main() {
 
         // Scoring latency while the adapter thread re-adapts every device (as the
         // daemon does): 256-record micro-batches until the adaptation finishes.
-        let mut adapter = Adapter::spawn(model(), 0, 256);
+        let mut adapter = Adapter::spawn(model(), 0, adaptation_batch());
         let small: Vec<FeatureRecord> =
             (0..256).map(|i| record(&mut rng, (i * 37) % devices, false)).collect();
         let mut latencies = Vec::new();

@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use metapu::daemon::adapter::Adapter;
 use metapu::daemon::config::{DaemonConfig, Sources};
 use metapu::daemon::devices::{DeviceTable, WindowSizes};
 use metapu::daemon::engine::{run_adaptation, Engine, Verdict};
@@ -252,4 +253,44 @@ fn the_engine_scores_only_adapted_devices() {
     assert_eq!(v[1], Verdict::Unknown);
     e.replace_model(model());
     assert_eq!(e.score([&r2].into_iter()), [Verdict::Unknown], "states of the old model are dropped");
+}
+
+/// The nice value in a /proc `stat` file (field 19).
+#[cfg(target_os = "linux")]
+fn nice_in(stat: &str) -> Option<i32> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(16)?.parse().ok()
+}
+
+/// Nice value of this process's thread named `name`.
+#[cfg(target_os = "linux")]
+fn thread_nice(name: &str) -> Option<i32> {
+    std::fs::read_dir("/proc/self/task").ok()?.flatten().find_map(|task| {
+        let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
+        if comm.trim() != name {
+            return None;
+        }
+        nice_in(&std::fs::read_to_string(task.path().join("stat")).ok()?)
+    })
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_adaptation_thread_yields_the_cpu_to_scoring() {
+    let model = Model {
+        net: MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu),
+        preprocess: Preprocessor::identity(PreprocessKind::None, 2),
+        feature_names: vec!["a".into(), "b".into()],
+        provenance: Provenance::default(),
+    };
+    let own = nice_in(&std::fs::read_to_string("/proc/thread-self/stat").unwrap()).unwrap();
+    let _adapter = Adapter::spawn(model, 0, 8);
+    let expected = (own + 10).min(19);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut nice = thread_nice("metapu-adapt");
+    while nice != Some(expected) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        nice = thread_nice("metapu-adapt");
+    }
+    assert_eq!(nice, Some(expected), "the adapter runs 10 nice levels below the thread that started it");
 }

@@ -10,6 +10,35 @@ use crate::model::{Model, TaskState};
 
 use super::engine::{run_adaptation, AdaptJob};
 
+/// How many nice levels the adaptation thread (and the torch workers it starts) runs
+/// below the daemon: scoring comes first, adaptation takes the CPU time scoring leaves.
+/// Relative, so a unit's own `Nice=` still applies to both.
+const ADAPTER_NICE_OFFSET: i32 = 10;
+
+/// Lower the calling thread's CPU priority by `offset` nice levels (on Linux the nice
+/// value is per thread, and threads it starts inherit it). Raising the nice value needs
+/// no privilege; a failure only leaves the priority as it was.
+fn lower_priority(offset: i32) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain syscalls on the calling thread's own id; errno is thread-local.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        // getpriority returns the nice value, and -1 is a valid one: errno tells.
+        *libc::__errno_location() = 0;
+        let current = libc::getpriority(libc::PRIO_PROCESS, tid);
+        if current == -1 && *libc::__errno_location() != 0 {
+            tracing::debug!("could not read the adaptation thread's priority");
+            return;
+        }
+        let nice = (current + offset).min(19);
+        if libc::setpriority(libc::PRIO_PROCESS, tid, nice) != 0 {
+            tracing::debug!(nice, "could not lower the adaptation thread's priority");
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = offset;
+}
+
 enum Message {
     Model(Box<Model>, u64),
     Adapt(u64, Vec<AdaptJob>),
@@ -37,6 +66,7 @@ impl Adapter {
         let thread = std::thread::Builder::new()
             .name("metapu-adapt".into())
             .spawn(move || {
+                lower_priority(ADAPTER_NICE_OFFSET);
                 let (mut model, mut current) = (model, generation);
                 while let Ok(message) = rx.recv() {
                     match message {
