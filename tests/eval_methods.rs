@@ -119,3 +119,43 @@ fn meta_learned_baselines_beat_chance_on_separable_tasks() {
         eprintln!("{method:?}: {acc:.3}");
     }
 }
+
+#[test]
+fn episodes_drawn_at_a_prior_keep_it_in_the_support_and_the_query() {
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    // Balanced tasks: without episode priors every support and query would sit near 0.5.
+    let tasks: Vec<Task> = (0..4).map(|i| easy_task(&format!("s{i}"), 150, 150, &mut rng)).collect();
+    let sources: Vec<SourceTask> =
+        (0..4).filter_map(|i| SourceTask::partition(i, &tasks[i], 0.5, &mut rng)).collect();
+    let cfg = SamplerConfig { episode_priors: vec![0.2, 0.8], ..SamplerConfig::default() };
+    let sampler = EpisodeSampler {
+        sources: &sources,
+        tasks: &tasks,
+        dim: 2,
+        cfg: &cfg,
+        kind: Kind::Float,
+        device: Device::Cpu,
+    };
+    let batch = sampler.sample(200, &mut rng);
+    let support_prior = Vec::<f32>::try_from(&batch.support_prior).unwrap();
+    let query_pos = Vec::<f32>::try_from(batch.query_y.sum_dim_intlist(1, false, Kind::Float)).unwrap();
+    let query_all = Vec::<f32>::try_from(batch.query_mask.sum_dim_intlist(1, false, Kind::Float)).unwrap();
+    let unlabeled = Vec::<f32>::try_from(batch.support.unl.sum_dim_intlist(1, false, Kind::Float)).unwrap();
+    let mut seen = [0usize; 2];
+    for b in 0..200 {
+        let prior = if support_prior[b] < 0.5 { 0.2 } else { 0.8 };
+        seen[usize::from(prior > 0.5)] += 1;
+        // 25–29 unlabeled rows: the share is the nearest count to π·n.
+        assert!(
+            (support_prior[b] - prior).abs() <= 0.5 / unlabeled[b] + 1e-6,
+            "support {b}: {}",
+            support_prior[b]
+        );
+        assert!((25.0..=29.0).contains(&unlabeled[b]), "support {b} has {} unlabeled rows", unlabeled[b]);
+        // The query shrinks when a class runs short but keeps the ratio (±1 row).
+        let ratio = query_pos[b] / query_all[b];
+        assert!((ratio - prior).abs() < 0.03, "query {b}: {ratio} of {}", query_all[b]);
+        assert!(query_all[b] >= 80.0, "query {b} has {} rows", query_all[b]);
+    }
+    assert!(seen.iter().all(|&n| n > 60), "both priors drawn: {seen:?}");
+}

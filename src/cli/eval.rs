@@ -63,6 +63,15 @@ pub struct EvalArgs {
     /// Weight of our prior term in meta-training (0 = the paper's loss).
     #[arg(long, default_value_t = 1.0)]
     prior_loss_weight: f64,
+    /// Draw each meta-training episode's class prior from these (e.g.
+    /// 0.2,0.4,0.6,0.8, the evaluation protocol's) and sample its unlabeled support and
+    /// query at it. Default: each source task's own ratio (the paper's sampling).
+    #[arg(long, value_delimiter = ',')]
+    episode_priors: Vec<f64>,
+    /// Scale of our networks' initial weight bounds (1 = Kaiming-uniform; 0.408 =
+    /// PyTorch's nn.Linear default).
+    #[arg(long, default_value_t = 1.0)]
+    init_scale: f64,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Where results.json, results.md and the SVG figures go.
@@ -114,7 +123,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
             .collect::<anyhow::Result<_>>()?
     };
     let protocol = ProtocolConfig { test_size: a.test_size, ..ProtocolConfig::default() };
-    let train = TrainConfig {
+    let mut train = TrainConfig {
         seed: a.seed,
         max_iterations: a.iterations,
         eval_every: a.eval_every,
@@ -123,8 +132,10 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         preprocess: a.preprocess,
         protocol: protocol.clone(),
         prior_loss_weight: a.prior_loss_weight,
+        init_scale: a.init_scale,
         ..TrainConfig::default()
     };
+    train.sampler.episode_priors = super::train::checked_priors(&a.episode_priors)?;
     let cfg = EvalConfig {
         seed: a.seed,
         methods,

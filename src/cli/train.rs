@@ -62,6 +62,15 @@ pub struct TrainArgs {
     /// (0 = the paper's loss).
     #[arg(long, default_value_t = 1.0)]
     prior_loss_weight: f64,
+    /// Draw each meta-training episode's class prior from these (e.g.
+    /// 0.2,0.4,0.6,0.8, the evaluation protocol's) and sample its unlabeled support and
+    /// query at it. Default: each source task's own ratio (the paper's sampling).
+    #[arg(long, value_delimiter = ',')]
+    episode_priors: Vec<f64>,
+    /// Scale of the initial weight bounds (1 = Kaiming-uniform; 0.408 = PyTorch's
+    /// nn.Linear default).
+    #[arg(long, default_value_t = 1.0)]
+    init_scale: f64,
     /// Torch intra-op threads (default: torch's choice).
     #[arg(long)]
     threads: Option<i32>,
@@ -137,9 +146,11 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
         preprocess: a.preprocess,
         validation_repeats: a.validation_repeats.max(1),
         prior_loss_weight: a.prior_loss_weight,
+        init_scale: a.init_scale,
         ..TrainConfig::default()
     };
     cfg.sampler.query_size = a.query_size.max(2);
+    cfg.sampler.episode_priors = checked_priors(&a.episode_priors)?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
@@ -173,4 +184,12 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
         a.out.display()
     );
     Ok(())
+}
+
+/// Episode priors must lie in (0, 1).
+pub(crate) fn checked_priors(priors: &[f64]) -> anyhow::Result<Vec<f64>> {
+    if let Some(p) = priors.iter().find(|p| !(**p > 0.0 && **p < 1.0)) {
+        bail!("--episode-priors: {p} is not a prior strictly between 0 and 1");
+    }
+    Ok(priors.to_vec())
 }

@@ -4,7 +4,9 @@
 //! - MnnPU / MDRE (MAML-style): one 5-layer network (100 hidden units) whose
 //!   weights take 3 gradient steps on each support (nnPU risk / uLSIF squared loss),
 //!   meta-trained through those steps on the query's classification risk.
-//! - NP: a classifier v([x, z_p, z_u, π]) with task vectors from f, g as in ours.
+//! - NP: a classifier v([x, z_p, z_u]) with task vectors from f, g as in ours (the
+//!   paper's; it is not given the prior: with π as an input it learned to predict the
+//!   majority class from π alone).
 
 use std::time::Instant;
 
@@ -112,7 +114,7 @@ impl MetaModel {
             MetaBaseline::Np { task_dim } => {
                 let f = Mlp::new(&(&root / "f"), &[dim, 100, 100, 100]);
                 let g = Mlp::new(&(&root / "g"), &[100, 100, task_dim]);
-                let v = Mlp::new(&(&root / "v"), &[dim + 2 * task_dim + 1, 100, 100, 100, 100, 1]);
+                let v = Mlp::new(&(&root / "v"), &[dim + 2 * task_dim, 100, 100, 100, 100, 1]);
                 np = Some((f, g, v));
             }
             _ => {
@@ -150,8 +152,8 @@ impl MetaModel {
         fast
     }
 
-    /// NP: v([x, z_p, z_u, π]) for rows `x` `[B, N, D]` given supports.
-    fn np_scores(&self, x: &Tensor, sx: &Tensor, pos: &Tensor, unl: &Tensor, prior: &Tensor) -> Tensor {
+    /// NP: v([x, z_p, z_u]) for rows `x` `[B, N, D]` given supports.
+    fn np_scores(&self, x: &Tensor, sx: &Tensor, pos: &Tensor, unl: &Tensor) -> Tensor {
         let (f, g, v) = self.np.as_ref().expect("an NP model");
         let fx = f.forward(sx);
         let z_p = g.forward(&masked_mean(&fx, pos));
@@ -160,23 +162,21 @@ impl MetaModel {
         let k = z_p.size()[1];
         let zp = z_p.unsqueeze(1).expand([b, n, k], false);
         let zu = z_u.unsqueeze(1).expand([b, n, k], false);
-        let pi = prior.view([b, 1, 1]).expand([b, n, 1], false);
-        v.forward(&Tensor::cat(&[x, &zp, &zu, &pi], -1)).squeeze_dim(-1)
+        v.forward(&Tensor::cat(&[x, &zp, &zu], -1)).squeeze_dim(-1)
     }
 
-    /// Query classification risk of a training batch (sigmoid-smoothed for MDRE, as ours).
+    /// Query classification risk of a training batch: sigmoid loss (τ-smoothed for MDRE,
+    /// as ours), logistic loss for NP.
     fn batch_loss(&self, batch: &TrainBatch) -> Tensor {
         let sign = &batch.query_y * 2.0 - 1.0;
         match self.method {
             MetaBaseline::Np { .. } => {
-                let s = self.np_scores(
-                    &batch.query_x,
-                    &batch.support.x,
-                    &batch.support.pos,
-                    &batch.support.unl,
-                    &batch.support_prior,
-                );
-                mean_over(&(-(s * sign)).sigmoid(), &batch.query_mask)
+                let s =
+                    self.np_scores(&batch.query_x, &batch.support.x, &batch.support.pos, &batch.support.unl);
+                // Logistic loss, not the sigmoid: with the sigmoid, NP's outputs drifted
+                // to |s| ≈ 20–50 within a few hundred steps, where it has no gradient,
+                // and it stayed a one-class classifier.
+                mean_over(&(-(s * sign)).softplus(), &batch.query_mask)
             }
             _ => {
                 let b = batch.query_x.size()[0];
@@ -210,7 +210,7 @@ impl MetaModel {
                 let zeros_u = p.unl_mask.zeros_like();
                 let pos = Tensor::cat(&[&p.pos_mask, &zeros_u], 1);
                 let unl = Tensor::cat(&[&zeros_p, &p.unl_mask], 1);
-                self.np_scores(&p.test, &sx, &pos, &unl, &p.prior)
+                self.np_scores(&p.test, &sx, &pos, &unl)
             }),
             _ => {
                 let rows: Vec<Tensor> = (0..p.count)

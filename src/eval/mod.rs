@@ -105,9 +105,10 @@ impl Method {
         Self::ALL.into_iter().find(|m| m.name() == name)
     }
 
-    /// Given the true target prior (the baselines and the "w/ true π" ablation).
+    /// Given the true target prior (the single-task and MAML baselines, and the "w/ true
+    /// π" ablation; NP, as in the paper, is not).
     pub fn uses_true_prior(self) -> bool {
-        !matches!(self, Method::Ours | Method::OursNoZ | Method::OursNoPrior)
+        !matches!(self, Method::Ours | Method::OursNoZ | Method::OursNoPrior | Method::Np)
     }
 }
 

@@ -75,6 +75,12 @@ impl MetaPuNet {
     /// `tch::manual_seed`, this does not depend on torch's process-wide generator, which
     /// other threads may draw from, so the same seed always gives the same network.
     pub fn init_from_seed(&self, seed: u64) {
+        self.init_from_seed_scaled(seed, 1.0);
+    }
+
+    /// As [`Self::init_from_seed`], with every weight bound multiplied by `scale`
+    /// (1/√6 gives PyTorch's `nn.Linear` default, U(±1/√fan_in)).
+    pub fn init_from_seed_scaled(&self, seed: u64, scale: f64) {
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
         let mut vars: Vec<(String, Tensor)> = self.vs.variables().into_iter().collect();
@@ -92,7 +98,8 @@ impl MetaPuNet {
                 }
                 let fan = fan_in(name).max(1) as f64;
                 // tch's defaults: Kaiming-uniform weights for ReLU, U(±1/√fan_in) biases.
-                let bound = if name.ends_with(".weight") { (6.0 / fan).sqrt() } else { 1.0 / fan.sqrt() };
+                let bound =
+                    if name.ends_with(".weight") { scale * (6.0 / fan).sqrt() } else { 1.0 / fan.sqrt() };
                 let values: Vec<f32> =
                     (0..var.numel()).map(|_| rng.gen_range(-bound..bound) as f32).collect();
                 let t = Tensor::from_slice(&values)

@@ -16,11 +16,22 @@ pub struct SamplerConfig {
     pub query_size: usize,
     /// Share of a fully labeled task kept labeled; the rest is its unlabeled part.
     pub labeled_fraction: f64,
+    /// Priors to draw each episode's class prior from, as the evaluation protocol does
+    /// for target tasks: the unlabeled support and the query are then drawn at that
+    /// prior (from rows whose hidden labels are known). Empty: the paper's sampling, at
+    /// each task's own positive ratio.
+    pub episode_priors: Vec<f64>,
 }
 
 impl Default for SamplerConfig {
     fn default() -> Self {
-        Self { max_positives: 5, support_size: 30, query_size: 100, labeled_fraction: 0.5 }
+        Self {
+            max_positives: 5,
+            support_size: 30,
+            query_size: 100,
+            labeled_fraction: 0.5,
+            episode_priors: Vec::new(),
+        }
     }
 }
 
@@ -81,6 +92,27 @@ fn pick(from: &[usize], n: usize, rng: &mut impl Rng) -> Vec<usize> {
     index::sample(rng, from.len(), n).into_iter().map(|i| from[i]).collect()
 }
 
+/// `n` rows in all, a share `prior` of them from `positives`, the rest from
+/// `negatives`; both counts shrink together (keeping the ratio) when a class runs
+/// short, and each is at least `min_each` where that many exist.
+fn pick_at_prior(
+    positives: &[usize],
+    negatives: &[usize],
+    n: usize,
+    prior: f64,
+    min_each: usize,
+    rng: &mut impl Rng,
+) -> (Vec<usize>, Vec<usize>) {
+    let want_pos = ((n as f64) * prior).round().clamp(min_each as f64, (n - min_each.min(n)) as f64) as usize;
+    let want_neg = n - want_pos;
+    let shrink = (positives.len() as f64 / want_pos.max(1) as f64)
+        .min(negatives.len() as f64 / want_neg.max(1) as f64)
+        .min(1.0);
+    let n_pos = ((want_pos as f64 * shrink).floor() as usize).max(min_each.min(want_pos));
+    let n_neg = ((want_neg as f64 * shrink).floor() as usize).max(min_each.min(want_neg));
+    (pick(positives, n_pos, rng), pick(negatives, n_neg, rng))
+}
+
 fn gather(task: &Task, rows: &[usize], dim: usize, out: &mut Vec<f32>) {
     for &i in rows {
         out.extend_from_slice(task.row(i, dim));
@@ -115,7 +147,19 @@ impl EpisodeSampler<'_> {
             let mut shuffled = src.positives.clone();
             shuffled.shuffle(rng);
             let (support_pos, rest_pos) = shuffled.split_at(n_pos);
-            let support_unl = pick(&src.unlabeled, cfg.support_size.saturating_sub(n_pos), rng);
+            let episode_prior = cfg.episode_priors.choose(rng).copied();
+            let n_unl = cfg.support_size.saturating_sub(n_pos);
+            let hidden_known = !src.unlabeled.iter().any(|&i| task.labels[i] == Label::Unlabeled);
+            let support_unl = match episode_prior {
+                Some(prior) if hidden_known => {
+                    let (hp, hn): (Vec<usize>, Vec<usize>) =
+                        src.unlabeled.iter().partition(|&&i| task.labels[i] == Label::Positive);
+                    let (mut p, n) = pick_at_prior(&hp, &hn, n_unl, prior, 0, rng);
+                    p.extend(n);
+                    p
+                }
+                _ => pick(&src.unlabeled, n_unl, rng),
+            };
             let (mut p, mut u) = (Vec::new(), Vec::new());
             gather(task, support_pos, dim, &mut p);
             gather(task, &support_unl, dim, &mut u);
@@ -127,17 +171,11 @@ impl EpisodeSampler<'_> {
                 support_prior_known[b] = 1.0;
             }
 
-            // Query keeps the labeled part's positive ratio, shrunk if a class runs short.
-            let ratio = src.positives.len() as f64 / (src.positives.len() + src.negatives.len()) as f64;
-            let want_pos = ((q as f64) * ratio).round().clamp(1.0, q as f64 - 1.0) as usize;
-            let want_neg = q - want_pos;
-            let shrink = (rest_pos.len() as f64 / want_pos as f64)
-                .min(src.negatives.len() as f64 / want_neg as f64)
-                .min(1.0);
-            let n_qp = ((want_pos as f64 * shrink).floor() as usize).max(1);
-            let n_qn = ((want_neg as f64 * shrink).floor() as usize).max(1);
-            let query_pos = pick(rest_pos, n_qp, rng);
-            let query_neg = pick(&src.negatives, n_qn, rng);
+            // The query keeps the labeled part's positive ratio (or the episode's prior),
+            // shrunk if a class runs short.
+            let ratio = episode_prior
+                .unwrap_or(src.positives.len() as f64 / (src.positives.len() + src.negatives.len()) as f64);
+            let (query_pos, query_neg) = pick_at_prior(rest_pos, &src.negatives, q, ratio, 1, rng);
             let mut rows = Vec::with_capacity(q * dim);
             gather(task, &query_pos, dim, &mut rows);
             gather(task, &query_neg, dim, &mut rows);

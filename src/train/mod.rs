@@ -40,6 +40,8 @@ pub struct TrainConfig {
     /// is the true positive share of the unlabeled support (known in source tasks
     /// whose labels were hidden). 0 = the paper's loss.
     pub prior_loss_weight: f64,
+    /// Scale of the initial weight bounds (1 = Kaiming-uniform, tch's default).
+    pub init_scale: f64,
 }
 
 impl Default for TrainConfig {
@@ -59,6 +61,7 @@ impl Default for TrainConfig {
             weight_leak: 0.01,
             use_task_vectors: true,
             prior_loss_weight: 1.0,
+            init_scale: 1.0,
         }
     }
 }
@@ -161,7 +164,7 @@ pub fn train(
     let mut net_cfg = NetConfig::paper(dim as i64, cfg.task_dim);
     net_cfg.use_task_vectors = cfg.use_task_vectors;
     let net = MetaPuNet::new(net_cfg, device);
-    net.init_from_seed(cfg.seed);
+    net.init_from_seed_scaled(cfg.seed, cfg.init_scale);
     let mut opt = nn::Adam::default().build(&net.vs, cfg.learning_rate)?;
     let sampler = EpisodeSampler { sources: &sources, tasks: &tasks, dim, cfg: &cfg.sampler, kind, device };
 
