@@ -225,15 +225,20 @@ fn alert_ids_are_deterministic_per_source_record() {
     assert_ne!(alert_id(&s(5)), alert_id(&s(6)));
 }
 
-#[test]
-fn the_engine_scores_only_adapted_devices() {
-    tch::manual_seed(1);
-    let model = || Model {
+/// An untrained model on two raw features.
+fn two_feature_model() -> Model {
+    Model {
         net: MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu),
         preprocess: Preprocessor::identity(PreprocessKind::None, 2),
         feature_names: vec!["a".into(), "b".into()],
         provenance: Provenance::default(),
-    };
+    }
+}
+
+#[test]
+fn the_engine_scores_only_adapted_devices() {
+    tch::manual_seed(1);
+    let model = two_feature_model;
     let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0 };
     let mut e = Engine::new(model(), sizes, 10, 0.5);
     let rec = |d: &str, x: f32, normal: bool| metapu::daemon::record::FeatureRecord {
@@ -277,12 +282,7 @@ fn thread_nice(name: &str) -> Option<i32> {
 #[cfg(target_os = "linux")]
 #[test]
 fn the_adaptation_thread_yields_the_cpu_to_scoring() {
-    let model = Model {
-        net: MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu),
-        preprocess: Preprocessor::identity(PreprocessKind::None, 2),
-        feature_names: vec!["a".into(), "b".into()],
-        provenance: Provenance::default(),
-    };
+    let model = two_feature_model();
     let own = nice_in(&std::fs::read_to_string("/proc/thread-self/stat").unwrap()).unwrap();
     let _adapter = Adapter::spawn(model, 0, 8);
     let expected = (own + 10).min(19);

@@ -42,6 +42,9 @@ pub struct SourceTask {
     pub positives: Vec<usize>,
     pub negatives: Vec<usize>,
     pub unlabeled: Vec<usize>,
+    /// The unlabeled part split by hidden label (positives, negatives), when it was
+    /// hidden from labeled rows; None when the task's unlabeled rows are truly unlabeled.
+    pub hidden: Option<(Vec<usize>, Vec<usize>)>,
 }
 
 impl SourceTask {
@@ -57,10 +60,12 @@ impl SourceTask {
         let mut labeled: Vec<usize> =
             (0..task.len()).filter(|&i| task.labels[i] != Label::Unlabeled).collect();
         let mut unlabeled = task.indices_of(Label::Unlabeled);
+        let mut hidden = None;
         if unlabeled.is_empty() {
             labeled.shuffle(rng);
             let keep = ((labeled.len() as f64) * labeled_fraction).round() as usize;
             unlabeled = labeled.split_off(keep.min(labeled.len()));
+            hidden = Some(unlabeled.iter().partition(|&&i| task.labels[i] == Label::Positive));
         }
         let (positives, negatives): (Vec<usize>, Vec<usize>) =
             labeled.into_iter().partition(|&i| task.labels[i] == Label::Positive);
@@ -70,6 +75,7 @@ impl SourceTask {
             positives,
             negatives,
             unlabeled,
+            hidden,
         })
     }
 }
@@ -149,12 +155,9 @@ impl EpisodeSampler<'_> {
             let (support_pos, rest_pos) = shuffled.split_at(n_pos);
             let episode_prior = cfg.episode_priors.choose(rng).copied();
             let n_unl = cfg.support_size.saturating_sub(n_pos);
-            let hidden_known = !src.unlabeled.iter().any(|&i| task.labels[i] == Label::Unlabeled);
-            let support_unl = match episode_prior {
-                Some(prior) if hidden_known => {
-                    let (hp, hn): (Vec<usize>, Vec<usize>) =
-                        src.unlabeled.iter().partition(|&&i| task.labels[i] == Label::Positive);
-                    let (mut p, n) = pick_at_prior(&hp, &hn, n_unl, prior, 0, rng);
+            let support_unl = match (episode_prior, &src.hidden) {
+                (Some(prior), Some((hidden_pos, hidden_neg))) => {
+                    let (mut p, n) = pick_at_prior(hidden_pos, hidden_neg, n_unl, prior, 0, rng);
                     p.extend(n);
                     p
                 }
