@@ -124,3 +124,25 @@ fn data_with_another_feature_count_is_refused() {
     let err = m.check_feature_count(115).unwrap_err();
     assert_eq!(err.to_string(), "the model expects 4 features per record, the data has 115");
 }
+
+#[test]
+fn a_prior_head_round_trips_and_older_files_load_without_one() {
+    let mut m = trained_like_model();
+    let mut config = m.net.config.clone();
+    config.prior_head = true;
+    m.net = MetaPuNet::new(config, Device::Cpu);
+    m.net.init_from_seed(4);
+    let bytes = file::to_bytes(&m).unwrap();
+    let loaded = load_bytes(&bytes).unwrap();
+    assert!(loaded.net.config.prior_head);
+    assert_eq!(scores(&m), scores(&loaded));
+
+    // A file written before the head existed has no such key: it loads as the paper's model.
+    let plain = file::to_bytes(&trained_like_model()).unwrap();
+    let older = with_metadata(&plain, |meta| {
+        meta["net"].as_object_mut().unwrap().remove("prior_head");
+    });
+    let loaded = load_bytes(&older).unwrap();
+    assert!(!loaded.net.config.prior_head);
+    assert_eq!(scores(&loaded), scores(&trained_like_model()));
+}

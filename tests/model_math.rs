@@ -219,3 +219,50 @@ fn malformed_supports_and_records_are_refused() {
     assert!(m.score(&[&s], &[0], &[f32::INFINITY, 0.0, 0.0], 0.5).is_err(), "infinite record");
     assert!(SupportBatch::pack(&[], 3, Kind::Float, Device::Cpu).is_err());
 }
+
+fn seeded_model(dim: i64, prior_head: bool) -> Model {
+    let mut config = NetConfig::paper(dim, 8);
+    config.prior_head = prior_head;
+    let net = MetaPuNet::new(config, Device::Cpu);
+    net.init_from_seed(21);
+    Model {
+        net,
+        preprocess: Preprocessor::identity(PreprocessKind::None, dim as usize),
+        feature_names: (0..dim).map(|i| format!("f{i}")).collect(),
+        provenance: Provenance::default(),
+    }
+}
+
+/// The prior head starts as the identity on logit(1/max r): same f, g, h and w as the
+/// paper's model from the same seed, the same prior up to the head's clipping, and a
+/// gradient that reaches the head; once its weights move, the prior moves.
+#[test]
+fn an_untrained_prior_head_keeps_the_papers_estimate_and_can_learn() {
+    let (paper, headed) = (seeded_model(3, false), seeded_model(3, true));
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let data: Vec<(Vec<f32>, Vec<f32>)> = [(1, 29), (3, 27), (5, 25)]
+        .iter()
+        .map(|&(np, nu)| (rows(&mut rng, np, 3), rows(&mut rng, nu, 3)))
+        .collect();
+    let supports: Vec<Support<'_>> =
+        data.iter().map(|(p, u)| Support { positives: p, unlabeled: u }).collect();
+    let (a, b) = (paper.adapt_batch(&supports).unwrap(), headed.adapt_batch(&supports).unwrap());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.w, y.w);
+        assert!((x.prior - y.prior).abs() <= 1e-3, "prior {} vs {}", x.prior, y.prior);
+    }
+
+    let batch = SupportBatch::pack(&supports, 3, Kind::Float, Device::Cpu).unwrap();
+    let prior = headed.net.adapt(&batch, 0.01).prior;
+    let vars = headed.net.vs.variables();
+    let out_layer = &vars["p.1.weight"];
+    let grad = Tensor::run_backward(&[prior.sum(Kind::Float)], &[out_layer], false, false).remove(0);
+    assert!(grad.abs().sum(Kind::Float).double_value(&[]) > 0.0, "no gradient reaches the prior head");
+
+    tch::no_grad(|| {
+        let _ = vars["p.1.bias"].shallow_clone().fill_(-2.0);
+    });
+    for (x, y) in a.iter().zip(&headed.adapt_batch(&supports).unwrap()) {
+        assert!(y.prior < x.prior - 0.01, "a negative offset should lower π: {} vs {}", y.prior, x.prior);
+    }
+}

@@ -32,6 +32,11 @@ pub struct EvalArgs {
     /// baselines named in --methods, on the same supports) on --split's targets.
     #[arg(long, requires = "split")]
     model: Option<PathBuf>,
+    /// Combine the results.json files of earlier runs into one table instead of running
+    /// anything (they must share data, seed and protocol: checked on the episodes); a
+    /// method found in several files is taken from the last.
+    #[arg(long, num_args = 1.., conflicts_with_all = ["model", "split"])]
+    merge: Vec<PathBuf>,
     /// Methods, comma-separated: ours, ours-no-z, ours-no-prior, ours-true-prior, naive,
     /// upu, nnpu, dre, drpu, mdre, mnnpu, np (default: all).
     #[arg(long, value_delimiter = ',')]
@@ -72,6 +77,14 @@ pub struct EvalArgs {
     /// PyTorch's nn.Linear default).
     #[arg(long, default_value_t = 1.0)]
     init_scale: f64,
+    /// Learn a correction of the prior estimate 1/max r from the support's statistics
+    /// (trained by the prior term). Default: the paper's estimate alone.
+    #[arg(long)]
+    prior_head: bool,
+    /// Validate and keep an exponential moving average of the weights with this
+    /// decay (e.g. 0.999) instead of the raw weights (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    weight_average: f64,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Where results.json, results.md and the SVG figures go.
@@ -133,6 +146,8 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         protocol: protocol.clone(),
         prior_loss_weight: a.prior_loss_weight,
         init_scale: a.init_scale,
+        prior_head: a.prior_head,
+        weight_average: a.weight_average,
         ..TrainConfig::default()
     };
     train.sampler.episode_priors = super::train::checked_priors(&a.episode_priors)?;
@@ -151,6 +166,9 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
     let loaded = if synthetic { None } else { Some(TaskSet::load(std::path::Path::new(&a.data), false)?) };
     let dataset = if synthetic { "Synthetic".to_string() } else { a.data.clone() };
 
+    if !a.merge.is_empty() {
+        return merge_results(&a);
+    }
     if let Some(model_path) = &a.model {
         return evaluate_model(&a, model_path, loaded.as_ref(), &cfg, &dataset);
     }
@@ -196,6 +214,29 @@ fn write_outputs(a: &EvalArgs, dataset: &str, runs: &[SplitRun], seconds: f64) -
     for (name, svg) in eval::plot::figures(&summary) {
         std::fs::write(a.out.join(name), svg)?;
     }
+    Ok(())
+}
+
+/// `--merge FILES`: one comparison from several runs on the same episodes.
+fn merge_results(a: &EvalArgs) -> anyhow::Result<()> {
+    #[derive(serde::Deserialize)]
+    struct Saved {
+        summary: eval::report::Summary,
+        runs: Vec<SplitRun>,
+        wall_seconds: f64,
+    }
+    let mut saved = Vec::new();
+    for path in &a.merge {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let s: Saved = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not an eval results.json", path.display()))?;
+        saved.push(s);
+    }
+    let dataset = saved[0].summary.dataset.clone();
+    let seconds = saved.iter().map(|s| s.wall_seconds).sum();
+    let runs = eval::merge::merge_runs(saved.into_iter().map(|s| s.runs).collect())?;
+    write_outputs(a, &dataset, &runs, seconds)?;
+    print!("{}", eval::report::markdown(&eval::report::summarise(&dataset, &runs)));
     Ok(())
 }
 

@@ -71,6 +71,14 @@ pub struct TrainArgs {
     /// nn.Linear default).
     #[arg(long, default_value_t = 1.0)]
     init_scale: f64,
+    /// Learn a correction of the prior estimate 1/max r from the support's statistics
+    /// (trained by the prior term). Default: the paper's estimate alone.
+    #[arg(long)]
+    prior_head: bool,
+    /// Validate and keep an exponential moving average of the weights with this
+    /// decay (e.g. 0.999) instead of the raw weights (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    weight_average: f64,
     /// Torch intra-op threads (default: torch's choice).
     #[arg(long)]
     threads: Option<i32>,
@@ -147,6 +155,8 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
         validation_repeats: a.validation_repeats.max(1),
         prior_loss_weight: a.prior_loss_weight,
         init_scale: a.init_scale,
+        prior_head: a.prior_head,
+        weight_average: a.weight_average,
         ..TrainConfig::default()
     };
     cfg.sampler.query_size = a.query_size.max(2);

@@ -8,6 +8,7 @@
 //! - [`stats`] — the paired t-test; [`report`] — tables, JSON; [`plot`] — SVG figures
 
 pub mod batched;
+pub mod merge;
 pub mod meta;
 pub mod packed;
 pub mod plot;
@@ -152,7 +153,7 @@ pub struct SplitRun {
     pub methods: Vec<MethodRun>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpisodeInfo {
     pub task: String,
     pub n_pos: usize,

@@ -28,6 +28,10 @@ pub struct NetConfig {
     pub lambda_init: f64,
     /// false = the "w/o z" ablation: h sees only x.
     pub use_task_vectors: bool,
+    /// A learned correction of the prior estimate (see `MetaPuNet::corrected_prior`); absent
+    /// from files written before it existed, which keep the paper's estimate.
+    #[serde(default)]
+    pub prior_head: bool,
 }
 
 impl NetConfig {
@@ -41,9 +45,15 @@ impl NetConfig {
             tau: 10.0,
             lambda_init: 0.1,
             use_task_vectors: true,
+            prior_head: false,
         }
     }
 }
+
+/// Support statistics the prior head reads besides z_p and z_u.
+const PRIOR_STATS: i64 = 5;
+/// Hidden width of the prior head.
+const PRIOR_HIDDEN: i64 = 64;
 
 #[derive(Debug)]
 pub struct MetaPuNet {
@@ -52,6 +62,7 @@ pub struct MetaPuNet {
     f: Mlp,
     g: Mlp,
     h: Mlp,
+    prior: Option<Mlp>,
     log_lambda: Tensor,
 }
 
@@ -66,8 +77,10 @@ impl MetaPuNet {
         let g = Mlp::new(&(&root / "g"), &[c.set_dim, c.hidden, c.task_dim]);
         let h_in = if c.use_task_vectors { c.input_dim + 2 * c.task_dim } else { c.input_dim };
         let h = Mlp::new(&(&root / "h"), &[h_in, c.hidden, c.hidden, c.hidden, c.embed_dim]);
+        let prior =
+            c.prior_head.then(|| Mlp::new(&(&root / "p"), &[2 * c.task_dim + PRIOR_STATS, PRIOR_HIDDEN, 1]));
         let log_lambda = root.var("log_lambda", &[], nn::Init::Const(c.lambda_init.ln()));
-        Self { vs, config, f, g, h, log_lambda }
+        Self { vs, config, f, g, h, prior, log_lambda }
     }
 
     /// Re-draw every weight from a seeded generator of our own, with the same
@@ -94,6 +107,12 @@ impl MetaPuNet {
                 let mut var = var.shallow_clone();
                 if name == "log_lambda" {
                     let _ = var.fill_(self.config.lambda_init.ln());
+                    continue;
+                }
+                if name.starts_with("p.1.") {
+                    // The prior head's output layer starts at zero, so an untrained
+                    // head gives the paper's estimate (clipped to [0.001, 0.999]).
+                    let _ = var.zero_();
                     continue;
                 }
                 let fan = fan_in(name).max(1) as f64;
@@ -171,7 +190,47 @@ impl MetaPuNet {
         let support_ratio = closed_form::ratio(&h, &w);
         let any = (&support.pos + &support.unl).clamp_max(1.0);
         let prior = closed_form::prior_from_ratio(&support_ratio, &any);
+        let prior = match &self.prior {
+            Some(head) => self.corrected_prior(head, &prior, &support_ratio, support, &z_p, &z_u),
+            None => prior,
+        };
         AdaptedBatch { z_p, z_u, w, prior }
+    }
+
+    /// The prior head: `logit π = logit π_max + p([z_p, z_u, stats])`, where π_max is
+    /// the paper's `1/max_S r` and the stats describe how the support scores under it.
+    /// `1/max r` rests on the single largest ratio of 30 rows, so it is noisy at small
+    /// N_p and biased upward at low π (r shrinks under λ); the head, trained with the
+    /// prior loss on source tasks, learns how far to move it.
+    fn corrected_prior(
+        &self,
+        head: &Mlp,
+        prior_max: &Tensor,
+        support_ratio: &Tensor,
+        support: &SupportBatch,
+        z_p: &Tensor,
+        z_u: &Tensor,
+    ) -> Tensor {
+        let eps = 1e-3;
+        let logit = prior_max.clamp(eps, 1.0 - eps).logit(None);
+        let posterior = closed_form::posterior(&prior_max.unsqueeze(-1), support_ratio).unsqueeze(-1);
+        let soft_positive =
+            ((prior_max.unsqueeze(-1) * support_ratio - 0.5) * self.config.tau).sigmoid().unsqueeze(-1);
+        let kind = support_ratio.kind();
+        let labeled_share = support.pos.sum_dim_intlist(1, false, kind)
+            / (&support.pos + &support.unl).sum_dim_intlist(1, false, kind).clamp_min(1.0);
+        let stats = Tensor::stack(
+            &[
+                logit.shallow_clone(),
+                closed_form::masked_mean(&posterior, &support.unl).squeeze_dim(-1),
+                closed_form::masked_mean(&posterior, &support.pos).squeeze_dim(-1),
+                closed_form::masked_mean(&soft_positive, &support.unl).squeeze_dim(-1),
+                labeled_share,
+            ],
+            -1,
+        );
+        let delta = head.forward(&Tensor::cat(&[z_p, z_u, &stats], -1)).squeeze_dim(-1);
+        (logit + delta).sigmoid()
     }
 
     /// Density ratio of rows `x` (`[B, N, D]`) under each task's adapted state → `[B, N]`.

@@ -1,6 +1,7 @@
 //! Meta-training (paper Algorithm 1) with validation under the target protocol,
 //! early stopping and the best checkpoint kept.
 
+pub mod average;
 pub mod episodes;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +16,7 @@ use crate::data::protocol::{self, ProtocolConfig};
 use crate::data::{Task, TaskSet};
 use crate::evaluate::{EpisodeSet, PriorMode};
 use crate::model::{closed_form, MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
+use average::WeightAverage;
 use episodes::{EpisodeSampler, SamplerConfig, SourceTask};
 
 #[derive(Debug, Clone)]
@@ -42,6 +44,10 @@ pub struct TrainConfig {
     pub prior_loss_weight: f64,
     /// Scale of the initial weight bounds (1 = Kaiming-uniform, tch's default).
     pub init_scale: f64,
+    /// Learn a correction of the prior estimate (`NetConfig::prior_head`).
+    pub prior_head: bool,
+    /// Decay of the weight average that is validated and kept (0 = the raw weights).
+    pub weight_average: f64,
 }
 
 impl Default for TrainConfig {
@@ -62,6 +68,8 @@ impl Default for TrainConfig {
             use_task_vectors: true,
             prior_loss_weight: 1.0,
             init_scale: 1.0,
+            prior_head: false,
+            weight_average: 0.0,
         }
     }
 }
@@ -163,9 +171,11 @@ pub fn train(
 
     let mut net_cfg = NetConfig::paper(dim as i64, cfg.task_dim);
     net_cfg.use_task_vectors = cfg.use_task_vectors;
+    net_cfg.prior_head = cfg.prior_head;
     let net = MetaPuNet::new(net_cfg, device);
     net.init_from_seed_scaled(cfg.seed, cfg.init_scale);
     let mut opt = nn::Adam::default().build(&net.vs, cfg.learning_rate)?;
+    let mut average = (cfg.weight_average > 0.0).then(|| WeightAverage::new(&net.vs, cfg.weight_average));
     let sampler = EpisodeSampler { sources: &sources, tasks: &tasks, dim, cfg: &cfg.sampler, kind, device };
 
     let mut best = (-1.0_f64, 0_u64, snapshot(&net.vs));
@@ -200,12 +210,19 @@ pub fn train(
         let value = loss.double_value(&[]);
         if value.is_finite() {
             opt.backward_step(&loss);
+            if let Some(average) = &mut average {
+                average.update();
+            }
             loss_sum += value;
             loss_count += 1;
         }
         progress.step(iteration, value);
 
         if iteration % cfg.eval_every == 0 || iteration == cfg.max_iterations {
+            // Validate (and keep, if best) the averaged weights, then train on.
+            if let Some(average) = &mut average {
+                average.swap();
+            }
             let eval = val_set.evaluate(&net, PriorMode::Estimated);
             let c = Checkpoint {
                 iteration,
@@ -220,6 +237,9 @@ pub fn train(
                 since_best = 0;
             } else {
                 since_best += 1;
+            }
+            if let Some(average) = &mut average {
+                average.swap();
             }
             progress.checkpoint(&c, best.0);
             history.push(c);
