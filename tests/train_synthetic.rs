@@ -78,3 +78,36 @@ fn a_stop_request_still_returns_a_model() {
     assert_eq!(out.iterations, 0);
     assert!(out.model.provenance.best_validation_accuracy > 0.0);
 }
+
+/// With `weight_average`, the average is what gets validated and kept, and validating
+/// it swaps the live weights back: a run validated at iterations 20 and 40 sees the
+/// same average at 40 as a run validated at 40 only.
+#[test]
+fn the_weight_average_is_kept_and_validating_it_leaves_training_alone() {
+    let (set, split) =
+        generate(&SyntheticConfig { tasks: 30, source: 20, validation: 5, ..SyntheticConfig::default() }, 4);
+    let (src, val) = (indices(&split.source, &set), indices(&split.validation, &set));
+    let run = |weight_average, eval_every| {
+        let cfg = TrainConfig {
+            seed: 4,
+            max_iterations: 40,
+            eval_every,
+            meta_batch: 2,
+            weight_average,
+            ..TrainConfig::default()
+        };
+        train(&set, &src, &val, &cfg, Device::Cpu, &AtomicBool::new(false), &mut ()).unwrap()
+    };
+    let raw = run(0.0, 40);
+    let averaged_twice = run(0.999, 20);
+    let averaged_once = run(0.999, 40);
+    assert_ne!(
+        file::to_bytes(&raw.model).unwrap(),
+        file::to_bytes(&averaged_once.model).unwrap(),
+        "the raw weights were kept"
+    );
+    let (a, b) = (averaged_twice.history.last().unwrap(), averaged_once.history.last().unwrap());
+    assert_eq!((a.iteration, b.iteration), (40, 40));
+    assert_eq!(a.validation_accuracy, b.validation_accuracy);
+    assert_eq!(a.prior_rmse, b.prior_rmse, "validating at iteration 20 changed the training");
+}
