@@ -18,6 +18,7 @@ use tch::{Device, Kind, Tensor};
 use super::packed::PackedEpisodes;
 use crate::model::closed_form::masked_mean;
 use crate::model::nets::Mlp;
+use crate::train::average::WeightAverage;
 use crate::train::episodes::{EpisodeSampler, TrainBatch};
 use crate::train::{restore, snapshot};
 
@@ -40,6 +41,8 @@ pub struct MetaTrainConfig {
     pub eval_every: u64,
     pub patience: u64,
     pub meta_batch: usize,
+    /// Decay of the validated weight average, as for ours (0 = the raw weights).
+    pub weight_average: f64,
 }
 
 /// A meta-trained baseline.
@@ -245,6 +248,7 @@ pub fn meta_train(
     let mut opt = nn::Adam::default().build(&model.vs, 1e-3)?;
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let mut best = (-1.0, snapshot(&model.vs));
+    let mut average = (cfg.weight_average > 0.0).then(|| WeightAverage::new(&model.vs, cfg.weight_average));
     let mut since_best = 0;
     let mut iteration = 0;
     while iteration < cfg.max_iterations {
@@ -253,17 +257,26 @@ pub fn meta_train(
         let loss = model.batch_loss(&batch);
         if loss.double_value(&[]).is_finite() {
             opt.backward_step(&loss);
+            if let Some(average) = &mut average {
+                average.update();
+            }
         }
         if iteration % cfg.eval_every == 0 || iteration == cfg.max_iterations {
+            if let Some(average) = &mut average {
+                average.swap();
+            }
             let acc = validation_mean(&model.evaluate(validation));
             if acc > best.0 {
                 best = (acc, snapshot(&model.vs));
                 since_best = 0;
             } else {
                 since_best += 1;
-                if since_best >= cfg.patience {
-                    break;
-                }
+            }
+            if let Some(average) = &mut average {
+                average.swap();
+            }
+            if since_best >= cfg.patience {
+                break;
             }
         }
     }

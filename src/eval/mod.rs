@@ -334,6 +334,7 @@ pub fn run_split(
         eval_every: cfg.train.eval_every,
         patience: cfg.train.patience,
         meta_batch: cfg.train.meta_batch,
+        weight_average: cfg.train.weight_average,
     };
     for method in [Method::Mdre, Method::MnnPu, Method::Np] {
         if !cfg.methods.contains(&method) {
