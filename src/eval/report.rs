@@ -20,6 +20,10 @@ pub struct MethodSummary {
     /// Best, or not significantly worse than the best (paired t-test, 5 %).
     pub bold: bool,
     pub p_vs_best: f64,
+    /// Paired t-test against Ours over the same episodes (absent for Ours, or
+    /// without it): does this method differ from ours significantly?
+    #[serde(default)]
+    pub p_vs_ours: Option<f64>,
     pub by_positives: BTreeMap<usize, f64>,
     /// Keyed by π × 100 (JSON keys must be strings or integers).
     pub by_prior: BTreeMap<u32, f64>,
@@ -71,6 +75,7 @@ pub fn summarise(dataset: &str, runs: &[SplitRun]) -> Summary {
     let overall: Vec<(Method, f64)> = methods.iter().map(|&m| (m, mean(&column(m)))).collect();
     let best = overall.iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|b| b.0);
     let best_column = best.map(column).unwrap_or_default();
+    let ours_column = methods.contains(&Method::Ours).then(|| column(Method::Ours));
 
     let mut summaries = Vec::new();
     for &m in &methods {
@@ -96,6 +101,7 @@ pub fn summarise(dataset: &str, runs: &[SplitRun]) -> Summary {
             per_split,
             bold,
             p_vs_best: if Some(m) == best { 1.0 } else { test.p },
+            p_vs_ours: ours_column.as_ref().filter(|_| m != Method::Ours).map(|o| paired_t(&acc, o).p),
             by_positives: by_positives.into_iter().map(|(k, v)| (k, mean(&v))).collect(),
             by_prior: by_prior.into_iter().map(|(k, v)| (k, mean(&v))).collect(),
             train_seconds: mean(&runs_of().map(|x| x.train_seconds).collect::<Vec<_>>()),
@@ -151,16 +157,27 @@ pub fn markdown(s: &Summary) -> String {
         "### {} — mean test accuracy (%), {} split(s), {episodes} target episodes\n\n",
         s.dataset, s.splits
     ));
-    out.push_str("Bold: the best, and those not significantly worse by a paired t-test over the same target episodes (5 %). ± is the standard error over splits. † = given the true target prior.\n\n");
-    out.push_str("| method | accuracy | ± | p vs best | chosen on validation |\n|---|---|---|---|---|\n");
+    let with_ours = s.methods.iter().any(|m| m.method == Method::Ours);
+    out.push_str("Bold: the best, and those not significantly worse by a paired t-test over the same target episodes (5 %). ± is the standard error over splits. † = given the true target prior.");
+    out.push_str(if with_ours { " p vs Ours: the same test against Ours.\n\n" } else { "\n\n" });
+    out.push_str(if with_ours {
+        "| method | accuracy | ± | p vs best | p vs Ours | chosen on validation |\n|---|---|---|---|---|---|\n"
+    } else {
+        "| method | accuracy | ± | p vs best | chosen on validation |\n|---|---|---|---|---|\n"
+    });
     for m in &s.methods {
         let acc = pct(m.mean_accuracy);
         let acc = if m.bold { format!("**{acc}**") } else { acc };
         let dagger = if m.method.uses_true_prior() { " †" } else { "" };
         let mut chosen = m.chosen.clone();
         chosen.dedup();
+        let vs_ours = match (with_ours, m.p_vs_ours) {
+            (false, _) => String::new(),
+            (true, Some(p)) => format!(" {p:.3} |"),
+            (true, None) => " – |".into(),
+        };
         out.push_str(&format!(
-            "| {}{dagger} | {acc} | {} | {:.3} | {} |\n",
+            "| {}{dagger} | {acc} | {} | {:.3} |{vs_ours} {} |\n",
             m.label,
             pct(m.se_over_splits),
             m.p_vs_best,
@@ -214,4 +231,47 @@ pub fn markdown(s: &Summary) -> String {
     }
     out.push_str("\nTrain: meta-training for meta-learned methods (the chosen candidate); for single-task methods, fitting every target support (the same as test).\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::{EpisodeInfo, MethodRun};
+
+    fn method(method: Method, accuracies: Vec<f64>) -> MethodRun {
+        MethodRun {
+            method,
+            accuracies,
+            estimated_priors: None,
+            train_seconds: 0.0,
+            test_seconds: 0.0,
+            validation_accuracy: 0.0,
+            chosen: "-".into(),
+        }
+    }
+
+    #[test]
+    fn every_method_is_tested_against_ours_on_the_same_episodes() {
+        let episodes = (0..6)
+            .map(|i| EpisodeInfo { task: format!("t{i}"), n_pos: 1, prior: 0.2, test_rows: 10 })
+            .collect();
+        let ours = vec![0.80, 0.82, 0.79, 0.85, 0.81, 0.83];
+        let worse: Vec<f64> =
+            ours.iter().zip([0.10, 0.12, 0.09, 0.11, 0.10, 0.13]).map(|(a, d)| a - d).collect();
+        let run = SplitRun {
+            split: 0,
+            episodes,
+            methods: vec![
+                method(Method::Ours, ours.clone()),
+                method(Method::NnPu, worse),
+                method(Method::Np, ours),
+            ],
+        };
+        let s = summarise("toy", &[run]);
+        let p = |m: Method| s.methods.iter().find(|x| x.method == m).and_then(|x| x.p_vs_ours);
+        assert_eq!(p(Method::Ours), None);
+        assert!(p(Method::NnPu).is_some_and(|p| p < 0.001), "{:?}", p(Method::NnPu));
+        assert!(p(Method::Np).is_some_and(|p| p > 0.5), "identical accuracies: {:?}", p(Method::Np));
+        assert!(markdown(&s).contains("| p vs Ours |"));
+    }
 }
