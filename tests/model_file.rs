@@ -137,8 +137,11 @@ fn a_prior_head_round_trips_and_older_files_load_without_one() {
     assert!(loaded.net.config.prior_head);
     assert_eq!(scores(&m), scores(&loaded));
 
-    // A file written before the head existed has no such key: it loads as the paper's model.
+    // Without the head the key is not written (`make iot-model` stays byte for byte the
+    // committed model), and a file without it loads as the paper's model.
     let plain = file::to_bytes(&trained_like_model()).unwrap();
+    let (_, header) = SafeTensors::read_metadata(&plain).unwrap();
+    assert!(!header.metadata().as_ref().unwrap()["metapu"].contains("prior_head"));
     let older = with_metadata(&plain, |meta| {
         meta["net"].as_object_mut().unwrap().remove("prior_head");
     });

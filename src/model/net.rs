@@ -28,9 +28,10 @@ pub struct NetConfig {
     pub lambda_init: f64,
     /// false = the "w/o z" ablation: h sees only x.
     pub use_task_vectors: bool,
-    /// A learned correction of the prior estimate (see `MetaPuNet::corrected_prior`); absent
-    /// from files written before it existed, which keep the paper's estimate.
-    #[serde(default)]
+    /// A learned correction of the prior estimate (see `MetaPuNet::corrected_prior`).
+    /// Written only when on: a model without it is the same file as before the option
+    /// existed, and such files load as the paper's estimate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prior_head: bool,
 }
 
