@@ -248,7 +248,7 @@ pub fn meta_train(
     let mut opt = nn::Adam::default().build(&model.vs, 1e-3)?;
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let mut best = (-1.0, snapshot(&model.vs));
-    let mut average = (cfg.weight_average > 0.0).then(|| WeightAverage::new(&model.vs, cfg.weight_average));
+    let mut average = WeightAverage::new(&model.vs, cfg.weight_average);
     let mut since_best = 0;
     let mut iteration = 0;
     while iteration < cfg.max_iterations {
@@ -257,23 +257,19 @@ pub fn meta_train(
         let loss = model.batch_loss(&batch);
         if loss.double_value(&[]).is_finite() {
             opt.backward_step(&loss);
-            if let Some(average) = &mut average {
-                average.update();
-            }
+            average.update();
         }
         if iteration % cfg.eval_every == 0 || iteration == cfg.max_iterations {
-            if let Some(average) = &mut average {
-                average.swap();
-            }
-            let acc = validation_mean(&model.evaluate(validation));
-            if acc > best.0 {
-                best = (acc, snapshot(&model.vs));
-                since_best = 0;
-            } else {
-                since_best += 1;
-            }
-            if let Some(average) = &mut average {
-                average.swap();
+            let (acc, saved) = average.applied(|| {
+                let acc = validation_mean(&model.evaluate(validation));
+                (acc, (acc > best.0).then(|| snapshot(&model.vs)))
+            });
+            match saved {
+                Some(vars) => {
+                    best = (acc, vars);
+                    since_best = 0;
+                }
+                None => since_best += 1,
             }
             if since_best >= cfg.patience {
                 break;

@@ -2,6 +2,8 @@
 //! averaging). Validation accuracy of the raw weights moves by a point or more
 //! from one checkpoint to the next at Adam's 1e-3 step; the average follows the
 //! same trajectory without that step noise, and is what gets validated and kept.
+//! With a decay of 0 it is off: nothing is copied and every call is a no-op, so a
+//! training loop uses it the same way either way.
 
 use tch::{nn, Tensor};
 
@@ -13,11 +15,15 @@ pub struct WeightAverage {
 }
 
 impl WeightAverage {
-    /// Averages start at the current weights.
+    /// Averages start at the current weights; `decay` ≤ 0 turns averaging off.
     pub fn new(vs: &nn::VarStore, decay: f64) -> Self {
-        let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
-        named.sort_by(|a, b| a.0.cmp(&b.0));
-        let pairs = named.into_iter().map(|(_, var)| (var.shallow_clone(), var.detach().copy())).collect();
+        let pairs = if decay > 0.0 {
+            let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+            named.sort_by(|a, b| a.0.cmp(&b.0));
+            named.into_iter().map(|(_, var)| (var.shallow_clone(), var.detach().copy())).collect()
+        } else {
+            Vec::new()
+        };
         Self { decay, steps: 0, pairs }
     }
 
@@ -35,8 +41,17 @@ impl WeightAverage {
         });
     }
 
+    /// Run `f` (validate, snapshot) with the averaged weights in place of the live
+    /// ones, then put the live ones back so that training goes on from them.
+    pub fn applied<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        self.swap();
+        let result = f();
+        self.swap();
+        result
+    }
+
     /// Exchange the live weights and the averages; a second call undoes the first.
-    pub fn swap(&mut self) {
+    fn swap(&mut self) {
         tch::no_grad(|| {
             for (var, avg) in &mut self.pairs {
                 let live = var.detach().copy();
@@ -53,7 +68,7 @@ mod tests {
     use tch::{Device, Kind};
 
     #[test]
-    fn the_average_trails_the_weights_and_swapping_twice_restores_them() {
+    fn the_average_trails_the_weights_and_is_applied_only_inside_applied() {
         let vs = nn::VarStore::new(Device::Cpu);
         let mut w = vs.root().var("w", &[2], nn::Init::Const(0.0));
         let mut avg = WeightAverage::new(&vs, 0.5);
@@ -61,10 +76,14 @@ mod tests {
             let _ = w.fill_(1.0);
         });
         avg.update(); // decay min(0.5, 2/11): avg = 0 * 2/11 + 1 * 9/11
-        avg.swap();
+        let seen = avg.applied(|| w.double_value(&[0]));
         let expected = 9.0 / 11.0;
-        assert!((w.double_value(&[0]) - expected).abs() < 1e-6, "{}", w.double_value(&[0]));
-        avg.swap();
+        assert!((seen - expected).abs() < 1e-6, "{seen}");
         assert_eq!(w.sum(Kind::Float).double_value(&[]), 2.0);
+
+        // Off: the live weights are what `applied` sees.
+        let mut off = WeightAverage::new(&vs, 0.0);
+        off.update();
+        assert_eq!(off.applied(|| w.double_value(&[0])), 1.0);
     }
 }

@@ -175,7 +175,7 @@ pub fn train(
     let net = MetaPuNet::new(net_cfg, device);
     net.init_from_seed_scaled(cfg.seed, cfg.init_scale);
     let mut opt = nn::Adam::default().build(&net.vs, cfg.learning_rate)?;
-    let mut average = (cfg.weight_average > 0.0).then(|| WeightAverage::new(&net.vs, cfg.weight_average));
+    let mut average = WeightAverage::new(&net.vs, cfg.weight_average);
     let sampler = EpisodeSampler { sources: &sources, tasks: &tasks, dim, cfg: &cfg.sampler, kind, device };
 
     let mut best = (-1.0_f64, 0_u64, snapshot(&net.vs));
@@ -210,9 +210,7 @@ pub fn train(
         let value = loss.double_value(&[]);
         if value.is_finite() {
             opt.backward_step(&loss);
-            if let Some(average) = &mut average {
-                average.update();
-            }
+            average.update();
             loss_sum += value;
             loss_count += 1;
         }
@@ -220,10 +218,11 @@ pub fn train(
 
         if iteration % cfg.eval_every == 0 || iteration == cfg.max_iterations {
             // Validate (and keep, if best) the averaged weights, then train on.
-            if let Some(average) = &mut average {
-                average.swap();
-            }
-            let eval = val_set.evaluate(&net, PriorMode::Estimated);
+            let (eval, saved) = average.applied(|| {
+                let eval = val_set.evaluate(&net, PriorMode::Estimated);
+                let saved = (eval.mean_accuracy > best.0).then(|| snapshot(&net.vs));
+                (eval, saved)
+            });
             let c = Checkpoint {
                 iteration,
                 train_loss: loss_sum / loss_count.max(1) as f64,
@@ -232,14 +231,12 @@ pub fn train(
                 seconds: started.elapsed().as_secs_f64(),
             };
             (loss_sum, loss_count) = (0.0, 0);
-            if c.validation_accuracy > best.0 {
-                best = (c.validation_accuracy, iteration, snapshot(&net.vs));
-                since_best = 0;
-            } else {
-                since_best += 1;
-            }
-            if let Some(average) = &mut average {
-                average.swap();
+            match saved {
+                Some(vars) => {
+                    best = (c.validation_accuracy, iteration, vars);
+                    since_best = 0;
+                }
+                None => since_best += 1,
             }
             progress.checkpoint(&c, best.0);
             history.push(c);
