@@ -35,6 +35,21 @@ pub struct EpisodeResult {
     pub estimated_prior: f64,
 }
 
+/// What adaptation gives before any decision, so that other priors can be tried on
+/// the same ratios (`examples/prior_estimators.rs`).
+#[derive(Debug, Clone)]
+pub struct EpisodeScores {
+    /// Ratios of the test rows, episode after episode.
+    pub test_ratio: Vec<f64>,
+    /// Each episode's prior estimate min(1, 1/max_S r).
+    pub estimated_prior: Vec<f64>,
+    /// Per episode, the ratio of each padded support slot and whether that slot is a
+    /// labeled positive / an unlabeled row (1/0; both 0 for padding).
+    pub support_ratio: Vec<Vec<f64>>,
+    pub support_pos: Vec<Vec<f64>>,
+    pub support_unl: Vec<Vec<f64>>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Evaluation {
     pub results: Vec<EpisodeResult>,
@@ -80,26 +95,55 @@ impl EpisodeSet {
     }
 
     pub fn evaluate(&self, net: &MetaPuNet, mode: PriorMode) -> Evaluation {
-        let (ratio, estimated) = tch::no_grad(|| {
+        self.evaluate_scores(&self.scores(net), mode, |p| p)
+    }
+
+    /// Adapt to every support and score its rows and every test row (no decisions yet).
+    pub fn scores(&self, net: &MetaPuNet) -> EpisodeScores {
+        let (ratio, estimated, support_ratio) = tch::no_grad(|| {
             let adapted = net.adapt(&self.support, 0.0);
             let ratio = net.ratio_flat(&adapted, &self.test_task, &self.test_x);
-            (ratio, adapted.prior)
+            let support_ratio = net.ratio_grouped(&adapted, &self.support.x);
+            (ratio, adapted.prior, support_ratio)
         });
         let to_vec = |t: &Tensor| {
             Vec::<f64>::try_from(t.to_kind(Kind::Double).to_device(Device::Cpu)).unwrap_or_default()
         };
-        let ratio = to_vec(&ratio);
-        let estimated = to_vec(&estimated);
+        let b = self.episodes.len();
+        let chunk = |t: &Tensor| -> Vec<Vec<f64>> {
+            let v = to_vec(&t.reshape([-1]));
+            let w = v.len() / b.max(1);
+            v.chunks(w.max(1)).map(<[f64]>::to_vec).collect()
+        };
+        EpisodeScores {
+            test_ratio: to_vec(&ratio),
+            estimated_prior: to_vec(&estimated),
+            support_ratio: chunk(&support_ratio),
+            support_pos: chunk(&self.support.pos),
+            support_unl: chunk(&self.support.unl),
+        }
+    }
+
+    /// Decide and score under `mode`, with each estimated prior mapped by `calibrate`
+    /// (the identity for the method itself).
+    pub fn evaluate_scores(
+        &self,
+        scores: &EpisodeScores,
+        mode: PriorMode,
+        calibrate: impl Fn(f64) -> f64,
+    ) -> Evaluation {
         let mut results = Vec::with_capacity(self.episodes.len());
         let mut start = 0;
-        for (e, &est) in self.episodes.iter().zip(&estimated) {
+        for (e, &raw) in self.episodes.iter().zip(&scores.estimated_prior) {
+            let est = calibrate(raw);
             let end = start + e.test.len();
             let prior = match mode {
                 PriorMode::Estimated => est,
                 PriorMode::True => e.prior,
                 PriorMode::Ignored => 1.0,
             };
-            let predicted: Vec<bool> = ratio[start..end].iter().map(|&r| prior * r - 0.5 >= 0.0).collect();
+            let predicted: Vec<bool> =
+                scores.test_ratio[start..end].iter().map(|&r| prior * r - 0.5 >= 0.0).collect();
             results.push(EpisodeResult {
                 accuracy: accuracy(e.prior, &self.test_labels[start..end], &predicted),
                 estimated_prior: est,
@@ -117,5 +161,50 @@ impl EpisodeSet {
             / n)
             .sqrt();
         Evaluation { results, mean_accuracy, prior_rmse }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+    use crate::data::protocol::{self, ProtocolConfig};
+    use crate::data::synthetic::{generate, SyntheticConfig};
+    use crate::model::NetConfig;
+
+    #[test]
+    fn scores_line_up_with_episodes_and_reproduce_the_evaluation() {
+        let (data, _) = generate(&SyntheticConfig::default(), 4);
+        let chosen: Vec<(usize, &Task)> = data.tasks.iter().enumerate().skip(120).take(2).collect();
+        let episodes =
+            protocol::episodes(&chosen, &ProtocolConfig::default(), 1, &mut ChaCha8Rng::seed_from_u64(5));
+        let set = EpisodeSet::new(episodes, &data.tasks, 2, Kind::Float, Device::Cpu).expect("episodes");
+        let net = MetaPuNet::new(NetConfig::paper(2, 4), Device::Cpu);
+        net.init_from_seed(6);
+        let scores = set.scores(&net);
+        assert_eq!(scores.support_ratio.len(), set.episodes.len());
+        for (k, e) in set.episodes.iter().enumerate() {
+            let (pos, unl) = (&scores.support_pos[k], &scores.support_unl[k]);
+            assert_eq!(pos.iter().sum::<f64>() as usize, e.support_pos.len());
+            assert_eq!(unl.iter().sum::<f64>() as usize, e.support_unl.len());
+            // The estimate is 1/max of this episode's own support ratios.
+            let max = scores.support_ratio[k]
+                .iter()
+                .zip(pos.iter().zip(unl))
+                .filter(|(_, (&p, &u))| p + u > 0.5)
+                .map(|(&r, _)| r)
+                .fold(f64::NEG_INFINITY, f64::max);
+            assert!((scores.estimated_prior[k] - 1.0 / max.max(1.0)).abs() < 1e-5, "episode {k}");
+        }
+        for mode in [PriorMode::Estimated, PriorMode::True, PriorMode::Ignored] {
+            assert_eq!(set.evaluate_scores(&scores, mode, |p| p), set.evaluate(&net, mode));
+        }
+        // A calibration reaches the decisions: every estimate at 1 is "w/o π".
+        let at_one = set.evaluate_scores(&scores, PriorMode::Estimated, |_| 1.0);
+        let ignored = set.evaluate(&net, PriorMode::Ignored);
+        let accuracies = |e: &Evaluation| e.results.iter().map(|r| r.accuracy).collect::<Vec<_>>();
+        assert_eq!(accuracies(&at_one), accuracies(&ignored));
     }
 }

@@ -1,0 +1,119 @@
+//! How much does the prior estimate matter? Scores a trained model on fresh validation
+//! and target episodes of a Synthetic split (3 per task, N_p and π) and prints the
+//! accuracy and prior RMSE of the classifier `sign(π r − ½)` under the true prior and
+//! under several estimates computed from the same adapted ratios:
+//!
+//! ```sh
+//! cargo run --release --example prior_estimators -- MODEL.safetensors [DATA_SEED]
+//! ```
+//!
+//! DATA_SEED is the seed of `metapu datasets synthetic` the model was trained on (0 for
+//! `make train-synthetic`). Estimates: the paper's 1/max_S r; 1/(mean of the 2 or 3
+//! largest r of S); 1/max over the unlabeled rows alone or the positives alone; the
+//! share of unlabeled rows classified positive; c·π̂^γ over a grid of (c, γ).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tch::{Device, Kind};
+
+use metapu::data::protocol::{self, ProtocolConfig};
+use metapu::data::split::Split;
+use metapu::data::synthetic::{generate, SyntheticConfig};
+use metapu::data::Task;
+use metapu::evaluate::{EpisodeScores, EpisodeSet, Evaluation, PriorMode};
+use metapu::model::file;
+
+const PRIORS: [f64; 4] = [0.2, 0.4, 0.6, 0.8];
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().context("usage: prior_estimators MODEL.safetensors [DATA_SEED]")?;
+    let seed: u64 = args.next().map_or(Ok(0), |s| s.parse()).context("DATA_SEED must be a number")?;
+    let model = file::load(Path::new(&path), Device::Cpu)?;
+    let (data, split) = generate(&SyntheticConfig::default(), seed);
+    model.check_feature_count(data.dim())?;
+    let tasks: Vec<Task> =
+        data.tasks.iter().map(|t| Task { x: model.preprocess.transformed(&t.x), ..t.clone() }).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(123);
+    for (name, ids) in [("validation", &split.validation), ("target", &split.target)] {
+        let chosen: Vec<(usize, &Task)> =
+            Split::resolve(ids, &data)?.into_iter().map(|i| (i, &tasks[i])).collect();
+        let episodes = protocol::episodes(&chosen, &ProtocolConfig::default(), 3, &mut rng);
+        let set = EpisodeSet::new(episodes, &tasks, data.dim(), Kind::Float, Device::Cpu)
+            .context("no episode could be drawn")?;
+        let scores = set.scores(&model.net);
+        println!(
+            "{name} ({} episodes)             accuracy  prior RMSE  accuracy at π = 0.2 0.4 0.6 0.8",
+            set.episodes.len()
+        );
+        let truth = set.evaluate_scores(&scores, PriorMode::True, |p| p);
+        print_row("true π", &set, &truth);
+        let n = set.episodes.len();
+        let per_episode = |estimate: &dyn Fn(usize) -> f64| -> Vec<f64> { (0..n).map(estimate).collect() };
+        let estimates = [
+            ("1/max S r (paper)", scores.estimated_prior.clone()),
+            ("1/top-2 mean S", per_episode(&|k| inverse_top(&scores, k, 2, true, true))),
+            ("1/top-3 mean S", per_episode(&|k| inverse_top(&scores, k, 3, true, true))),
+            ("1/max U r", per_episode(&|k| inverse_top(&scores, k, 1, false, true))),
+            ("1/max P r", per_episode(&|k| inverse_top(&scores, k, 1, true, false))),
+            ("share of U positive", per_episode(&|k| positive_share(&scores, k))),
+        ];
+        for (label, estimated_prior) in estimates {
+            let replaced = EpisodeScores { estimated_prior, ..scores.clone() };
+            print_row(label, &set, &set.evaluate_scores(&replaced, PriorMode::Estimated, |p| p));
+        }
+        for gamma in [0.8, 1.0, 1.2, 1.5] {
+            for c in [0.7, 0.85, 1.0, 1.15] {
+                let e = set.evaluate_scores(&scores, PriorMode::Estimated, |p| (c * p.powf(gamma)).min(1.0));
+                print_row(&format!("{c}·π̂^{gamma}"), &set, &e);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_row(label: &str, set: &EpisodeSet, e: &Evaluation) {
+    let by_prior: Vec<String> = PRIORS
+        .iter()
+        .map(|&pi| {
+            let v: Vec<f64> = set
+                .episodes
+                .iter()
+                .zip(&e.results)
+                .filter(|(ep, _)| (ep.prior - pi).abs() < 1e-9)
+                .map(|(_, r)| r.accuracy)
+                .collect();
+            format!("{:.2}", 100.0 * v.iter().sum::<f64>() / v.len().max(1) as f64)
+        })
+        .collect();
+    println!("  {label:24} {:8.2}  {:10.3}  {}", 100.0 * e.mean_accuracy, e.prior_rmse, by_prior.join(" "));
+}
+
+/// 1 / (mean of the k largest support ratios among the chosen rows), at most 1.
+fn inverse_top(s: &EpisodeScores, episode: usize, k: usize, positives: bool, unlabeled: bool) -> f64 {
+    let rows = s.support_ratio[episode].iter().zip(&s.support_pos[episode]).zip(&s.support_unl[episode]);
+    let mut r: Vec<f64> = rows
+        .filter(|((_, &p), &u)| (positives && p > 0.5) || (unlabeled && u > 0.5))
+        .map(|((&r, _), _)| r)
+        .collect();
+    r.sort_by(|a, b| b.total_cmp(a));
+    let k = k.min(r.len()).max(1);
+    let mean = r.iter().take(k).sum::<f64>() / k as f64;
+    1.0 / mean.max(1.0)
+}
+
+/// Share of the unlabeled support that the paper's classifier calls positive.
+fn positive_share(s: &EpisodeScores, episode: usize) -> f64 {
+    let prior = s.estimated_prior[episode];
+    let (mut all, mut positive) = (0.0_f64, 0.0_f64);
+    for (&r, &u) in s.support_ratio[episode].iter().zip(&s.support_unl[episode]) {
+        if u > 0.5 {
+            all += 1.0;
+            positive += f64::from(prior * r >= 0.5);
+        }
+    }
+    (positive / all.max(1.0)).clamp(0.05, 1.0)
+}
