@@ -49,6 +49,19 @@ fn main() -> Result<()> {
             "{name} ({} episodes)             accuracy  prior RMSE  accuracy at π = 0.2 0.4 0.6 0.8",
             set.episodes.len()
         );
+        for pi in PRIORS {
+            let estimates: Vec<f64> = set
+                .episodes
+                .iter()
+                .zip(&scores.estimated_prior)
+                .filter(|(e, _)| (e.prior - pi).abs() < 1e-9)
+                .map(|(_, &p)| p)
+                .collect();
+            let n = estimates.len().max(1) as f64;
+            let mean = estimates.iter().sum::<f64>() / n;
+            let sd = (estimates.iter().map(|p| (p - mean).powi(2)).sum::<f64>() / n).sqrt();
+            println!("  π = {pi}: the paper's π̂ averages {mean:.3}, standard deviation {sd:.3}");
+        }
         let truth = set.evaluate_scores(&scores, PriorMode::True, |p| p);
         print_row("true π", &set, &truth);
         let n = set.episodes.len();
