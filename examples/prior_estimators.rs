@@ -23,7 +23,7 @@ use metapu::data::protocol::{self, ProtocolConfig};
 use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::data::Task;
-use metapu::evaluate::{EpisodeScores, EpisodeSet, Evaluation, PriorMode};
+use metapu::evaluate::{EpisodeScores, EpisodeSet, Evaluation, PriorMode, SupportScores};
 use metapu::model::file;
 
 const PRIORS: [f64; 4] = [0.2, 0.4, 0.6, 0.8];
@@ -45,6 +45,7 @@ fn main() -> Result<()> {
         let set = EpisodeSet::new(episodes, &tasks, data.dim(), Kind::Float, Device::Cpu)
             .context("no episode could be drawn")?;
         let scores = set.scores(&model.net);
+        let support = set.support_scores(&model.net);
         println!(
             "{name} ({} episodes)             accuracy  prior RMSE  accuracy at π = 0.2 0.4 0.6 0.8",
             set.episodes.len()
@@ -68,11 +69,11 @@ fn main() -> Result<()> {
         let per_episode = |estimate: &dyn Fn(usize) -> f64| -> Vec<f64> { (0..n).map(estimate).collect() };
         let estimates = [
             ("1/max S r (paper)", scores.estimated_prior.clone()),
-            ("1/top-2 mean S", per_episode(&|k| inverse_top(&scores, k, 2, true, true))),
-            ("1/top-3 mean S", per_episode(&|k| inverse_top(&scores, k, 3, true, true))),
-            ("1/max U r", per_episode(&|k| inverse_top(&scores, k, 1, false, true))),
-            ("1/max P r", per_episode(&|k| inverse_top(&scores, k, 1, true, false))),
-            ("share of U positive", per_episode(&|k| positive_share(&scores, k))),
+            ("1/top-2 mean S", per_episode(&|k| inverse_top(&support, k, 2, true, true))),
+            ("1/top-3 mean S", per_episode(&|k| inverse_top(&support, k, 3, true, true))),
+            ("1/max U r", per_episode(&|k| inverse_top(&support, k, 1, false, true))),
+            ("1/max P r", per_episode(&|k| inverse_top(&support, k, 1, true, false))),
+            ("share of U positive", per_episode(&|k| positive_share(&support, &scores, k))),
         ];
         for (label, estimated_prior) in estimates {
             let replaced = EpisodeScores { estimated_prior, ..scores.clone() };
@@ -106,8 +107,8 @@ fn print_row(label: &str, set: &EpisodeSet, e: &Evaluation) {
 }
 
 /// 1 / (mean of the k largest support ratios among the chosen rows), at most 1.
-fn inverse_top(s: &EpisodeScores, episode: usize, k: usize, positives: bool, unlabeled: bool) -> f64 {
-    let rows = s.support_ratio[episode].iter().zip(&s.support_pos[episode]).zip(&s.support_unl[episode]);
+fn inverse_top(s: &SupportScores, episode: usize, k: usize, positives: bool, unlabeled: bool) -> f64 {
+    let rows = s.ratio[episode].iter().zip(&s.positive[episode]).zip(&s.unlabeled[episode]);
     let mut r: Vec<f64> = rows
         .filter(|((_, &p), &u)| (positives && p > 0.5) || (unlabeled && u > 0.5))
         .map(|((&r, _), _)| r)
@@ -119,10 +120,10 @@ fn inverse_top(s: &EpisodeScores, episode: usize, k: usize, positives: bool, unl
 }
 
 /// Share of the unlabeled support that the paper's classifier calls positive.
-fn positive_share(s: &EpisodeScores, episode: usize) -> f64 {
+fn positive_share(support: &SupportScores, s: &EpisodeScores, episode: usize) -> f64 {
     let prior = s.estimated_prior[episode];
     let (mut all, mut positive) = (0.0_f64, 0.0_f64);
-    for (&r, &u) in s.support_ratio[episode].iter().zip(&s.support_unl[episode]) {
+    for (&r, &u) in support.ratio[episode].iter().zip(&support.unlabeled[episode]) {
         if u > 0.5 {
             all += 1.0;
             positive += f64::from(prior * r >= 0.5);

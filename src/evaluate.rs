@@ -43,11 +43,18 @@ pub struct EpisodeScores {
     pub test_ratio: Vec<f64>,
     /// Each episode's prior estimate min(1, 1/max_S r).
     pub estimated_prior: Vec<f64>,
+}
+
+/// The support rows' own ratios, for estimates of the prior other than 1/max_S r.
+/// Kept apart from [`EpisodeScores`] so that validation during training does not
+/// compute them.
+#[derive(Debug, Clone)]
+pub struct SupportScores {
     /// Per episode, the ratio of each padded support slot and whether that slot is a
     /// labeled positive / an unlabeled row (1/0; both 0 for padding).
-    pub support_ratio: Vec<Vec<f64>>,
-    pub support_pos: Vec<Vec<f64>>,
-    pub support_unl: Vec<Vec<f64>>,
+    pub ratio: Vec<Vec<f64>>,
+    pub positive: Vec<Vec<f64>>,
+    pub unlabeled: Vec<Vec<f64>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -98,29 +105,28 @@ impl EpisodeSet {
         self.evaluate_scores(&self.scores(net), mode, |p| p)
     }
 
-    /// Adapt to every support and score its rows and every test row (no decisions yet).
+    /// Adapt to every support and score every test row (no decisions yet).
     pub fn scores(&self, net: &MetaPuNet) -> EpisodeScores {
-        let (ratio, estimated, support_ratio) = tch::no_grad(|| {
+        let (ratio, estimated) = tch::no_grad(|| {
             let adapted = net.adapt(&self.support, 0.0);
-            let ratio = net.ratio_flat(&adapted, &self.test_task, &self.test_x);
-            let support_ratio = net.ratio_grouped(&adapted, &self.support.x);
-            (ratio, adapted.prior, support_ratio)
+            (net.ratio_flat(&adapted, &self.test_task, &self.test_x), adapted.prior)
         });
-        let to_vec = |t: &Tensor| {
-            Vec::<f64>::try_from(t.to_kind(Kind::Double).to_device(Device::Cpu)).unwrap_or_default()
+        EpisodeScores { test_ratio: to_f64s(&ratio), estimated_prior: to_f64s(&estimated) }
+    }
+
+    /// Adapt to every support and score the support's own rows.
+    pub fn support_scores(&self, net: &MetaPuNet) -> SupportScores {
+        let ratio = tch::no_grad(|| net.ratio_grouped(&net.adapt(&self.support, 0.0), &self.support.x));
+        let b = self.episodes.len().max(1);
+        let per_episode = |t: &Tensor| -> Vec<Vec<f64>> {
+            let v = to_f64s(&t.reshape([-1]));
+            let width = (v.len() / b).max(1);
+            v.chunks(width).map(<[f64]>::to_vec).collect()
         };
-        let b = self.episodes.len();
-        let chunk = |t: &Tensor| -> Vec<Vec<f64>> {
-            let v = to_vec(&t.reshape([-1]));
-            let w = v.len() / b.max(1);
-            v.chunks(w.max(1)).map(<[f64]>::to_vec).collect()
-        };
-        EpisodeScores {
-            test_ratio: to_vec(&ratio),
-            estimated_prior: to_vec(&estimated),
-            support_ratio: chunk(&support_ratio),
-            support_pos: chunk(&self.support.pos),
-            support_unl: chunk(&self.support.unl),
+        SupportScores {
+            ratio: per_episode(&ratio),
+            positive: per_episode(&self.support.pos),
+            unlabeled: per_episode(&self.support.unl),
         }
     }
 
@@ -164,6 +170,10 @@ impl EpisodeSet {
     }
 }
 
+fn to_f64s(t: &Tensor) -> Vec<f64> {
+    Vec::<f64>::try_from(t.to_kind(Kind::Double).to_device(Device::Cpu)).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use rand::SeedableRng;
@@ -184,13 +194,14 @@ mod tests {
         let net = MetaPuNet::new(NetConfig::paper(2, 4), Device::Cpu);
         net.init_from_seed(6);
         let scores = set.scores(&net);
-        assert_eq!(scores.support_ratio.len(), set.episodes.len());
+        let support = set.support_scores(&net);
+        assert_eq!(support.ratio.len(), set.episodes.len());
         for (k, e) in set.episodes.iter().enumerate() {
-            let (pos, unl) = (&scores.support_pos[k], &scores.support_unl[k]);
+            let (pos, unl) = (&support.positive[k], &support.unlabeled[k]);
             assert_eq!(pos.iter().sum::<f64>() as usize, e.support_pos.len());
             assert_eq!(unl.iter().sum::<f64>() as usize, e.support_unl.len());
             // The estimate is 1/max of this episode's own support ratios.
-            let max = scores.support_ratio[k]
+            let max = support.ratio[k]
                 .iter()
                 .zip(pos.iter().zip(unl))
                 .filter(|(_, (&p, &u))| p + u > 0.5)

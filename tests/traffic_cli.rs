@@ -12,13 +12,7 @@ use metapu::data::Label;
 use metapu::traffic::pcap::PcapWriter;
 use metapu::traffic::simulate::{device_packets, plan, FleetConfig};
 use metapu::traffic::{feature_names, AfterImage};
-
-fn metapu(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_metapu")).args(args).output().expect("metapu runs");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "metapu {args:?} failed: {text}");
-    text
-}
+use support::metapu;
 
 #[test]
 fn extract_from_a_capture_matches_afterimage_on_the_same_packets() {

@@ -25,6 +25,11 @@ pub struct EvalArgs {
     /// meta-training anew each time.
     #[arg(long, default_value_t = 5)]
     splits: usize,
+    /// Index of the first split to run (its data and episodes are those of the same
+    /// split in a full run), so that one experiment's splits can run in several
+    /// processes and be joined with --merge.
+    #[arg(long, default_value_t = 0, conflicts_with = "split")]
+    first_split: usize,
     /// Use this split file (one split) instead of random splits.
     #[arg(long)]
     split: Option<PathBuf>,
@@ -181,7 +186,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
     let mut progress = Bar(bar);
     let started = std::time::Instant::now();
     let mut runs: Vec<SplitRun> = Vec::new();
-    for s in 0..splits {
+    for s in a.first_split..a.first_split + splits {
         let (data, split) = match (&loaded, &a.split) {
             (None, _) => generate(&SyntheticConfig::default(), a.seed + s as u64),
             (Some(d), Some(path)) => (d.clone(), Split::load(path)?),

@@ -25,6 +25,16 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 use tch::Device;
 
+/// Run the `metapu` binary as a user would; its stdout and stderr, after checking that
+/// it succeeded.
+pub fn metapu(args: &[&str]) -> String {
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_metapu")).args(args).output().expect("metapu runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "metapu {args:?} failed: {text}");
+    text
+}
+
 /// The bundled broker on a free loopback port; killed on drop.
 pub struct Broker(pub LocalBroker);
 

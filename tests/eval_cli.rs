@@ -1,0 +1,81 @@
+//! `metapu eval` as users run a long comparison: the splits of one experiment run in
+//! separate processes (`--first-split`) and joined with `--merge` give the same
+//! episodes and results as one run over all the splits.
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::Value;
+use support::metapu;
+
+/// A split's index, its episodes and each method's accuracies.
+type SplitResult = (u64, Value, Vec<(String, Value)>);
+
+fn split_results(dir: &Path) -> Vec<SplitResult> {
+    let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json written");
+    let json: Value = serde_json::from_str(&text).expect("results.json is JSON");
+    json["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|run| {
+            let methods = run["methods"]
+                .as_array()
+                .expect("methods")
+                .iter()
+                .map(|m| (m["method"].to_string(), m["accuracies"].clone()))
+                .collect();
+            (run["split"].as_u64().expect("split index"), run["episodes"].clone(), methods)
+        })
+        .collect()
+}
+
+#[test]
+fn splits_run_apart_and_merged_equal_one_run_over_all_splits() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    // DRE is the one method fast enough for a test; its fit is deterministic.
+    let common = ["eval", "--methods", "dre", "--test-size", "20", "--preprocess", "none"];
+    let run = |extra: &[&str], name: &str| {
+        let mut args: Vec<String> = common.iter().map(|s| s.to_string()).collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.extend(["--out".to_string(), out(name)]);
+        metapu(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    run(&["--splits", "2"], "whole");
+    run(&["--splits", "1"], "first");
+    run(&["--first-split", "1", "--splits", "1"], "second");
+
+    let whole = split_results(&dir.path().join("whole"));
+    let second = split_results(&dir.path().join("second"));
+    assert_eq!(whole.len(), 2);
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0], whole[1], "split 1 run alone draws the same data, episodes and results");
+    assert_ne!(whole[0].1, whole[1].1, "the two splits draw different episodes");
+
+    // Given in either order, the two halves join into the whole, in split order.
+    metapu(&[
+        "eval",
+        "--merge",
+        &out("second/results.json"),
+        &out("first/results.json"),
+        "--out",
+        &out("merged"),
+    ]);
+    assert_eq!(split_results(&dir.path().join("merged")), whole);
+
+    // A half whose split holds another method would leave the table comparing methods
+    // on different splits: refused, with a reason.
+    let text = std::fs::read_to_string(dir.path().join("first/results.json")).unwrap();
+    let mut other: Value = serde_json::from_str(&text).unwrap();
+    other["runs"][0]["methods"][0]["method"] = Value::String("Naive".into());
+    std::fs::write(dir.path().join("other.json"), other.to_string()).unwrap();
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_metapu"))
+        .args(["eval", "--merge", &out("other.json"), &out("second/results.json"), "--out", &out("refused")])
+        .output()
+        .expect("metapu runs");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("every split needs the same methods"), "{stderr}");
+}
