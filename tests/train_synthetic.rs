@@ -1,11 +1,11 @@
 //! Meta-training on the paper's Synthetic tasks: it learns, and it is reproducible.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::model::file;
-use metapu::train::{train, TrainConfig};
+use metapu::train::{train, Progress, TrainConfig};
 use tch::Device;
 
 fn indices(ids: &[String], set: &metapu::data::TaskSet) -> Vec<usize> {
@@ -110,4 +110,59 @@ fn the_weight_average_is_kept_and_validating_it_leaves_training_alone() {
     assert_eq!((a.iteration, b.iteration), (40, 40));
     assert_eq!(a.validation_accuracy, b.validation_accuracy);
     assert_eq!(a.prior_rmse, b.prior_rmse, "validating at iteration 20 changed the training");
+}
+
+/// Asks training to stop once it has taken `at` steps.
+struct StopAt<'a> {
+    at: u64,
+    stop: &'a AtomicBool,
+}
+
+impl Progress for StopAt<'_> {
+    fn step(&mut self, iteration: u64, _loss: f64) {
+        if iteration >= self.at {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Stopped after some steps but before the first validation, a run with the weight
+/// average keeps the average, as a checkpoint would, not the live weights.
+#[test]
+fn a_stop_before_the_first_validation_keeps_the_weight_average() {
+    let (set, split) =
+        generate(&SyntheticConfig { tasks: 30, source: 20, validation: 5, ..SyntheticConfig::default() }, 5);
+    let (src, val) = (indices(&split.source, &set), indices(&split.validation, &set));
+    let run = |weight_average| {
+        let cfg = TrainConfig {
+            seed: 5,
+            max_iterations: 100,
+            eval_every: 50,
+            meta_batch: 2,
+            weight_average,
+            ..TrainConfig::default()
+        };
+        let stop = AtomicBool::new(false);
+        let out =
+            train(&set, &src, &val, &cfg, Device::Cpu, &stop, &mut StopAt { at: 10, stop: &stop }).unwrap();
+        assert!(out.interrupted && out.history.is_empty());
+        assert_eq!(out.iterations, 10);
+        out
+    };
+    let (raw, averaged) = (run(0.0), run(0.999));
+    let weights = |out: &metapu::train::TrainOutcome| {
+        let mut v: Vec<(String, Vec<f32>)> = out
+            .model
+            .net
+            .vs
+            .variables()
+            .into_iter()
+            .map(|(name, t)| (name, Vec::<f32>::try_from(t.flatten(0, -1)).unwrap()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    // The same ten steps were taken (averaging does not steer training), so the two
+    // differ only if the average was kept.
+    assert_ne!(weights(&raw), weights(&averaged), "the live weights were kept");
 }

@@ -246,8 +246,11 @@ pub fn train(
         }
     }
     if history.is_empty() {
-        // Interrupted before the first evaluation: evaluate what we have.
-        best = (val_set.evaluate(&net, PriorMode::Estimated).mean_accuracy, iteration, snapshot(&net.vs));
+        // Interrupted before the first evaluation: evaluate and keep what we have, as a
+        // checkpoint would (the averaged weights when averaging).
+        best = average.applied(|| {
+            (val_set.evaluate(&net, PriorMode::Estimated).mean_accuracy, iteration, snapshot(&net.vs))
+        });
     }
     restore(&net.vs, &best.2);
     let provenance = Provenance {
