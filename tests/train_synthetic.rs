@@ -12,6 +12,16 @@ fn indices(ids: &[String], set: &metapu::data::TaskSet) -> Vec<usize> {
     Split::resolve(ids, set).unwrap()
 }
 
+/// 30 Synthetic tasks (20 source, 5 validation): enough for short runs.
+fn small_synthetic(seed: u64) -> (metapu::data::TaskSet, Vec<usize>, Vec<usize>) {
+    let (set, split) = generate(
+        &SyntheticConfig { tasks: 30, source: 20, validation: 5, ..SyntheticConfig::default() },
+        seed,
+    );
+    let (src, val) = (indices(&split.source, &set), indices(&split.validation, &set));
+    (set, src, val)
+}
+
 #[test]
 fn a_short_run_lifts_validation_accuracy_above_70_percent() {
     let (set, split) = generate(&SyntheticConfig::default(), 1);
@@ -44,9 +54,7 @@ fn a_short_run_lifts_validation_accuracy_above_70_percent() {
 
 #[test]
 fn the_same_seed_and_data_give_the_same_model_file() {
-    let (set, split) =
-        generate(&SyntheticConfig { tasks: 30, source: 20, validation: 5, ..SyntheticConfig::default() }, 2);
-    let (src, val) = (indices(&split.source, &set), indices(&split.validation, &set));
+    let (set, src, val) = small_synthetic(2);
     let run = |seed| {
         let cfg =
             TrainConfig { seed, max_iterations: 40, eval_every: 20, meta_batch: 2, ..TrainConfig::default() };
@@ -60,20 +68,10 @@ fn the_same_seed_and_data_give_the_same_model_file() {
 
 #[test]
 fn a_stop_request_still_returns_a_model() {
-    let (set, split) =
-        generate(&SyntheticConfig { tasks: 30, source: 20, validation: 5, ..SyntheticConfig::default() }, 3);
+    let (set, src, val) = small_synthetic(3);
     let cfg = TrainConfig { max_iterations: 1000, ..TrainConfig::default() };
     let stop = AtomicBool::new(true);
-    let out = train(
-        &set,
-        &indices(&split.source, &set),
-        &indices(&split.validation, &set),
-        &cfg,
-        Device::Cpu,
-        &stop,
-        &mut (),
-    )
-    .unwrap();
+    let out = train(&set, &src, &val, &cfg, Device::Cpu, &stop, &mut ()).unwrap();
     assert!(out.interrupted);
     assert_eq!(out.iterations, 0);
     assert!(out.model.provenance.best_validation_accuracy > 0.0);
@@ -84,9 +82,7 @@ fn a_stop_request_still_returns_a_model() {
 /// same average at 40 as a run validated at 40 only.
 #[test]
 fn the_weight_average_is_kept_and_validating_it_leaves_training_alone() {
-    let (set, split) =
-        generate(&SyntheticConfig { tasks: 30, source: 20, validation: 5, ..SyntheticConfig::default() }, 4);
-    let (src, val) = (indices(&split.source, &set), indices(&split.validation, &set));
+    let (set, src, val) = small_synthetic(4);
     let run = |weight_average, eval_every| {
         let cfg = TrainConfig {
             seed: 4,
@@ -130,9 +126,7 @@ impl Progress for StopAt<'_> {
 /// average keeps the average, as a checkpoint would, not the live weights.
 #[test]
 fn a_stop_before_the_first_validation_keeps_the_weight_average() {
-    let (set, split) =
-        generate(&SyntheticConfig { tasks: 30, source: 20, validation: 5, ..SyntheticConfig::default() }, 5);
-    let (src, val) = (indices(&split.source, &set), indices(&split.validation, &set));
+    let (set, src, val) = small_synthetic(5);
     let run = |weight_average| {
         let cfg = TrainConfig {
             seed: 5,
