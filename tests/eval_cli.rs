@@ -7,7 +7,7 @@ mod support;
 use std::path::Path;
 
 use serde_json::Value;
-use support::metapu;
+use support::{metapu, metapu_refused};
 
 /// A split's index, its episodes and each method's accuracies.
 type SplitResult = (u64, Value, Vec<(String, Value)>);
@@ -71,11 +71,13 @@ fn splits_run_apart_and_merged_equal_one_run_over_all_splits() {
     let mut other: Value = serde_json::from_str(&text).unwrap();
     other["runs"][0]["methods"][0]["method"] = Value::String("Naive".into());
     std::fs::write(dir.path().join("other.json"), other.to_string()).unwrap();
-    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_metapu"))
-        .args(["eval", "--merge", &out("other.json"), &out("second/results.json"), "--out", &out("refused")])
-        .output()
-        .expect("metapu runs");
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success(), "{stderr}");
+    let stderr = metapu_refused(&[
+        "eval",
+        "--merge",
+        &out("other.json"),
+        &out("second/results.json"),
+        "--out",
+        &out("refused"),
+    ]);
     assert!(stderr.contains("every split needs the same methods"), "{stderr}");
 }

@@ -4,15 +4,13 @@
 
 mod support;
 
-use std::process::Command;
-
 use metapu::data::csv_tasks;
 use metapu::data::split::Split;
 use metapu::data::Label;
 use metapu::traffic::pcap::PcapWriter;
 use metapu::traffic::simulate::{device_packets, plan, FleetConfig};
 use metapu::traffic::{feature_names, AfterImage};
-use support::metapu;
+use support::{metapu, metapu_refused};
 
 #[test]
 fn extract_from_a_capture_matches_afterimage_on_the_same_packets() {
@@ -63,18 +61,13 @@ fn extract_refuses_what_is_not_a_capture() {
     let dir = tempfile::tempdir().unwrap();
     let bogus = dir.path().join("notes.pcap");
     std::fs::write(&bogus, b"this is not a capture at all").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_metapu"))
-        .args([
-            "extract",
-            "--pcap",
-            bogus.to_str().unwrap(),
-            "--out",
-            dir.path().join("x.csv").to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = metapu_refused(&[
+        "extract",
+        "--pcap",
+        bogus.to_str().unwrap(),
+        "--out",
+        dir.path().join("x.csv").to_str().unwrap(),
+    ]);
     assert!(err.contains("not a pcap file") && err.contains("notes.pcap"), "{err}");
 }
 

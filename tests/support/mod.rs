@@ -35,6 +35,16 @@ pub fn metapu(args: &[&str]) -> String {
     text
 }
 
+/// Run the `metapu` binary on input it must refuse; its stderr, after checking that it
+/// failed.
+pub fn metapu_refused(args: &[&str]) -> String {
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_metapu")).args(args).output().expect("metapu runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "metapu {args:?} succeeded: {stderr}");
+    stderr
+}
+
 /// The bundled broker on a free loopback port; killed on drop.
 pub struct Broker(pub LocalBroker);
 
