@@ -12,6 +12,7 @@ use metapu::eval::packed::PackedEpisodes;
 use metapu::eval::single::{self, NeuralBaseline};
 use metapu::eval::stats::{paired_t, two_sided_p};
 use metapu::train::episodes::{EpisodeSampler, SamplerConfig, SourceTask};
+use metapu::train::LrSchedule;
 
 #[test]
 fn the_paired_t_test_matches_students_sleep_data() {
@@ -106,7 +107,8 @@ fn meta_learned_baselines_beat_chance_on_separable_tasks() {
         device: Device::Cpu,
     };
     let p = target_episodes(&tasks[8..]);
-    // With a weight average, as `eval --weight-average` gives every meta-learned method.
+    // With a weight average and the cosine rate, as `eval --weight-average 0.999
+    // --lr-schedule cosine` can give every meta-learned method.
     let cfg = MetaTrainConfig {
         seed: 4,
         max_iterations: 150,
@@ -114,6 +116,7 @@ fn meta_learned_baselines_beat_chance_on_separable_tasks() {
         patience: 10,
         meta_batch: 2,
         weight_average: 0.9,
+        lr_schedule: LrSchedule::Cosine,
     };
     for method in [
         MetaBaseline::MnnPu { step: 0.1 },
@@ -124,6 +127,8 @@ fn meta_learned_baselines_beat_chance_on_separable_tasks() {
         let model = meta_train(method, &sampler, &p, &cfg).unwrap();
         let acc = mean(&model.evaluate(&p));
         assert!(acc > 0.7, "{method:?}: {acc}");
+        // The kept checkpoint is one that was validated.
+        assert!([50, 100, 150].contains(&model.best_iteration), "{method:?}: {}", model.best_iteration);
         eprintln!("{method:?}: {acc:.3}");
     }
 }

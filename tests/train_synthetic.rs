@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::model::file;
-use metapu::train::{train, Progress, TrainConfig};
+use metapu::train::{train, LrSchedule, Progress, TrainConfig};
 use tch::Device;
 
 fn indices(ids: &[String], set: &metapu::data::TaskSet) -> Vec<usize> {
@@ -64,6 +64,25 @@ fn the_same_seed_and_data_give_the_same_model_file() {
     let a = run(5);
     assert_eq!(a, run(5), "same seed, different file");
     assert_ne!(a, run(6), "different seeds gave the same file");
+}
+
+#[test]
+fn the_cosine_schedule_lowers_the_rate_that_training_uses() {
+    let (set, src, val) = small_synthetic(2);
+    let run = |lr_schedule| {
+        let cfg = TrainConfig {
+            seed: 5,
+            max_iterations: 40,
+            eval_every: 40,
+            meta_batch: 2,
+            lr_schedule,
+            ..TrainConfig::default()
+        };
+        let out = train(&set, &src, &val, &cfg, Device::Cpu, &AtomicBool::new(false), &mut ()).unwrap();
+        file::to_bytes(&out.model).unwrap()
+    };
+    // Same seed, data and draws: only the step sizes differ, so only they can change the model.
+    assert_ne!(run(LrSchedule::Constant), run(LrSchedule::Cosine), "the schedule was not applied");
 }
 
 #[test]

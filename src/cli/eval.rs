@@ -13,7 +13,7 @@ use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::data::TaskSet;
 use metapu::eval::{self, EvalConfig, EvalProgress, Method, SplitData, SplitRun};
 use metapu::model::{default_device, file, PreprocessKind};
-use metapu::train::TrainConfig;
+use metapu::train::{LrSchedule, TrainConfig};
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -90,6 +90,10 @@ pub struct EvalArgs {
     /// decay (e.g. 0.999) instead of the raw weights (0 = off).
     #[arg(long, default_value_t = 0.0)]
     weight_average: f64,
+    /// The learning rate over the --iterations budget: constant (the paper's) or a
+    /// cosine decay to zero (ours and the meta-learned baselines).
+    #[arg(long, value_enum, default_value_t = LrSchedule::Constant)]
+    lr_schedule: LrSchedule,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Where results.json, results.md and the SVG figures go.
@@ -153,6 +157,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         init_scale: a.init_scale,
         prior_head: a.prior_head,
         weight_average: a.weight_average,
+        lr_schedule: a.lr_schedule,
         ..TrainConfig::default()
     };
     train.sampler.episode_priors = super::train::checked_priors(&a.episode_priors)?;

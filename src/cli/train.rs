@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use metapu::data::split::Split;
 use metapu::data::TaskSet;
 use metapu::model::{default_device, file, PreprocessKind};
-use metapu::train::{self, Checkpoint, Progress, TrainConfig};
+use metapu::train::{self, Checkpoint, LrSchedule, Progress, TrainConfig};
 
 #[derive(Debug, Args)]
 pub struct TrainArgs {
@@ -79,6 +79,10 @@ pub struct TrainArgs {
     /// decay (e.g. 0.999) instead of the raw weights (0 = off).
     #[arg(long, default_value_t = 0.0)]
     weight_average: f64,
+    /// The learning rate over the --iterations budget: constant (the paper's) or a
+    /// cosine decay to zero.
+    #[arg(long, value_enum, default_value_t = LrSchedule::Constant)]
+    lr_schedule: LrSchedule,
     /// Torch intra-op threads (default: torch's choice).
     #[arg(long)]
     threads: Option<i32>,
@@ -157,6 +161,7 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
         init_scale: a.init_scale,
         prior_head: a.prior_head,
         weight_average: a.weight_average,
+        lr_schedule: a.lr_schedule,
         ..TrainConfig::default()
     };
     cfg.sampler.query_size = a.query_size.max(2);

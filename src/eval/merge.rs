@@ -75,6 +75,7 @@ mod tests {
                     test_seconds: 1.0,
                     validation_accuracy: acc,
                     chosen: "-".into(),
+                    best_iteration: None,
                 })
                 .collect(),
         }

@@ -20,7 +20,7 @@ use crate::model::closed_form::masked_mean;
 use crate::model::nets::Mlp;
 use crate::train::average::WeightAverage;
 use crate::train::episodes::{EpisodeSampler, TrainBatch};
-use crate::train::{restore, snapshot};
+use crate::train::{restore, snapshot, LrSchedule};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum MetaBaseline {
@@ -43,6 +43,8 @@ pub struct MetaTrainConfig {
     pub meta_batch: usize,
     /// Decay of the validated weight average, as for ours (0 = the raw weights).
     pub weight_average: f64,
+    /// The learning rate over the budget, as for ours.
+    pub lr_schedule: LrSchedule,
 }
 
 /// A meta-trained baseline.
@@ -53,6 +55,8 @@ pub struct MetaModel {
     params: Vec<Tensor>,
     np: Option<(Mlp, Mlp, Mlp)>,
     pub best_validation_accuracy: f64,
+    /// The iteration of the kept checkpoint.
+    pub best_iteration: u64,
     pub iterations: u64,
     pub seconds: f64,
 }
@@ -137,7 +141,16 @@ impl MetaModel {
                 }
             }
         }
-        Self { method, vs, params, np, best_validation_accuracy: 0.0, iterations: 0, seconds: 0.0 }
+        Self {
+            method,
+            vs,
+            params,
+            np,
+            best_validation_accuracy: 0.0,
+            best_iteration: 0,
+            iterations: 0,
+            seconds: 0.0,
+        }
     }
 
     /// MAML inner loop: `INNER_STEPS` gradient steps on one support.
@@ -247,12 +260,13 @@ pub fn meta_train(
     let mut model = MetaModel::new(method, sampler.dim as i64, sampler.device);
     let mut opt = nn::Adam::default().build(&model.vs, 1e-3)?;
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    let mut best = (-1.0, snapshot(&model.vs));
+    let mut best = (-1.0, 0, snapshot(&model.vs));
     let mut average = WeightAverage::new(&model.vs, cfg.weight_average);
     let mut since_best = 0;
     let mut iteration = 0;
     while iteration < cfg.max_iterations {
         iteration += 1;
+        opt.set_lr(cfg.lr_schedule.rate(1e-3, iteration, cfg.max_iterations));
         let batch = sampler.sample(cfg.meta_batch, &mut rng);
         let loss = model.batch_loss(&batch);
         if loss.double_value(&[]).is_finite() {
@@ -266,7 +280,7 @@ pub fn meta_train(
             });
             match saved {
                 Some(vars) => {
-                    best = (acc, vars);
+                    best = (acc, iteration, vars);
                     since_best = 0;
                 }
                 None => since_best += 1,
@@ -276,8 +290,9 @@ pub fn meta_train(
             }
         }
     }
-    restore(&model.vs, &best.1);
+    restore(&model.vs, &best.2);
     model.best_validation_accuracy = best.0;
+    model.best_iteration = best.1;
     model.iterations = iteration;
     model.seconds = started.elapsed().as_secs_f64();
     Ok(model)

@@ -143,6 +143,10 @@ pub struct MethodRun {
     pub validation_accuracy: f64,
     /// The hyperparameters chosen on validation tasks.
     pub chosen: String,
+    /// Meta-trained methods: the iteration of the checkpoint kept (early stopping on
+    /// validation), to tell whether the budget was binding. Absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_iteration: Option<u64>,
 }
 
 /// One split's target episodes and every method's results on them.
@@ -224,6 +228,7 @@ fn ours_runs(
                 test_seconds: t.elapsed().as_secs_f64(),
                 validation_accuracy,
                 chosen: chosen.into(),
+                best_iteration: Some(model.provenance.best_iteration),
             }
         })
         .collect()
@@ -304,6 +309,7 @@ pub fn run_split(
                 test_seconds: t.elapsed().as_secs_f64(),
                 validation_accuracy: out.model.provenance.best_validation_accuracy,
                 chosen: "-".into(),
+                best_iteration: Some(out.model.provenance.best_iteration),
             });
         }
         progress.done();
@@ -335,6 +341,7 @@ pub fn run_split(
         patience: cfg.train.patience,
         meta_batch: cfg.train.meta_batch,
         weight_average: cfg.train.weight_average,
+        lr_schedule: cfg.train.lr_schedule,
     };
     for method in [Method::Mdre, Method::MnnPu, Method::Np] {
         if !cfg.methods.contains(&method) {
@@ -375,6 +382,7 @@ pub fn run_split(
                 test_seconds: t.elapsed().as_secs_f64(),
                 validation_accuracy: m.best_validation_accuracy,
                 chosen: name,
+                best_iteration: Some(m.best_iteration),
             });
         }
     }
@@ -447,6 +455,7 @@ fn single_task_runs(
             test_seconds: seconds,
             validation_accuracy,
             chosen: format!("{}{note}", names[best]),
+            best_iteration: None,
         });
         progress.done();
     }

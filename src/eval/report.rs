@@ -247,6 +247,7 @@ mod tests {
             test_seconds: 0.0,
             validation_accuracy: 0.0,
             chosen: "-".into(),
+            best_iteration: None,
         }
     }
 

@@ -3,6 +3,7 @@
 
 pub mod average;
 pub mod episodes;
+pub mod schedule;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -18,6 +19,7 @@ use crate::evaluate::{EpisodeSet, PriorMode};
 use crate::model::{closed_form, MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 use average::WeightAverage;
 use episodes::{EpisodeSampler, SamplerConfig, SourceTask};
+pub use schedule::LrSchedule;
 
 #[derive(Debug, Clone)]
 pub struct TrainConfig {
@@ -29,6 +31,8 @@ pub struct TrainConfig {
     /// Tasks per meta-training step (the paper uses 1).
     pub meta_batch: usize,
     pub learning_rate: f64,
+    /// How the learning rate moves over `max_iterations`.
+    pub lr_schedule: LrSchedule,
     pub task_dim: i64,
     pub preprocess: PreprocessKind,
     pub sampler: SamplerConfig,
@@ -59,6 +63,7 @@ impl Default for TrainConfig {
             patience: 10,
             meta_batch: 1,
             learning_rate: 1e-3,
+            lr_schedule: LrSchedule::Constant,
             task_dim: 32,
             preprocess: PreprocessKind::LogStandard,
             sampler: SamplerConfig::default(),
@@ -191,6 +196,7 @@ pub fn train(
             break;
         }
         iteration += 1;
+        opt.set_lr(cfg.lr_schedule.rate(cfg.learning_rate, iteration, cfg.max_iterations));
         let batch = sampler.sample(cfg.meta_batch, &mut rng);
         let adapted = net.adapt(&batch.support, cfg.weight_leak);
         let ratio = net.ratio_grouped(&adapted, &batch.query_x);
