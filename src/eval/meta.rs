@@ -47,6 +47,10 @@ pub struct MetaTrainConfig {
     pub lr_schedule: LrSchedule,
 }
 
+/// Adam's rate for the meta-learned baselines (the paper's 10⁻³), where the schedule
+/// starts.
+const LEARNING_RATE: f64 = 1e-3;
+
 /// A meta-trained baseline.
 pub struct MetaModel {
     method: MetaBaseline,
@@ -258,7 +262,7 @@ pub fn meta_train(
     // Initial weights come from torch's generator, seeded here (runs are sequential).
     tch::manual_seed(cfg.seed as i64);
     let mut model = MetaModel::new(method, sampler.dim as i64, sampler.device);
-    let mut opt = nn::Adam::default().build(&model.vs, 1e-3)?;
+    let mut opt = nn::Adam::default().build(&model.vs, LEARNING_RATE)?;
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let mut best = (-1.0, 0, snapshot(&model.vs));
     let mut average = WeightAverage::new(&model.vs, cfg.weight_average);
@@ -266,7 +270,7 @@ pub fn meta_train(
     let mut iteration = 0;
     while iteration < cfg.max_iterations {
         iteration += 1;
-        opt.set_lr(cfg.lr_schedule.rate(1e-3, iteration, cfg.max_iterations));
+        opt.set_lr(cfg.lr_schedule.rate(LEARNING_RATE, iteration, cfg.max_iterations));
         let batch = sampler.sample(cfg.meta_batch, &mut rng);
         let loss = model.batch_loss(&batch);
         if loss.double_value(&[]).is_finite() {
