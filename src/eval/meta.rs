@@ -19,8 +19,9 @@ use super::packed::PackedEpisodes;
 use crate::model::closed_form::masked_mean;
 use crate::model::nets::Mlp;
 use crate::train::average::WeightAverage;
+use crate::train::checkpoint::{snapshot, BestCheckpoint};
 use crate::train::episodes::{EpisodeSampler, TrainBatch};
-use crate::train::{restore, snapshot, LrSchedule};
+use crate::train::LrSchedule;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum MetaBaseline {
@@ -264,9 +265,8 @@ pub fn meta_train(
     let mut model = MetaModel::new(method, sampler.dim as i64, sampler.device);
     let mut opt = nn::Adam::default().build(&model.vs, LEARNING_RATE)?;
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    let mut best = (-1.0, 0, snapshot(&model.vs));
+    let mut best = BestCheckpoint::new(&model.vs, cfg.patience);
     let mut average = WeightAverage::new(&model.vs, cfg.weight_average);
-    let mut since_best = 0;
     let mut iteration = 0;
     while iteration < cfg.max_iterations {
         iteration += 1;
@@ -280,23 +280,16 @@ pub fn meta_train(
         if iteration % cfg.eval_every == 0 || iteration == cfg.max_iterations {
             let (acc, saved) = average.applied(|| {
                 let acc = validation_mean(&model.evaluate(validation));
-                (acc, (acc > best.0).then(|| snapshot(&model.vs)))
+                (acc, best.improves(acc).then(|| snapshot(&model.vs)))
             });
-            match saved {
-                Some(vars) => {
-                    best = (acc, iteration, vars);
-                    since_best = 0;
-                }
-                None => since_best += 1,
-            }
-            if since_best >= cfg.patience {
+            if best.record(acc, iteration, saved) {
                 break;
             }
         }
     }
-    restore(&model.vs, &best.2);
-    model.best_validation_accuracy = best.0;
-    model.best_iteration = best.1;
+    best.restore(&model.vs);
+    model.best_validation_accuracy = best.accuracy();
+    model.best_iteration = best.iteration();
     model.iterations = iteration;
     model.seconds = started.elapsed().as_secs_f64();
     Ok(model)

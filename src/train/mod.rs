@@ -2,6 +2,7 @@
 //! early stopping and the best checkpoint kept.
 
 pub mod average;
+pub mod checkpoint;
 pub mod episodes;
 pub mod schedule;
 
@@ -11,13 +12,14 @@ use std::time::Instant;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tch::nn::OptimizerConfig;
-use tch::{nn, Device, Kind, Tensor};
+use tch::{nn, Device, Kind};
 
 use crate::data::protocol::{self, ProtocolConfig};
 use crate::data::{Task, TaskSet};
 use crate::evaluate::{EpisodeSet, PriorMode};
 use crate::model::{closed_form, MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 use average::WeightAverage;
+use checkpoint::{snapshot, BestCheckpoint};
 use episodes::{EpisodeSampler, SamplerConfig, SourceTask};
 pub use schedule::LrSchedule;
 
@@ -120,26 +122,6 @@ fn preprocessed(set: &TaskSet, pre: &Preprocessor) -> Vec<Task> {
     set.tasks.iter().map(|t| Task { x: pre.transformed(&t.x), ..t.clone() }).collect()
 }
 
-/// A copy of every variable (the best checkpoint so far).
-pub(crate) fn snapshot(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
-    let mut vars: Vec<(String, Tensor)> =
-        vs.variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect();
-    vars.sort_by(|a, b| a.0.cmp(&b.0));
-    vars
-}
-
-/// Put a [`snapshot`] back.
-pub(crate) fn restore(vs: &nn::VarStore, saved: &[(String, Tensor)]) {
-    let vars = vs.variables();
-    tch::no_grad(|| {
-        for (name, value) in saved {
-            if let Some(mut var) = vars.get(name).map(Tensor::shallow_clone) {
-                var.copy_(value);
-            }
-        }
-    });
-}
-
 /// Meta-train on `source` task indices, validating on `validation` ones.
 /// `stop` (e.g. set by Ctrl-C) ends training early, keeping the best model so far.
 pub fn train(
@@ -183,9 +165,8 @@ pub fn train(
     let mut average = WeightAverage::new(&net.vs, cfg.weight_average);
     let sampler = EpisodeSampler { sources: &sources, tasks: &tasks, dim, cfg: &cfg.sampler, kind, device };
 
-    let mut best = (-1.0_f64, 0_u64, snapshot(&net.vs));
+    let mut best = BestCheckpoint::new(&net.vs, cfg.patience);
     let mut history = Vec::new();
-    let mut since_best = 0;
     let mut loss_sum = 0.0;
     let mut loss_count = 0u64;
     let mut iteration = 0;
@@ -226,7 +207,7 @@ pub fn train(
             // Validate (and keep, if best) the averaged weights, then train on.
             let (eval, saved) = average.applied(|| {
                 let eval = val_set.evaluate(&net, PriorMode::Estimated);
-                let saved = (eval.mean_accuracy > best.0).then(|| snapshot(&net.vs));
+                let saved = best.improves(eval.mean_accuracy).then(|| snapshot(&net.vs));
                 (eval, saved)
             });
             let c = Checkpoint {
@@ -237,16 +218,10 @@ pub fn train(
                 seconds: started.elapsed().as_secs_f64(),
             };
             (loss_sum, loss_count) = (0.0, 0);
-            match saved {
-                Some(vars) => {
-                    best = (c.validation_accuracy, iteration, vars);
-                    since_best = 0;
-                }
-                None => since_best += 1,
-            }
-            progress.checkpoint(&c, best.0);
+            let out_of_patience = best.record(c.validation_accuracy, iteration, saved);
+            progress.checkpoint(&c, best.accuracy());
             history.push(c);
-            if since_best >= cfg.patience {
+            if out_of_patience {
                 break;
             }
         }
@@ -254,17 +229,17 @@ pub fn train(
     if history.is_empty() {
         // Interrupted before the first evaluation: evaluate and keep what we have, as a
         // checkpoint would (the averaged weights when averaging).
-        best = average.applied(|| {
-            (val_set.evaluate(&net, PriorMode::Estimated).mean_accuracy, iteration, snapshot(&net.vs))
-        });
+        let (accuracy, weights) = average
+            .applied(|| (val_set.evaluate(&net, PriorMode::Estimated).mean_accuracy, snapshot(&net.vs)));
+        best.keep(accuracy, iteration, weights);
     }
-    restore(&net.vs, &best.2);
+    best.restore(&net.vs);
     let provenance = Provenance {
         data_sha256: data.content_hash(),
         seed: cfg.seed,
         iterations: iteration,
-        best_iteration: best.1,
-        best_validation_accuracy: best.0,
+        best_iteration: best.iteration(),
+        best_validation_accuracy: best.accuracy(),
         source_tasks: sources.len(),
         validation_tasks: validation.len(),
         metapu_version: env!("CARGO_PKG_VERSION").into(),
