@@ -22,6 +22,12 @@ fn small_synthetic(seed: u64) -> (metapu::data::TaskSet, Vec<usize>, Vec<usize>)
     (set, src, val)
 }
 
+/// The model file of a run that nothing stops early.
+fn trained_file(set: &metapu::data::TaskSet, src: &[usize], val: &[usize], cfg: &TrainConfig) -> Vec<u8> {
+    let out = train(set, src, val, cfg, Device::Cpu, &AtomicBool::new(false), &mut ()).unwrap();
+    file::to_bytes(&out.model).unwrap()
+}
+
 #[test]
 fn a_short_run_lifts_validation_accuracy_above_70_percent() {
     let (set, split) = generate(&SyntheticConfig::default(), 1);
@@ -58,8 +64,7 @@ fn the_same_seed_and_data_give_the_same_model_file() {
     let run = |seed| {
         let cfg =
             TrainConfig { seed, max_iterations: 40, eval_every: 20, meta_batch: 2, ..TrainConfig::default() };
-        let out = train(&set, &src, &val, &cfg, Device::Cpu, &AtomicBool::new(false), &mut ()).unwrap();
-        file::to_bytes(&out.model).unwrap()
+        trained_file(&set, &src, &val, &cfg)
     };
     let a = run(5);
     assert_eq!(a, run(5), "same seed, different file");
@@ -78,8 +83,7 @@ fn the_cosine_schedule_lowers_the_rate_that_training_uses() {
             lr_schedule,
             ..TrainConfig::default()
         };
-        let out = train(&set, &src, &val, &cfg, Device::Cpu, &AtomicBool::new(false), &mut ()).unwrap();
-        file::to_bytes(&out.model).unwrap()
+        trained_file(&set, &src, &val, &cfg)
     };
     // Same seed, data and draws: only the step sizes differ, so only they can change the model.
     assert_ne!(run(LrSchedule::Constant), run(LrSchedule::Cosine), "the schedule was not applied");
