@@ -12,8 +12,10 @@ use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::data::TaskSet;
 use metapu::eval::{self, EvalConfig, EvalProgress, Method, SplitData, SplitRun};
-use metapu::model::{default_device, file, PreprocessKind};
-use metapu::train::{LrSchedule, TrainConfig};
+use metapu::model::{default_device, file};
+use metapu::train::TrainConfig;
+
+use super::model_options::ModelOptions;
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -68,32 +70,8 @@ pub struct EvalArgs {
     /// Target episodes per (task, N_p, π).
     #[arg(long, default_value_t = 1)]
     target_repeats: usize,
-    #[arg(long, value_enum, default_value_t = PreprocessKind::LogStandard)]
-    preprocess: PreprocessKind,
-    /// Weight of our prior term in meta-training (0 = the paper's loss).
-    #[arg(long, default_value_t = 1.0)]
-    prior_loss_weight: f64,
-    /// Draw each meta-training episode's class prior from these (e.g.
-    /// 0.2,0.4,0.6,0.8, the evaluation protocol's) and sample its unlabeled support and
-    /// query at it. Default: each source task's own ratio (the paper's sampling).
-    #[arg(long, value_delimiter = ',')]
-    episode_priors: Vec<f64>,
-    /// Scale of our networks' initial weight bounds (1 = Kaiming-uniform; 0.408 =
-    /// PyTorch's nn.Linear default).
-    #[arg(long, default_value_t = 1.0)]
-    init_scale: f64,
-    /// Learn a correction of the prior estimate 1/max r from the support's statistics
-    /// (trained by the prior term). Default: the paper's estimate alone.
-    #[arg(long)]
-    prior_head: bool,
-    /// Validate and keep an exponential moving average of the weights with this
-    /// decay (e.g. 0.999) instead of the raw weights (0 = off).
-    #[arg(long, default_value_t = 0.0)]
-    weight_average: f64,
-    /// The learning rate over the --iterations budget: constant (the paper's) or a
-    /// cosine decay to zero (ours and the meta-learned baselines).
-    #[arg(long, value_enum, default_value_t = LrSchedule::Constant)]
-    lr_schedule: LrSchedule,
+    #[command(flatten)]
+    model_options: ModelOptions,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Where results.json, results.md and the SVG figures go.
@@ -151,16 +129,10 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         eval_every: a.eval_every,
         patience: a.patience,
         meta_batch: a.meta_batch,
-        preprocess: a.preprocess,
         protocol: protocol.clone(),
-        prior_loss_weight: a.prior_loss_weight,
-        init_scale: a.init_scale,
-        prior_head: a.prior_head,
-        weight_average: a.weight_average,
-        lr_schedule: a.lr_schedule,
         ..TrainConfig::default()
     };
-    train.sampler.episode_priors = super::train::checked_priors(&a.episode_priors)?;
+    a.model_options.apply(&mut train)?;
     let cfg = EvalConfig {
         seed: a.seed,
         methods,

@@ -6,6 +6,7 @@ mod demo;
 mod eval;
 mod feed;
 mod info;
+mod model_options;
 mod traffic;
 mod train;
 

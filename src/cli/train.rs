@@ -8,8 +8,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use metapu::data::split::Split;
 use metapu::data::TaskSet;
-use metapu::model::{default_device, file, PreprocessKind};
-use metapu::train::{self, Checkpoint, LrSchedule, Progress, TrainConfig};
+use metapu::model::{default_device, file};
+use metapu::train::{self, Checkpoint, Progress, TrainConfig};
+
+use super::model_options::ModelOptions;
 
 #[derive(Debug, Args)]
 pub struct TrainArgs {
@@ -50,39 +52,14 @@ pub struct TrainArgs {
     query_size: usize,
     #[arg(long, default_value_t = 1e-3)]
     learning_rate: f64,
-    #[arg(long, value_enum, default_value_t = PreprocessKind::LogStandard)]
-    preprocess: PreprocessKind,
     /// Validation episodes per (task, N_p, π).
     #[arg(long, default_value_t = 1)]
     validation_repeats: usize,
     /// Skip malformed data rows (counted) instead of stopping.
     #[arg(long)]
     skip_bad_rows: bool,
-    /// Weight of the prior-estimation term β·(π̂ − π)² in the meta-training loss
-    /// (0 = the paper's loss).
-    #[arg(long, default_value_t = 1.0)]
-    prior_loss_weight: f64,
-    /// Draw each meta-training episode's class prior from these (e.g.
-    /// 0.2,0.4,0.6,0.8, the evaluation protocol's) and sample its unlabeled support and
-    /// query at it. Default: each source task's own ratio (the paper's sampling).
-    #[arg(long, value_delimiter = ',')]
-    episode_priors: Vec<f64>,
-    /// Scale of the initial weight bounds (1 = Kaiming-uniform; 0.408 = PyTorch's
-    /// nn.Linear default).
-    #[arg(long, default_value_t = 1.0)]
-    init_scale: f64,
-    /// Learn a correction of the prior estimate 1/max r from the support's statistics
-    /// (trained by the prior term). Default: the paper's estimate alone.
-    #[arg(long)]
-    prior_head: bool,
-    /// Validate and keep an exponential moving average of the weights with this
-    /// decay (e.g. 0.999) instead of the raw weights (0 = off).
-    #[arg(long, default_value_t = 0.0)]
-    weight_average: f64,
-    /// The learning rate over the --iterations budget: constant (the paper's) or a
-    /// cosine decay to zero.
-    #[arg(long, value_enum, default_value_t = LrSchedule::Constant)]
-    lr_schedule: LrSchedule,
+    #[command(flatten)]
+    model_options: ModelOptions,
     /// Torch intra-op threads (default: torch's choice).
     #[arg(long)]
     threads: Option<i32>,
@@ -155,17 +132,11 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
         meta_batch: a.meta_batch.max(1),
         learning_rate: a.learning_rate,
         task_dim: a.k,
-        preprocess: a.preprocess,
         validation_repeats: a.validation_repeats.max(1),
-        prior_loss_weight: a.prior_loss_weight,
-        init_scale: a.init_scale,
-        prior_head: a.prior_head,
-        weight_average: a.weight_average,
-        lr_schedule: a.lr_schedule,
         ..TrainConfig::default()
     };
+    a.model_options.apply(&mut cfg)?;
     cfg.sampler.query_size = a.query_size.max(2);
-    cfg.sampler.episode_priors = checked_priors(&a.episode_priors)?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
@@ -199,12 +170,4 @@ pub fn run(a: TrainArgs) -> anyhow::Result<()> {
         a.out.display()
     );
     Ok(())
-}
-
-/// Episode priors must lie in (0, 1).
-pub(crate) fn checked_priors(priors: &[f64]) -> anyhow::Result<Vec<f64>> {
-    if let Some(p) = priors.iter().find(|p| !(**p > 0.0 && **p < 1.0)) {
-        bail!("--episode-priors: {p} is not a prior strictly between 0 and 1");
-    }
-    Ok(priors.to_vec())
 }

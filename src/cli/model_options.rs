@@ -1,0 +1,113 @@
+//! The options of our model and its meta-training that `train` and `eval` share, so
+//! that a flag means the same in both and a model trained by one can be reproduced by
+//! the other.
+
+use anyhow::bail;
+use clap::Args;
+
+use metapu::model::PreprocessKind;
+use metapu::train::{LrSchedule, TrainConfig};
+
+#[derive(Debug, Args)]
+pub struct ModelOptions {
+    #[arg(long, value_enum, default_value_t = PreprocessKind::LogStandard)]
+    preprocess: PreprocessKind,
+    /// Weight of the prior-estimation term β·(π̂ − π)² in the meta-training loss
+    /// (0 = the paper's loss).
+    #[arg(long, default_value_t = 1.0)]
+    prior_loss_weight: f64,
+    /// Draw each meta-training episode's class prior from these (e.g.
+    /// 0.2,0.4,0.6,0.8, the evaluation protocol's) and sample its unlabeled support and
+    /// query at it. Default: each source task's own ratio (the paper's sampling).
+    #[arg(long, value_delimiter = ',')]
+    episode_priors: Vec<f64>,
+    /// Scale of the initial weight bounds (1 = Kaiming-uniform; 0.408 = PyTorch's
+    /// nn.Linear default).
+    #[arg(long, default_value_t = 1.0)]
+    init_scale: f64,
+    /// Learn a correction of the prior estimate 1/max r from the support's statistics
+    /// (trained by the prior term). Default: the paper's estimate alone.
+    #[arg(long)]
+    prior_head: bool,
+    /// Validate and keep an exponential moving average of the weights with this
+    /// decay (e.g. 0.999) instead of the raw weights (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    weight_average: f64,
+    /// The learning rate over the --iterations budget: constant (the paper's) or a
+    /// cosine decay to zero (in `eval`, for ours and the meta-learned baselines).
+    #[arg(long, value_enum, default_value_t = LrSchedule::Constant)]
+    lr_schedule: LrSchedule,
+}
+
+impl ModelOptions {
+    /// Set these options in `cfg`; the episode priors must lie in (0, 1).
+    pub fn apply(&self, cfg: &mut TrainConfig) -> anyhow::Result<()> {
+        if let Some(p) = self.episode_priors.iter().find(|p| !(**p > 0.0 && **p < 1.0)) {
+            bail!("--episode-priors: {p} is not a prior strictly between 0 and 1");
+        }
+        cfg.preprocess = self.preprocess;
+        cfg.prior_loss_weight = self.prior_loss_weight;
+        cfg.sampler.episode_priors = self.episode_priors.clone();
+        cfg.init_scale = self.init_scale;
+        cfg.prior_head = self.prior_head;
+        cfg.weight_average = self.weight_average;
+        cfg.lr_schedule = self.lr_schedule;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Command {
+        #[command(flatten)]
+        options: ModelOptions,
+    }
+
+    fn applied(args: &[&str]) -> anyhow::Result<TrainConfig> {
+        let command = Command::try_parse_from(std::iter::once("metapu").chain(args.iter().copied()))?;
+        let mut cfg = TrainConfig::default();
+        command.options.apply(&mut cfg)?;
+        Ok(cfg)
+    }
+
+    #[test]
+    fn flags_reach_the_training_config() {
+        let cfg = applied(&[
+            "--preprocess",
+            "none",
+            "--prior-loss-weight",
+            "0",
+            "--episode-priors",
+            "0.2,0.8",
+            "--init-scale",
+            "0.408",
+            "--prior-head",
+            "--weight-average",
+            "0.999",
+            "--lr-schedule",
+            "cosine",
+        ])
+        .unwrap();
+        assert_eq!(cfg.preprocess, PreprocessKind::None);
+        assert_eq!(cfg.prior_loss_weight, 0.0);
+        assert_eq!(cfg.sampler.episode_priors, vec![0.2, 0.8]);
+        assert_eq!(cfg.init_scale, 0.408);
+        assert!(cfg.prior_head);
+        assert_eq!(cfg.weight_average, 0.999);
+        assert_eq!(cfg.lr_schedule, LrSchedule::Cosine);
+    }
+
+    #[test]
+    fn a_prior_outside_the_open_unit_interval_is_refused() {
+        for bad in ["0", "1", "1.5", "-0.2", "NaN"] {
+            let err = applied(&["--episode-priors", &format!("0.4,{bad}")]).unwrap_err();
+            assert!(err.to_string().contains("not a prior strictly between 0 and 1"), "{bad}: {err}");
+        }
+        assert!(applied(&["--episode-priors", "0.01,0.99"]).is_ok());
+    }
+}
