@@ -27,6 +27,43 @@ pub fn parse_feature(s: &str, column: &str) -> Result<f32, String> {
     }
 }
 
+/// One CSV record checked against the header's column count, with its line number for
+/// messages (the header is line 1; counted when the reader gives no position).
+pub fn sized_record(
+    index: usize,
+    record: csv::Result<csv::StringRecord>,
+    columns: usize,
+) -> (u64, Result<csv::StringRecord, String>) {
+    let counted = index as u64 + 2;
+    match record {
+        Err(e) => (counted, Err(e.to_string())),
+        Ok(rec) => {
+            let line = rec.position().map_or(counted, |p| p.line());
+            if rec.len() == columns {
+                (line, Ok(rec))
+            } else {
+                (line, Err(format!("{} columns, the header has {columns}", rec.len())))
+            }
+        }
+    }
+}
+
+/// A bad row: with `skip`, logged and counted; otherwise the load's error.
+pub fn bad_row(
+    path: &Path,
+    line: u64,
+    reason: String,
+    skip: bool,
+    skipped: &mut usize,
+) -> Result<(), DataError> {
+    if !skip {
+        return Err(DataError::BadRow { path: path.into(), line, reason });
+    }
+    tracing::warn!(file = %path.display(), line, reason, "skipping bad row");
+    *skipped += 1;
+    Ok(())
+}
+
 pub fn load(path: &Path, skip_bad_rows: bool) -> Result<TaskSet, DataError> {
     let file = std::fs::File::open(path).map_err(|source| DataError::Io { path: path.into(), source })?;
     let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(std::io::BufReader::new(file));
@@ -47,13 +84,8 @@ pub fn load(path: &Path, skip_bad_rows: bool) -> Result<TaskSet, DataError> {
     let mut skipped = 0;
     let mut row = Vec::with_capacity(feature_cols.len());
     for (n, record) in reader.records().enumerate() {
-        // Header is line 1; fall back to counting when the reader has no position.
-        let mut line = n as u64 + 2;
-        let parsed = record.map_err(|e| e.to_string()).and_then(|rec| {
-            line = rec.position().map_or(line, |p| p.line());
-            if rec.len() != header.len() {
-                return Err(format!("{} columns, the header has {}", rec.len(), header.len()));
-            }
+        let (line, record) = sized_record(n, record, header.len());
+        let parsed = record.and_then(|rec| {
             let label = parse_label(&rec[label_col])
                 .ok_or_else(|| format!("label '{}' is not 1, 0 or empty", &rec[label_col]))?;
             row.clear();
@@ -71,11 +103,7 @@ pub fn load(path: &Path, skip_bad_rows: bool) -> Result<TaskSet, DataError> {
                 tasks[i].x.extend_from_slice(&row);
                 tasks[i].labels.push(label);
             }
-            Err(reason) if skip_bad_rows => {
-                tracing::warn!(file = %path.display(), line, reason, "skipping bad row");
-                skipped += 1;
-            }
-            Err(reason) => return Err(DataError::BadRow { path: path.into(), line, reason }),
+            Err(reason) => bad_row(path, line, reason, skip_bad_rows, &mut skipped)?,
         }
     }
     if tasks.is_empty() {

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::csv_tasks::parse_feature;
+use super::csv_tasks::{bad_row, parse_feature, sized_record};
 use super::{DataError, Label, Task, TaskSet};
 
 /// One traffic file and what it holds.
@@ -131,12 +131,8 @@ pub fn read_feature_csv(
     let mut values = Vec::new();
     let mut row = Vec::with_capacity(header.len());
     for (n, record) in reader.records().enumerate() {
-        let mut line = n as u64 + 2;
-        let parsed = record.map_err(|e| e.to_string()).and_then(|rec| {
-            line = rec.position().map_or(line, |p| p.line());
-            if rec.len() != header.len() {
-                return Err(format!("{} columns, the header has {}", rec.len(), header.len()));
-            }
+        let (line, record) = sized_record(n, record, header.len());
+        let parsed = record.and_then(|rec| {
             row.clear();
             for (v, name) in rec.iter().zip(&header) {
                 row.push(parse_feature(v, name)?);
@@ -145,11 +141,7 @@ pub fn read_feature_csv(
         });
         match parsed {
             Ok(()) => values.extend_from_slice(&row),
-            Err(reason) if skip_bad_rows => {
-                tracing::warn!(file = %path.display(), line, reason, "skipping bad row");
-                *skipped += 1;
-            }
-            Err(reason) => return Err(DataError::BadRow { path: path.into(), line, reason }),
+            Err(reason) => bad_row(path, line, reason, skip_bad_rows, skipped)?,
         }
     }
     Ok((header, values))
