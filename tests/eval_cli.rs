@@ -81,3 +81,51 @@ fn splits_run_apart_and_merged_equal_one_run_over_all_splits() {
     ]);
     assert!(stderr.contains("every split needs the same methods"), "{stderr}");
 }
+
+#[test]
+fn one_model_per_support_size_scores_every_episode_with_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_string_lossy().into_owned();
+    metapu(&[
+        "eval",
+        "--methods",
+        "ours,ours-true-prior",
+        "--per-support-size",
+        "--splits",
+        "1",
+        "--k",
+        "8",
+        "--iterations",
+        "60",
+        "--eval-every",
+        "30",
+        "--test-size",
+        "20",
+        "--preprocess",
+        "none",
+        "--out",
+        &out,
+    ]);
+    let text = std::fs::read_to_string(dir.path().join("results.json")).unwrap();
+    let json: Value = serde_json::from_str(&text).unwrap();
+    let run = &json["runs"][0];
+    let episodes = run["episodes"].as_array().unwrap();
+    for n in [1, 3, 5] {
+        assert!(episodes.iter().any(|e| e["n_pos"] == n), "target episodes with N_p = {n}");
+    }
+    for m in run["methods"].as_array().unwrap() {
+        let chosen = m["chosen"].as_str().unwrap();
+        for n in [1, 3, 5] {
+            assert!(chosen.contains(&format!("N_p={n}: K=8")), "{chosen}");
+        }
+        // Every episode was scored (an episode no model took would be NaN: null in JSON).
+        let acc = m["accuracies"].as_array().unwrap();
+        assert_eq!(acc.len(), episodes.len());
+        assert!(acc.iter().all(|a| a.as_f64().is_some_and(|a| (0.0..=1.0).contains(&a))), "{acc:?}");
+        assert!(m.get("best_iteration").is_none(), "three models, no one kept iteration");
+    }
+    let ours = &run["methods"][0];
+    assert_eq!(ours["method"], "Ours");
+    let priors = ours["estimated_priors"].as_array().unwrap();
+    assert!(priors.iter().all(|p| p.as_f64().is_some_and(|p| p > 0.0 && p <= 1.0)), "{priors:?}");
+}

@@ -172,3 +172,31 @@ fn episodes_drawn_at_a_prior_keep_it_in_the_support_and_the_query() {
     }
     assert!(seen.iter().all(|&n| n > 60), "both priors drawn: {seen:?}");
 }
+
+#[test]
+fn a_fixed_support_size_puts_that_many_positives_in_every_support() {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let tasks: Vec<Task> = (0..4).map(|i| easy_task(&format!("s{i}"), 150, 150, &mut rng)).collect();
+    let sources: Vec<SourceTask> =
+        (0..4).filter_map(|i| SourceTask::partition(i, &tasks[i], 0.5, &mut rng)).collect();
+    let positives_per_support = |cfg: &SamplerConfig, rng: &mut ChaCha8Rng| -> Vec<f32> {
+        let sampler = EpisodeSampler {
+            sources: &sources,
+            tasks: &tasks,
+            dim: 2,
+            cfg,
+            kind: Kind::Float,
+            device: Device::Cpu,
+        };
+        let batch = sampler.sample(100, rng);
+        Vec::<f32>::try_from(batch.support.pos.sum_dim_intlist(1, false, Kind::Float)).unwrap()
+    };
+    let fixed = SamplerConfig { min_positives: 3, max_positives: 3, ..SamplerConfig::default() };
+    assert!(positives_per_support(&fixed, &mut rng).iter().all(|&n| n == 3.0));
+    // The default draws every N_p from 1 to 5.
+    let drawn = positives_per_support(&SamplerConfig::default(), &mut rng);
+    for n in 1..=5 {
+        assert!(drawn.contains(&(n as f32)), "N_p = {n} never drawn: {drawn:?}");
+    }
+    assert!(drawn.iter().all(|&n| (1.0..=5.0).contains(&n)));
+}

@@ -70,6 +70,11 @@ pub struct EvalArgs {
     /// Target episodes per (task, N_p, π).
     #[arg(long, default_value_t = 1)]
     target_repeats: usize,
+    /// Ours: meta-train one model per target N_p, each with that N_p in every
+    /// training support and validated on that N_p's episodes (the paper's Algorithm 1
+    /// takes one N_p), instead of one model trained on N_p ~ U{1..5}.
+    #[arg(long)]
+    per_support_size: bool,
     #[command(flatten)]
     model_options: ModelOptions,
     #[arg(long, default_value_t = 0)]
@@ -141,6 +146,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         step_sizes: a.steps.clone(),
         protocol,
         target_repeats: a.target_repeats,
+        per_support_size: a.per_support_size,
     };
     let device = default_device();
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;

@@ -126,6 +126,10 @@ pub struct EvalConfig {
     pub protocol: ProtocolConfig,
     /// Target episodes per (task, N_p, π).
     pub target_repeats: usize,
+    /// Ours: meta-train one model per target N_p, with that N_p in every training
+    /// support and validated on that N_p's episodes (the paper's Algorithm 1 takes a
+    /// fixed N_p), instead of one model for all N_p.
+    pub per_support_size: bool,
 }
 
 /// Per-method outcome on one split: accuracy per target episode, timings, choice.
@@ -180,7 +184,8 @@ pub fn units_per_split(cfg: &EvalConfig) -> u64 {
     let k = cfg.task_dims.len() as u64;
     let ours = has(Method::Ours) || has(Method::OursNoPrior) || has(Method::OursTruePrior);
     let singles = [Method::Naive, Method::UPu, Method::NnPu, Method::Drpu, Method::Dre];
-    u64::from(ours) * k
+    let ours_models = if cfg.per_support_size { cfg.protocol.positives.len() as u64 } else { 1 };
+    u64::from(ours) * k * ours_models
         + u64::from(has(Method::OursNoZ))
         + singles.iter().filter(|m| has(**m)).count() as u64
         + (u64::from(has(Method::Mdre)) + u64::from(has(Method::MnnPu))) * cfg.step_sizes.len() as u64
@@ -204,34 +209,146 @@ const OURS_MODES: [(Method, PriorMode); 3] = [
     (Method::OursTruePrior, PriorMode::True),
 ];
 
-/// Target results of `model` for each of `wanted` (a subset of OURS_MODES' methods).
-fn ours_runs(
-    model: &Model,
-    set: &EpisodeSet,
-    wanted: &[Method],
+/// A meta-trained model of ours, for the target episodes with `n_pos` positives
+/// (None: every episode).
+struct OursFit {
+    model: Model,
+    n_pos: Option<usize>,
+    validation_accuracy: f64,
+    seconds: f64,
+    chosen: String,
+}
+
+/// How ours was trained, for the table: summed over its models.
+struct OursSummary {
     train_seconds: f64,
     validation_accuracy: f64,
-    chosen: &str,
+    chosen: String,
+    best_iteration: Option<u64>,
+}
+
+impl OursSummary {
+    fn of(fits: &[OursFit]) -> Self {
+        Self {
+            train_seconds: fits.iter().map(|f| f.seconds).sum(),
+            validation_accuracy: mean(&fits.iter().map(|f| f.validation_accuracy).collect::<Vec<_>>()),
+            chosen: fits.iter().map(|f| f.chosen.as_str()).collect::<Vec<_>>().join("; "),
+            // One model: its kept iteration; one per N_p: in `chosen`.
+            best_iteration: match fits {
+                [one] => Some(one.model.provenance.best_iteration),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Target results of `models` for each of `wanted` (a subset of OURS_MODES' methods);
+/// each episode is scored by the model of its N_p (None: of every N_p).
+fn ours_runs(
+    models: &[(&Model, Option<usize>)],
+    episodes: &[Episode],
+    tasks: &[Task],
+    wanted: &[Method],
+    summary: &OursSummary,
 ) -> Vec<MethodRun> {
+    let parts: Vec<(&Model, Vec<usize>, Option<EpisodeSet>)> = models
+        .iter()
+        .map(|&(model, n_pos)| {
+            let idx: Vec<usize> =
+                (0..episodes.len()).filter(|&i| n_pos.is_none_or(|n| episodes[i].n_pos == n)).collect();
+            let subset = idx.iter().map(|&i| episodes[i].clone()).collect();
+            let dim = model.net.config.input_dim as usize;
+            (model, idx, EpisodeSet::new(subset, tasks, dim, Kind::Float, model.net.device()))
+        })
+        .collect();
     OURS_MODES
         .iter()
         .filter(|(m, _)| wanted.contains(m))
         .map(|&(method, mode)| {
             let t = Instant::now();
-            let e = set.evaluate(&model.net, mode);
+            let mut accuracies = vec![f64::NAN; episodes.len()];
+            let mut priors = vec![f64::NAN; episodes.len()];
+            for (model, idx, set) in &parts {
+                let Some(set) = set else { continue };
+                let e = set.evaluate(&model.net, mode);
+                for (&i, r) in idx.iter().zip(&e.results) {
+                    accuracies[i] = r.accuracy;
+                    priors[i] = r.estimated_prior;
+                }
+            }
             MethodRun {
                 method,
-                accuracies: e.results.iter().map(|r| r.accuracy).collect(),
-                estimated_priors: (method == Method::Ours)
-                    .then(|| e.results.iter().map(|r| r.estimated_prior).collect()),
-                train_seconds,
+                accuracies,
+                estimated_priors: (method == Method::Ours).then_some(priors),
+                train_seconds: summary.train_seconds,
                 test_seconds: t.elapsed().as_secs_f64(),
-                validation_accuracy,
-                chosen: chosen.into(),
-                best_iteration: Some(model.provenance.best_iteration),
+                validation_accuracy: summary.validation_accuracy,
+                chosen: summary.chosen.clone(),
+                best_iteration: summary.best_iteration,
             }
         })
         .collect()
+}
+
+/// Meta-train ours for every K candidate (and, with `per_support_size`, every target
+/// N_p); keep per N_p the candidate best on validation.
+fn train_ours(
+    split: usize,
+    sd: &SplitData<'_>,
+    cfg: &EvalConfig,
+    seed: u64,
+    device: Device,
+    progress: &mut dyn EvalProgress,
+) -> Result<Vec<OursFit>, TrainError> {
+    let stop = AtomicBool::new(false);
+    let sizes: Vec<Option<usize>> = if cfg.per_support_size {
+        cfg.protocol.positives.iter().map(|&n| Some(n)).collect()
+    } else {
+        vec![None]
+    };
+    let mut fits = Vec::new();
+    for n_pos in sizes {
+        let mut best: Option<OursFit> = None;
+        for &k in &cfg.task_dims {
+            let mut tc = TrainConfig { seed, task_dim: k, ..cfg.train.clone() };
+            let label = match n_pos {
+                Some(n) => {
+                    tc.sampler.min_positives = n;
+                    tc.sampler.max_positives = n;
+                    tc.protocol.positives = vec![n];
+                    // As many validation episodes as one model for every N_p gets, so
+                    // that its checkpoint is chosen on as many.
+                    tc.validation_repeats *= cfg.protocol.positives.len();
+                    format!("K={k}")
+                }
+                None => format!("K={k}"),
+            };
+            progress.start(&format!(
+                "split {split}: ours {label}{}",
+                n_pos.map(|n| format!(" N_p={n}")).unwrap_or_default()
+            ));
+            let out = train::train(sd.data, &sd.source, &sd.validation, &tc, device, &stop, &mut ())?;
+            let val = out.model.provenance.best_validation_accuracy;
+            if best.as_ref().is_none_or(|b| val > b.validation_accuracy) {
+                let chosen = match n_pos {
+                    Some(n) => {
+                        format!("N_p={n}: {label} (iteration {})", out.model.provenance.best_iteration)
+                    }
+                    None => label,
+                };
+                best = Some(OursFit {
+                    model: out.model,
+                    n_pos,
+                    validation_accuracy: val,
+                    seconds: out.seconds,
+                    chosen,
+                });
+            }
+            progress.done();
+        }
+        fits.extend(best);
+    }
+    Ok(fits)
 }
 
 /// The data one split works on: preprocessed tasks and the index lists.
@@ -259,21 +376,9 @@ pub fn run_split(
     // same features.
     let wants_ours =
         cfg.methods.iter().any(|m| matches!(m, Method::Ours | Method::OursNoPrior | Method::OursTruePrior));
-    let mut ours: Option<(Model, f64, f64, String)> = None;
-    if wants_ours {
-        for &k in &cfg.task_dims {
-            progress.start(&format!("split {split}: ours K={k}"));
-            let tc = TrainConfig { seed, task_dim: k, ..cfg.train.clone() };
-            let out = train::train(sd.data, &sd.source, &sd.validation, &tc, device, &stop, &mut ())?;
-            let val = out.model.provenance.best_validation_accuracy;
-            if ours.as_ref().is_none_or(|o| val > o.1) {
-                ours = Some((out.model, val, out.seconds, format!("K={k}")));
-            }
-            progress.done();
-        }
-    }
-    let pre = match &ours {
-        Some((m, ..)) => m.preprocess.clone(),
+    let ours = if wants_ours { train_ours(split, sd, cfg, seed, device, progress)? } else { Vec::new() };
+    let pre = match ours.first() {
+        Some(fit) => fit.model.preprocess.clone(),
         None => {
             let rows: Vec<f32> = sd.source.iter().flat_map(|&i| sd.data.tasks[i].x.iter().copied()).collect();
             crate::model::Preprocessor::fit(cfg.train.preprocess, &rows, dim)
@@ -289,10 +394,11 @@ pub fn run_split(
     let target_set = EpisodeSet::new(target_episodes.clone(), &tasks, dim, Kind::Float, device);
 
     let mut methods = Vec::new();
-    if let (Some((model, val, train_s, chosen)), Some(set)) = (&ours, &target_set) {
+    if !ours.is_empty() && target_set.is_some() {
         let wanted: Vec<Method> =
             OURS_MODES.iter().map(|(m, _)| *m).filter(|m| cfg.methods.contains(m)).collect();
-        methods.extend(ours_runs(model, set, &wanted, *train_s, *val, chosen));
+        let models: Vec<(&Model, Option<usize>)> = ours.iter().map(|f| (&f.model, f.n_pos)).collect();
+        methods.extend(ours_runs(&models, &target_episodes, &tasks, &wanted, &OursSummary::of(&ours)));
     }
     if cfg.methods.contains(&Method::OursNoZ) {
         progress.start(&format!("split {split}: ours w/o z"));
@@ -476,11 +582,17 @@ pub fn evaluate_model(
         data.tasks.iter().map(|t| Task { x: model.preprocess.transformed(&t.x), ..t.clone() }).collect();
     let pick: Vec<(usize, &Task)> = target.iter().map(|&i| (i, &tasks[i])).collect();
     let episodes = protocol::episodes(&pick, &cfg.protocol, cfg.target_repeats, &mut rng);
-    let set = EpisodeSet::new(episodes.clone(), &tasks, dim, Kind::Float, model.net.device())
-        .ok_or(TrainError::NoValidationEpisodes)?;
+    if episodes.is_empty() {
+        return Err(TrainError::NoValidationEpisodes);
+    }
     let all: Vec<Method> = OURS_MODES.iter().map(|(m, _)| *m).collect();
-    let chosen = format!("K={}", model.net.config.task_dim);
-    let mut methods = ours_runs(model, &set, &all, 0.0, model.provenance.best_validation_accuracy, &chosen);
+    let summary = OursSummary {
+        train_seconds: 0.0,
+        validation_accuracy: model.provenance.best_validation_accuracy,
+        chosen: format!("K={}", model.net.config.task_dim),
+        best_iteration: Some(model.provenance.best_iteration),
+    };
+    let mut methods = ours_runs(&[(model, None)], &episodes, &tasks, &all, &summary);
     // Single-task baselines asked for, on the same supports and test sets.
     let device = model.net.device();
     let val_pick: Vec<(usize, &Task)> = validation.iter().map(|&i| (i, &tasks[i])).collect();

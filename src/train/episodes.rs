@@ -1,5 +1,5 @@
 //! Meta-training episodes (Algorithm 1, lines 2–5): per source task a support of
-//! N_p ~ U{1..max} labeled positives plus unlabeled rows, and a query of labeled
+//! N_p ~ U{min..max} labeled positives plus unlabeled rows, and a query of labeled
 //! positives (not in the support) and negatives that keeps the task's positive ratio.
 
 use rand::seq::{index, SliceRandom};
@@ -11,6 +11,9 @@ use crate::model::{Support, SupportBatch};
 
 #[derive(Debug, Clone)]
 pub struct SamplerConfig {
+    /// N_p is drawn uniformly from `min_positives..=max_positives` (the paper's
+    /// Algorithm 1 takes one fixed N_p: min = max).
+    pub min_positives: usize,
     pub max_positives: usize,
     pub support_size: usize,
     pub query_size: usize,
@@ -26,6 +29,7 @@ pub struct SamplerConfig {
 impl Default for SamplerConfig {
     fn default() -> Self {
         Self {
+            min_positives: 1,
             max_positives: 5,
             support_size: 30,
             query_size: 100,
@@ -149,7 +153,8 @@ impl EpisodeSampler<'_> {
         for b in 0..batch {
             let src = &sources[rng.gen_range(0..sources.len())];
             let task = &tasks[src.task];
-            let n_pos = rng.gen_range(1..=cfg.max_positives).min(src.positives.len() - 1);
+            let lowest = cfg.min_positives.clamp(1, cfg.max_positives.max(1));
+            let n_pos = rng.gen_range(lowest..=cfg.max_positives.max(lowest)).min(src.positives.len() - 1);
             let mut shuffled = src.positives.clone();
             shuffled.shuffle(rng);
             let (support_pos, rest_pos) = shuffled.split_at(n_pos);
