@@ -83,13 +83,13 @@ fn splits_run_apart_and_merged_equal_one_run_over_all_splits() {
 }
 
 #[test]
-fn one_model_per_support_size_scores_every_episode_with_its_own() {
+fn one_model_per_support_size_scores_every_episode_with_its_own_for_ours_and_np() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_string_lossy().into_owned();
     metapu(&[
         "eval",
         "--methods",
-        "ours,ours-true-prior",
+        "ours,ours-true-prior,np",
         "--per-support-size",
         "--splits",
         "1",
@@ -124,6 +124,9 @@ fn one_model_per_support_size_scores_every_episode_with_its_own() {
         assert!(acc.iter().all(|a| a.as_f64().is_some_and(|a| (0.0..=1.0).contains(&a))), "{acc:?}");
         assert!(m.get("best_iteration").is_none(), "three models, no one kept iteration");
     }
+    let names: Vec<&str> =
+        run["methods"].as_array().unwrap().iter().map(|m| m["method"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Ours", "OursTruePrior", "Np"]);
     let ours = &run["methods"][0];
     assert_eq!(ours["method"], "Ours");
     let priors = ours["estimated_priors"].as_array().unwrap();

@@ -28,7 +28,7 @@ use crate::data::protocol::{self, Episode, ProtocolConfig};
 use crate::data::{Task, TaskSet};
 use crate::evaluate::{EpisodeSet, PriorMode};
 use crate::model::Model;
-use crate::train::episodes::{EpisodeSampler, SourceTask};
+use crate::train::episodes::{EpisodeSampler, SamplerConfig, SourceTask};
 use crate::train::{self, TrainConfig, TrainError};
 use meta::{MetaBaseline, MetaTrainConfig};
 use packed::PackedEpisodes;
@@ -468,29 +468,82 @@ pub fn run_split(
                 cfg.task_dims.iter().map(|&k| (MetaBaseline::Np { task_dim: k }, format!("K={k}"))).collect()
             }
         };
-        let mut best: Option<(meta::MetaModel, String)> = None;
-        for (candidate, name) in candidates {
-            progress.start(&format!("split {split}: {} {name}", method.label()));
-            let m = meta::meta_train(candidate, &sampler, &val_packed, &mcfg)?;
-            if best.as_ref().is_none_or(|b| m.best_validation_accuracy > b.0.best_validation_accuracy) {
-                best = Some((m, name));
+        // One model for every N_p, or with `per_support_size` one per target N_p:
+        // trained with that N_p only and chosen on that N_p's validation episodes,
+        // as many as the single model is chosen on.
+        let sizes: Vec<Option<usize>> = if cfg.per_support_size {
+            cfg.protocol.positives.iter().map(|&n| Some(n)).collect()
+        } else {
+            vec![None]
+        };
+        let mut accuracies = vec![f64::NAN; target_episodes.len()];
+        let (mut seconds, mut test_seconds, mut validations, mut names) = (0.0, 0.0, Vec::new(), Vec::new());
+        let mut best_iteration = None;
+        for n_pos in &sizes {
+            let fixed;
+            let (sampler_n, val_n) = match *n_pos {
+                None => (sampler, None),
+                Some(n) => {
+                    fixed = SamplerConfig { min_positives: n, max_positives: n, ..cfg.train.sampler.clone() };
+                    let protocol_n = ProtocolConfig { positives: vec![n], ..cfg.protocol.clone() };
+                    let mut val_rng = ChaCha8Rng::seed_from_u64(seed.wrapping_add(n as u64));
+                    let repeats = cfg.protocol.positives.len();
+                    let episodes =
+                        protocol::episodes(&pick(&sd.validation), &protocol_n, repeats, &mut val_rng);
+                    (
+                        EpisodeSampler { cfg: &fixed, ..sampler },
+                        Some(PackedEpisodes::new(&episodes, &tasks, dim, device)),
+                    )
+                }
+            };
+            let validation = val_n.as_ref().unwrap_or(&val_packed);
+            let mut best: Option<(meta::MetaModel, String)> = None;
+            for (candidate, name) in &candidates {
+                let size = n_pos.map(|n| format!(" N_p={n}")).unwrap_or_default();
+                progress.start(&format!("split {split}: {} {name}{size}", method.label()));
+                let m = meta::meta_train(*candidate, &sampler_n, validation, &mcfg)?;
+                if best.as_ref().is_none_or(|b| m.best_validation_accuracy > b.0.best_validation_accuracy) {
+                    best = Some((m, name.clone()));
+                }
+                progress.done();
             }
-            progress.done();
-        }
-        if let Some((m, name)) = best {
+            let Some((m, name)) = best else { continue };
+            let idx: Vec<usize> = (0..target_episodes.len())
+                .filter(|&i| n_pos.is_none_or(|n| target_episodes[i].n_pos == n))
+                .collect();
             let t = Instant::now();
-            let accuracies = m.evaluate(&target_packed);
-            methods.push(MethodRun {
-                method,
-                accuracies,
-                estimated_priors: None,
-                train_seconds: m.seconds,
-                test_seconds: t.elapsed().as_secs_f64(),
-                validation_accuracy: m.best_validation_accuracy,
-                chosen: name,
-                best_iteration: Some(m.best_iteration),
+            let scored = match n_pos {
+                None => m.evaluate(&target_packed),
+                Some(_) => {
+                    let subset: Vec<Episode> = idx.iter().map(|&i| target_episodes[i].clone()).collect();
+                    m.evaluate(&PackedEpisodes::new(&subset, &tasks, dim, device))
+                }
+            };
+            test_seconds += t.elapsed().as_secs_f64();
+            for (&i, a) in idx.iter().zip(scored) {
+                accuracies[i] = a;
+            }
+            seconds += m.seconds;
+            validations.push(m.best_validation_accuracy);
+            best_iteration = Some(m.best_iteration);
+            names.push(match n_pos {
+                Some(n) => format!("N_p={n}: {name} (iteration {})", m.best_iteration),
+                None => name,
             });
         }
+        if names.is_empty() {
+            continue;
+        }
+        methods.push(MethodRun {
+            method,
+            accuracies,
+            estimated_priors: None,
+            train_seconds: seconds,
+            test_seconds,
+            validation_accuracy: mean(&validations),
+            chosen: names.join("; "),
+            best_iteration: best_iteration.filter(|_| sizes.len() == 1),
+        });
     }
     methods.sort_by_key(|m| m.method);
     let episodes = target_episodes

@@ -130,6 +130,7 @@ fn gather(task: &Task, rows: &[usize], dim: usize, out: &mut Vec<f32>) {
 }
 
 /// Draws meta-training batches from preprocessed source tasks.
+#[derive(Clone, Copy)]
 pub struct EpisodeSampler<'a> {
     pub sources: &'a [SourceTask],
     pub tasks: &'a [Task],
