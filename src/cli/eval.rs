@@ -70,9 +70,10 @@ pub struct EvalArgs {
     /// Target episodes per (task, N_p, π).
     #[arg(long, default_value_t = 1)]
     target_repeats: usize,
-    /// Ours: meta-train one model per target N_p, each with that N_p in every
-    /// training support and validated on that N_p's episodes (the paper's Algorithm 1
-    /// takes one N_p), instead of one model trained on N_p ~ U{1..5}.
+    /// Ours and the meta-learned baselines: meta-train one model per target N_p, each
+    /// with that N_p in every training support and chosen on that N_p's validation
+    /// episodes (the paper's Algorithm 1 takes one N_p), instead of one model trained
+    /// on N_p ~ U{1..5}.
     #[arg(long)]
     per_support_size: bool,
     #[command(flatten)]
