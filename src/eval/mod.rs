@@ -219,6 +219,21 @@ struct OursFit {
     chosen: String,
 }
 
+/// The N_p each model of a meta-learned method is for: every N_p at once (None), or
+/// with `per_support_size` one model per target N_p.
+fn support_sizes(cfg: &EvalConfig) -> Vec<Option<usize>> {
+    if cfg.per_support_size {
+        cfg.protocol.positives.iter().map(|&n| Some(n)).collect()
+    } else {
+        vec![None]
+    }
+}
+
+/// Indices of the episodes with `n_pos` positives (None: all).
+fn episodes_with(episodes: &[Episode], n_pos: Option<usize>) -> Vec<usize> {
+    (0..episodes.len()).filter(|&i| n_pos.is_none_or(|n| episodes[i].n_pos == n)).collect()
+}
+
 /// How ours was trained, for the table: summed over its models.
 struct OursSummary {
     train_seconds: f64,
@@ -254,8 +269,7 @@ fn ours_runs(
     let parts: Vec<(&Model, Vec<usize>, Option<EpisodeSet>)> = models
         .iter()
         .map(|&(model, n_pos)| {
-            let idx: Vec<usize> =
-                (0..episodes.len()).filter(|&i| n_pos.is_none_or(|n| episodes[i].n_pos == n)).collect();
+            let idx = episodes_with(episodes, n_pos);
             let subset = idx.iter().map(|&i| episodes[i].clone()).collect();
             let dim = model.net.config.input_dim as usize;
             (model, idx, EpisodeSet::new(subset, tasks, dim, Kind::Float, model.net.device()))
@@ -301,11 +315,7 @@ fn train_ours(
     progress: &mut dyn EvalProgress,
 ) -> Result<Vec<OursFit>, TrainError> {
     let stop = AtomicBool::new(false);
-    let sizes: Vec<Option<usize>> = if cfg.per_support_size {
-        cfg.protocol.positives.iter().map(|&n| Some(n)).collect()
-    } else {
-        vec![None]
-    };
+    let sizes = support_sizes(cfg);
     let mut fits = Vec::new();
     for n_pos in sizes {
         let mut best: Option<OursFit> = None;
@@ -471,11 +481,7 @@ pub fn run_split(
         // One model for every N_p, or with `per_support_size` one per target N_p:
         // trained with that N_p only and chosen on that N_p's validation episodes,
         // as many as the single model is chosen on.
-        let sizes: Vec<Option<usize>> = if cfg.per_support_size {
-            cfg.protocol.positives.iter().map(|&n| Some(n)).collect()
-        } else {
-            vec![None]
-        };
+        let sizes = support_sizes(cfg);
         let mut accuracies = vec![f64::NAN; target_episodes.len()];
         let (mut seconds, mut test_seconds, mut validations, mut names) = (0.0, 0.0, Vec::new(), Vec::new());
         let mut best_iteration = None;
@@ -508,9 +514,7 @@ pub fn run_split(
                 progress.done();
             }
             let Some((m, name)) = best else { continue };
-            let idx: Vec<usize> = (0..target_episodes.len())
-                .filter(|&i| n_pos.is_none_or(|n| target_episodes[i].n_pos == n))
-                .collect();
+            let idx = episodes_with(&target_episodes, *n_pos);
             let t = Instant::now();
             let scored = match n_pos {
                 None => m.evaluate(&target_packed),
