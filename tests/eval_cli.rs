@@ -103,9 +103,17 @@ fn one_model_per_support_size_scores_every_episode_with_its_own_for_ours_and_np(
         "20",
         "--preprocess",
         "none",
+        "--save-models",
+        &format!("{out}/models"),
         "--out",
         &out,
     ]);
+    // Ours' three models are kept, one per N_p, and load as model files.
+    for n in [1, 3, 5] {
+        let path = dir.path().join(format!("models/split-0-positives-{n}.safetensors"));
+        let info = metapu(&["info", &path.to_string_lossy()]);
+        assert!(info.contains("features     2"), "{info}");
+    }
     let text = std::fs::read_to_string(dir.path().join("results.json")).unwrap();
     let json: Value = serde_json::from_str(&text).unwrap();
     let run = &json["runs"][0];

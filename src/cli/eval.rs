@@ -80,6 +80,11 @@ pub struct EvalArgs {
     model_options: ModelOptions,
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Also write ours' chosen model of each split here, as `split-S.safetensors` (with
+    /// --per-support-size `split-S-positives-N.safetensors`); the data of split S is
+    /// `metapu datasets synthetic --seed S`'s (with --seed 0).
+    #[arg(long)]
+    save_models: Option<PathBuf>,
     /// Where results.json, results.md and the SVG figures go.
     #[arg(long, default_value = "runs/eval")]
     out: PathBuf,
@@ -185,13 +190,33 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         if sd.target.is_empty() {
             bail!("split {s} has no target tasks");
         }
-        runs.push(eval::run_split(s, &sd, &cfg, device, &mut progress)?);
+        let outcome = eval::run_split(s, &sd, &cfg, device, &mut progress)?;
+        if let Some(dir) = &a.save_models {
+            save_models(dir, s, &outcome.ours_models)?;
+        }
+        runs.push(outcome.run);
         write_outputs(&a, &dataset, &runs, started.elapsed().as_secs_f64())?;
     }
     progress.0.finish_and_clear();
     let summary = eval::report::summarise(&dataset, &runs);
     print!("{}", eval::report::markdown(&summary));
     println!("\nwritten to {} ({:.0} s)", a.out.display(), started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn save_models(
+    dir: &std::path::Path,
+    split: usize,
+    models: &[(Option<usize>, metapu::model::Model)],
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (n_pos, model) in models {
+        let name = match n_pos {
+            Some(n) => format!("split-{split}-positives-{n}.safetensors"),
+            None => format!("split-{split}.safetensors"),
+        };
+        file::save(model, &dir.join(&name)).with_context(|| format!("writing {name}"))?;
+    }
     Ok(())
 }
 

@@ -369,6 +369,14 @@ pub struct SplitData<'a> {
     pub target: Vec<usize>,
 }
 
+/// One split's results, and the models of ours they came from (to keep for later
+/// analysis without meta-training again).
+pub struct SplitOutcome {
+    pub run: SplitRun,
+    /// Ours' chosen model(s): for every N_p (None) or one per target N_p.
+    pub ours_models: Vec<(Option<usize>, Model)>,
+}
+
 /// Run every configured method on one split.
 pub fn run_split(
     split: usize,
@@ -376,7 +384,7 @@ pub fn run_split(
     cfg: &EvalConfig,
     device: Device,
     progress: &mut dyn EvalProgress,
-) -> Result<SplitRun, TrainError> {
+) -> Result<SplitOutcome, TrainError> {
     let seed = cfg.seed.wrapping_add(1000 * split as u64);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let dim = sd.data.dim();
@@ -559,7 +567,8 @@ pub fn run_split(
             test_rows: e.test.len(),
         })
         .collect();
-    Ok(SplitRun { split, episodes, methods })
+    let ours_models = ours.into_iter().map(|fit| (fit.n_pos, fit.model)).collect();
+    Ok(SplitOutcome { run: SplitRun { split, episodes, methods }, ours_models })
 }
 
 /// Single-task baselines: every candidate on validation episodes, the chosen one on
