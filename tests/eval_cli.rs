@@ -131,6 +131,9 @@ fn one_model_per_support_size_scores_every_episode_with_its_own_for_ours_and_np(
         assert_eq!(acc.len(), episodes.len());
         assert!(acc.iter().all(|a| a.as_f64().is_some_and(|a| (0.0..=1.0).contains(&a))), "{acc:?}");
         assert!(m.get("best_iteration").is_none(), "three models, no one kept iteration");
+        let kept = m["best_iteration_by_positives"].as_object().expect("each model's kept iteration");
+        assert_eq!(kept.keys().collect::<Vec<_>>(), ["1", "3", "5"]);
+        assert!(kept.values().all(|i| [30, 60].contains(&i.as_u64().unwrap())), "{kept:?}");
     }
     let names: Vec<&str> =
         run["methods"].as_array().unwrap().iter().map(|m| m["method"].as_str().unwrap()).collect();

@@ -76,6 +76,7 @@ mod tests {
                     validation_accuracy: acc,
                     chosen: "-".into(),
                     best_iteration: None,
+                    best_iteration_by_positives: None,
                 })
                 .collect(),
         }

@@ -16,6 +16,7 @@ pub mod report;
 pub mod single;
 pub mod stats;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
@@ -126,9 +127,9 @@ pub struct EvalConfig {
     pub protocol: ProtocolConfig,
     /// Target episodes per (task, N_p, π).
     pub target_repeats: usize,
-    /// Ours: meta-train one model per target N_p, with that N_p in every training
-    /// support and validated on that N_p's episodes (the paper's Algorithm 1 takes a
-    /// fixed N_p), instead of one model for all N_p.
+    /// Ours and the meta-learned baselines: meta-train one model per target N_p, with
+    /// that N_p in every training support and chosen on that N_p's validation episodes
+    /// (the paper's Algorithm 1 takes a fixed N_p), instead of one model for all N_p.
     pub per_support_size: bool,
 }
 
@@ -151,6 +152,9 @@ pub struct MethodRun {
     /// validation), to tell whether the budget was binding. Absent in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best_iteration: Option<u64>,
+    /// With one model per target N_p (`per_support_size`): each one's kept iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_iteration_by_positives: Option<BTreeMap<usize, u64>>,
 }
 
 /// One split's target episodes and every method's results on them.
@@ -234,12 +238,19 @@ fn episodes_with(episodes: &[Episode], n_pos: Option<usize>) -> Vec<usize> {
     (0..episodes.len()).filter(|&i| n_pos.is_none_or(|n| episodes[i].n_pos == n)).collect()
 }
 
+/// Kept iterations by N_p, when there is one model per N_p.
+fn by_positives(kept: impl Iterator<Item = (Option<usize>, u64)>) -> Option<BTreeMap<usize, u64>> {
+    let map: BTreeMap<usize, u64> = kept.filter_map(|(n, it)| n.map(|n| (n, it))).collect();
+    (!map.is_empty()).then_some(map)
+}
+
 /// How ours was trained, for the table: summed over its models.
 struct OursSummary {
     train_seconds: f64,
     validation_accuracy: f64,
     chosen: String,
     best_iteration: Option<u64>,
+    best_iteration_by_positives: Option<BTreeMap<usize, u64>>,
 }
 
 impl OursSummary {
@@ -253,6 +264,9 @@ impl OursSummary {
                 [one] => Some(one.model.provenance.best_iteration),
                 _ => None,
             },
+            best_iteration_by_positives: by_positives(
+                fits.iter().map(|f| (f.n_pos, f.model.provenance.best_iteration)),
+            ),
         }
     }
 }
@@ -299,6 +313,7 @@ fn ours_runs(
                 validation_accuracy: summary.validation_accuracy,
                 chosen: summary.chosen.clone(),
                 best_iteration: summary.best_iteration,
+                best_iteration_by_positives: summary.best_iteration_by_positives.clone(),
             }
         })
         .collect()
@@ -341,9 +356,7 @@ fn train_ours(
             let val = out.model.provenance.best_validation_accuracy;
             if best.as_ref().is_none_or(|b| val > b.validation_accuracy) {
                 let chosen = match n_pos {
-                    Some(n) => {
-                        format!("N_p={n}: {label} (iteration {})", out.model.provenance.best_iteration)
-                    }
+                    Some(n) => format!("N_p={n}: {label}"),
                     None => label,
                 };
                 best = Some(OursFit {
@@ -434,6 +447,7 @@ pub fn run_split(
                 validation_accuracy: out.model.provenance.best_validation_accuracy,
                 chosen: "-".into(),
                 best_iteration: Some(out.model.provenance.best_iteration),
+                best_iteration_by_positives: None,
             });
         }
         progress.done();
@@ -492,7 +506,7 @@ pub fn run_split(
         let sizes = support_sizes(cfg);
         let mut accuracies = vec![f64::NAN; target_episodes.len()];
         let (mut seconds, mut test_seconds, mut validations, mut names) = (0.0, 0.0, Vec::new(), Vec::new());
-        let mut best_iteration = None;
+        let mut kept = Vec::new();
         for n_pos in &sizes {
             let fixed;
             let (sampler_n, val_n) = match *n_pos {
@@ -537,9 +551,9 @@ pub fn run_split(
             }
             seconds += m.seconds;
             validations.push(m.best_validation_accuracy);
-            best_iteration = Some(m.best_iteration);
+            kept.push((*n_pos, m.best_iteration));
             names.push(match n_pos {
-                Some(n) => format!("N_p={n}: {name} (iteration {})", m.best_iteration),
+                Some(n) => format!("N_p={n}: {name}"),
                 None => name,
             });
         }
@@ -554,7 +568,11 @@ pub fn run_split(
             test_seconds,
             validation_accuracy: mean(&validations),
             chosen: names.join("; "),
-            best_iteration: best_iteration.filter(|_| sizes.len() == 1),
+            best_iteration: match kept[..] {
+                [(None, iteration)] => Some(iteration),
+                _ => None,
+            },
+            best_iteration_by_positives: by_positives(kept.into_iter()),
         });
     }
     methods.sort_by_key(|m| m.method);
@@ -628,6 +646,7 @@ fn single_task_runs(
             validation_accuracy,
             chosen: format!("{}{note}", names[best]),
             best_iteration: None,
+            best_iteration_by_positives: None,
         });
         progress.done();
     }
@@ -657,6 +676,7 @@ pub fn evaluate_model(
         validation_accuracy: model.provenance.best_validation_accuracy,
         chosen: format!("K={}", model.net.config.task_dim),
         best_iteration: Some(model.provenance.best_iteration),
+        best_iteration_by_positives: None,
     };
     let mut methods = ours_runs(&[(model, None)], &episodes, &tasks, &all, &summary);
     // Single-task baselines asked for, on the same supports and test sets.

@@ -248,6 +248,7 @@ mod tests {
             validation_accuracy: 0.0,
             chosen: "-".into(),
             best_iteration: None,
+            best_iteration_by_positives: None,
         }
     }
 
