@@ -133,23 +133,24 @@ fn meta_learned_baselines_beat_chance_on_separable_tasks() {
     }
 }
 
+/// Four balanced easy tasks as source tasks, half of each one's rows unlabeled.
+fn balanced_sources(rng: &mut ChaCha8Rng) -> (Vec<Task>, Vec<SourceTask>) {
+    let tasks: Vec<Task> = (0..4).map(|i| easy_task(&format!("s{i}"), 150, 150, rng)).collect();
+    let sources = (0..4).filter_map(|i| SourceTask::partition(i, &tasks[i], 0.5, rng)).collect();
+    (tasks, sources)
+}
+
+fn sampler<'a>(sources: &'a [SourceTask], tasks: &'a [Task], cfg: &'a SamplerConfig) -> EpisodeSampler<'a> {
+    EpisodeSampler { sources, tasks, dim: 2, cfg, kind: Kind::Float, device: Device::Cpu }
+}
+
 #[test]
 fn episodes_drawn_at_a_prior_keep_it_in_the_support_and_the_query() {
     let mut rng = ChaCha8Rng::seed_from_u64(6);
     // Balanced tasks: without episode priors every support and query would sit near 0.5.
-    let tasks: Vec<Task> = (0..4).map(|i| easy_task(&format!("s{i}"), 150, 150, &mut rng)).collect();
-    let sources: Vec<SourceTask> =
-        (0..4).filter_map(|i| SourceTask::partition(i, &tasks[i], 0.5, &mut rng)).collect();
+    let (tasks, sources) = balanced_sources(&mut rng);
     let cfg = SamplerConfig { episode_priors: vec![0.2, 0.8], ..SamplerConfig::default() };
-    let sampler = EpisodeSampler {
-        sources: &sources,
-        tasks: &tasks,
-        dim: 2,
-        cfg: &cfg,
-        kind: Kind::Float,
-        device: Device::Cpu,
-    };
-    let batch = sampler.sample(200, &mut rng);
+    let batch = sampler(&sources, &tasks, &cfg).sample(200, &mut rng);
     let support_prior = Vec::<f32>::try_from(&batch.support_prior).unwrap();
     let query_pos = Vec::<f32>::try_from(batch.query_y.sum_dim_intlist(1, false, Kind::Float)).unwrap();
     let query_all = Vec::<f32>::try_from(batch.query_mask.sum_dim_intlist(1, false, Kind::Float)).unwrap();
@@ -176,19 +177,9 @@ fn episodes_drawn_at_a_prior_keep_it_in_the_support_and_the_query() {
 #[test]
 fn a_fixed_support_size_puts_that_many_positives_in_every_support() {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
-    let tasks: Vec<Task> = (0..4).map(|i| easy_task(&format!("s{i}"), 150, 150, &mut rng)).collect();
-    let sources: Vec<SourceTask> =
-        (0..4).filter_map(|i| SourceTask::partition(i, &tasks[i], 0.5, &mut rng)).collect();
+    let (tasks, sources) = balanced_sources(&mut rng);
     let positives_per_support = |cfg: &SamplerConfig, rng: &mut ChaCha8Rng| -> Vec<f32> {
-        let sampler = EpisodeSampler {
-            sources: &sources,
-            tasks: &tasks,
-            dim: 2,
-            cfg,
-            kind: Kind::Float,
-            device: Device::Cpu,
-        };
-        let batch = sampler.sample(100, rng);
+        let batch = sampler(&sources, &tasks, cfg).sample(100, rng);
         Vec::<f32>::try_from(batch.support.pos.sum_dim_intlist(1, false, Kind::Float)).unwrap()
     };
     let fixed = SamplerConfig { min_positives: 3, max_positives: 3, ..SamplerConfig::default() };
