@@ -233,15 +233,36 @@ fn support_sizes(cfg: &EvalConfig) -> Vec<Option<usize>> {
     }
 }
 
+/// Training and validation for one model per target N_p: every training support and
+/// every validation episode with `n` positives. Callers validate on `protocol.positives`
+/// times as many repeats, so that each model is chosen on as many episodes as one
+/// model for every N_p.
+fn with_support_size(
+    sampler: &SamplerConfig,
+    protocol: &ProtocolConfig,
+    n: usize,
+) -> (SamplerConfig, ProtocolConfig) {
+    (
+        SamplerConfig { min_positives: n, max_positives: n, ..sampler.clone() },
+        ProtocolConfig { positives: vec![n], ..protocol.clone() },
+    )
+}
+
 /// Indices of the episodes with `n_pos` positives (None: all).
 fn episodes_with(episodes: &[Episode], n_pos: Option<usize>) -> Vec<usize> {
     (0..episodes.len()).filter(|&i| n_pos.is_none_or(|n| episodes[i].n_pos == n)).collect()
 }
 
-/// Kept iterations by N_p, when there is one model per N_p.
-fn by_positives(kept: impl Iterator<Item = (Option<usize>, u64)>) -> Option<BTreeMap<usize, u64>> {
-    let map: BTreeMap<usize, u64> = kept.filter_map(|(n, it)| n.map(|n| (n, it))).collect();
-    (!map.is_empty()).then_some(map)
+/// The kept iteration of each model of a method, for `MethodRun`: one model for every
+/// N_p gives `best_iteration`; one per N_p gives `best_iteration_by_positives`.
+fn kept_iterations(kept: &[(Option<usize>, u64)]) -> (Option<u64>, Option<BTreeMap<usize, u64>>) {
+    match kept {
+        [(None, iteration)] => (Some(*iteration), None),
+        _ => {
+            let map: BTreeMap<usize, u64> = kept.iter().filter_map(|&(n, it)| n.map(|n| (n, it))).collect();
+            (None, (!map.is_empty()).then_some(map))
+        }
+    }
 }
 
 /// How ours was trained, for the table: summed over its models.
@@ -255,18 +276,15 @@ struct OursSummary {
 
 impl OursSummary {
     fn of(fits: &[OursFit]) -> Self {
+        let kept: Vec<(Option<usize>, u64)> =
+            fits.iter().map(|f| (f.n_pos, f.model.provenance.best_iteration)).collect();
+        let (best_iteration, best_iteration_by_positives) = kept_iterations(&kept);
         Self {
             train_seconds: fits.iter().map(|f| f.seconds).sum(),
             validation_accuracy: mean(&fits.iter().map(|f| f.validation_accuracy).collect::<Vec<_>>()),
             chosen: fits.iter().map(|f| f.chosen.as_str()).collect::<Vec<_>>().join("; "),
-            // One model: its kept iteration; one per N_p: in `chosen`.
-            best_iteration: match fits {
-                [one] => Some(one.model.provenance.best_iteration),
-                _ => None,
-            },
-            best_iteration_by_positives: by_positives(
-                fits.iter().map(|f| (f.n_pos, f.model.provenance.best_iteration)),
-            ),
+            best_iteration,
+            best_iteration_by_positives,
         }
     }
 }
@@ -336,18 +354,11 @@ fn train_ours(
         let mut best: Option<OursFit> = None;
         for &k in &cfg.task_dims {
             let mut tc = TrainConfig { seed, task_dim: k, ..cfg.train.clone() };
-            let label = match n_pos {
-                Some(n) => {
-                    tc.sampler.min_positives = n;
-                    tc.sampler.max_positives = n;
-                    tc.protocol.positives = vec![n];
-                    // As many validation episodes as one model for every N_p gets, so
-                    // that its checkpoint is chosen on as many.
-                    tc.validation_repeats *= cfg.protocol.positives.len();
-                    format!("K={k}")
-                }
-                None => format!("K={k}"),
-            };
+            if let Some(n) = n_pos {
+                (tc.sampler, tc.protocol) = with_support_size(&cfg.train.sampler, &cfg.train.protocol, n);
+                tc.validation_repeats *= cfg.protocol.positives.len();
+            }
+            let label = format!("K={k}");
             progress.start(&format!(
                 "split {split}: ours {label}{}",
                 n_pos.map(|n| format!(" N_p={n}")).unwrap_or_default()
@@ -422,10 +433,9 @@ pub fn run_split(
     let target_episodes = protocol::episodes(&pick(&sd.target), &cfg.protocol, cfg.target_repeats, &mut rng);
     let val_packed = PackedEpisodes::new(&val_episodes, &tasks, dim, device);
     let target_packed = PackedEpisodes::new(&target_episodes, &tasks, dim, device);
-    let target_set = EpisodeSet::new(target_episodes.clone(), &tasks, dim, Kind::Float, device);
 
     let mut methods = Vec::new();
-    if !ours.is_empty() && target_set.is_some() {
+    if !ours.is_empty() && !target_episodes.is_empty() {
         let wanted: Vec<Method> =
             OURS_MODES.iter().map(|(m, _)| *m).filter(|m| cfg.methods.contains(m)).collect();
         let models: Vec<(&Model, Option<usize>)> = ours.iter().map(|f| (&f.model, f.n_pos)).collect();
@@ -435,7 +445,7 @@ pub fn run_split(
         progress.start(&format!("split {split}: ours w/o z"));
         let tc = TrainConfig { seed, use_task_vectors: false, ..cfg.train.clone() };
         let out = train::train(sd.data, &sd.source, &sd.validation, &tc, device, &stop, &mut ())?;
-        if let Some(set) = &target_set {
+        if let Some(set) = EpisodeSet::new(target_episodes.clone(), &tasks, dim, Kind::Float, device) {
             let t = Instant::now();
             let e = set.evaluate(&out.model.net, PriorMode::Estimated);
             methods.push(MethodRun {
@@ -512,8 +522,8 @@ pub fn run_split(
             let (sampler_n, val_n) = match *n_pos {
                 None => (sampler, None),
                 Some(n) => {
-                    fixed = SamplerConfig { min_positives: n, max_positives: n, ..cfg.train.sampler.clone() };
-                    let protocol_n = ProtocolConfig { positives: vec![n], ..cfg.protocol.clone() };
+                    let protocol_n;
+                    (fixed, protocol_n) = with_support_size(&cfg.train.sampler, &cfg.protocol, n);
                     let mut val_rng = ChaCha8Rng::seed_from_u64(seed.wrapping_add(n as u64));
                     let repeats = cfg.protocol.positives.len();
                     let episodes =
@@ -560,6 +570,7 @@ pub fn run_split(
         if names.is_empty() {
             continue;
         }
+        let (best_iteration, best_iteration_by_positives) = kept_iterations(&kept);
         methods.push(MethodRun {
             method,
             accuracies,
@@ -568,11 +579,8 @@ pub fn run_split(
             test_seconds,
             validation_accuracy: mean(&validations),
             chosen: names.join("; "),
-            best_iteration: match kept[..] {
-                [(None, iteration)] => Some(iteration),
-                _ => None,
-            },
-            best_iteration_by_positives: by_positives(kept.into_iter()),
+            best_iteration,
+            best_iteration_by_positives,
         });
     }
     methods.sort_by_key(|m| m.method);
