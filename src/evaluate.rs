@@ -5,7 +5,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::data::protocol::{accuracy, Episode};
 use crate::data::{Label, Task};
-use crate::model::{MetaPuNet, Support, SupportBatch};
+use crate::model::{ensemble, MetaPuNet, Support, SupportBatch};
 
 /// Which prior the classifier `sign(π·r − 0.5)` uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,21 +138,42 @@ impl EpisodeSet {
         mode: PriorMode,
         calibrate: impl Fn(f64) -> f64,
     ) -> Evaluation {
+        self.decide(std::slice::from_ref(scores), mode, calibrate)
+    }
+
+    /// Decide and score as an ensemble of the members whose scores these are (each
+    /// adapted on its own): a row is positive when the mean of the members'
+    /// posteriors min(1, π_m·r_m) is ≥ 0.5; the estimated prior is the mean of theirs.
+    pub fn evaluate_ensemble(&self, members: &[EpisodeScores], mode: PriorMode) -> Evaluation {
+        self.decide(members, mode, |p| p)
+    }
+
+    fn decide(
+        &self,
+        members: &[EpisodeScores],
+        mode: PriorMode,
+        calibrate: impl Fn(f64) -> f64,
+    ) -> Evaluation {
         let mut results = Vec::with_capacity(self.episodes.len());
         let mut start = 0;
-        for (e, &raw) in self.episodes.iter().zip(&scores.estimated_prior) {
-            let est = calibrate(raw);
-            let end = start + e.test.len();
-            let prior = match mode {
-                PriorMode::Estimated => est,
-                PriorMode::True => e.prior,
-                PriorMode::Ignored => 1.0,
+        let n_members = members.len().max(1) as f64;
+        for (k, e) in self.episodes.iter().enumerate() {
+            let estimates: Vec<f64> = members.iter().map(|m| calibrate(m.estimated_prior[k])).collect();
+            let priors: Vec<f64> = match mode {
+                PriorMode::Estimated => estimates.clone(),
+                PriorMode::True => vec![e.prior; members.len()],
+                PriorMode::Ignored => vec![1.0; members.len()],
             };
-            let predicted: Vec<bool> =
-                scores.test_ratio[start..end].iter().map(|&r| prior * r - 0.5 >= 0.0).collect();
+            let end = start + e.test.len();
+            let predicted: Vec<bool> = (start..end)
+                .map(|j| {
+                    ensemble::mean_posterior(priors.iter().zip(members).map(|(&p, m)| (p, m.test_ratio[j])))
+                        >= 0.5
+                })
+                .collect();
             results.push(EpisodeResult {
                 accuracy: accuracy(e.prior, &self.test_labels[start..end], &predicted),
-                estimated_prior: est,
+                estimated_prior: estimates.iter().sum::<f64>() / n_members,
             });
             start = end;
         }
@@ -217,5 +238,16 @@ mod tests {
         let ignored = set.evaluate(&net, PriorMode::Ignored);
         let accuracies = |e: &Evaluation| e.results.iter().map(|r| r.accuracy).collect::<Vec<_>>();
         assert_eq!(accuracies(&at_one), accuracies(&ignored));
+        // An ensemble of one, or of two copies of one, decides as the model alone; a
+        // second, different member changes the decisions.
+        for mode in [PriorMode::Estimated, PriorMode::True, PriorMode::Ignored] {
+            let alone = set.evaluate(&net, mode);
+            assert_eq!(set.evaluate_ensemble(std::slice::from_ref(&scores), mode), alone);
+            assert_eq!(set.evaluate_ensemble(&[scores.clone(), scores.clone()], mode), alone);
+        }
+        let other = MetaPuNet::new(NetConfig::paper(2, 4), Device::Cpu);
+        other.init_from_seed(7);
+        let pair = set.evaluate_ensemble(&[scores.clone(), set.scores(&other)], PriorMode::Estimated);
+        assert_ne!(pair, set.evaluate(&net, PriorMode::Estimated));
     }
 }

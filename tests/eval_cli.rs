@@ -143,3 +143,57 @@ fn one_model_per_support_size_scores_every_episode_with_its_own_for_ours_and_np(
     let priors = ours["estimated_priors"].as_array().unwrap();
     assert!(priors.iter().all(|p| p.as_f64().is_some_and(|p| p > 0.0 && p <= 1.0)), "{priors:?}");
 }
+
+#[test]
+fn an_ensemble_trains_its_members_apart_saves_them_and_scores_the_same_when_reloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let common = [
+        "eval",
+        "--methods",
+        "ours,ours-no-prior",
+        "--splits",
+        "1",
+        "--k",
+        "8",
+        "--iterations",
+        "60",
+        "--eval-every",
+        "30",
+        "--test-size",
+        "20",
+        "--preprocess",
+        "none",
+    ];
+    let run = |extra: &[&str], name: &str| {
+        let mut args: Vec<&str> = common.to_vec();
+        args.extend(extra);
+        let target = out(name);
+        args.extend(["--out", &target]);
+        metapu(&args);
+        let text = std::fs::read_to_string(dir.path().join(name).join("results.json")).unwrap();
+        serde_json::from_str::<Value>(&text).unwrap()["runs"][0].clone()
+    };
+    let trained = run(&["--members", "2", "--save-models", &out("models")], "trained");
+    let files = ["models/split-0.safetensors", "models/split-0-member-1.safetensors"];
+    let bytes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(dir.path().join(f)).unwrap()).collect();
+    assert_ne!(bytes[0], bytes[1], "the members were trained from different seeds");
+    let ours = &trained["methods"][0];
+    assert_eq!(ours["chosen"], "K=8 + K=8");
+    let validation = ours["validation_accuracy"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&validation), "the ensemble's own validation: {validation}");
+
+    // Reloaded, the two members give the same episodes, decisions and validation.
+    let reloaded = run(&["--members-from", &out("models")], "reloaded");
+    assert_eq!(reloaded["episodes"], trained["episodes"]);
+    for (a, b) in reloaded["methods"].as_array().unwrap().iter().zip(trained["methods"].as_array().unwrap()) {
+        assert_eq!(a["accuracies"], b["accuracies"], "{}", a["method"]);
+        assert_eq!(a["validation_accuracy"], b["validation_accuracy"]);
+    }
+    // The first member alone decides otherwise: the second one takes part.
+    std::fs::create_dir(dir.path().join("first")).unwrap();
+    std::fs::write(dir.path().join("first/split-0.safetensors"), &bytes[0]).unwrap();
+    let alone = run(&["--members-from", &out("first")], "alone");
+    assert_eq!(alone["episodes"], trained["episodes"]);
+    assert_ne!(alone["methods"][0]["accuracies"], trained["methods"][0]["accuracies"]);
+}

@@ -11,7 +11,7 @@ use metapu::data::protocol::ProtocolConfig;
 use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::data::TaskSet;
-use metapu::eval::{self, EvalConfig, EvalProgress, Method, SplitData, SplitRun};
+use metapu::eval::{self, EvalConfig, EvalProgress, Method, OursModels, SplitData, SplitRun};
 use metapu::model::{default_device, file};
 use metapu::train::TrainConfig;
 
@@ -76,12 +76,25 @@ pub struct EvalArgs {
     /// on N_p ~ U{1..5}.
     #[arg(long)]
     per_support_size: bool,
+    /// Ours: meta-train this many models per split (training seeds differ by one),
+    /// each chosen on validation, and use them as one ensemble that averages their
+    /// posteriors min(1, π̂·r). Its validation accuracy is then measured on the
+    /// validation episodes the baselines are chosen on.
+    #[arg(long, default_value_t = 1)]
+    members: usize,
+    /// Ours: instead of meta-training, use split S's models saved in these directories
+    /// by --save-models (`split-S.safetensors` and any `split-S-member-M.safetensors`,
+    /// directory after directory) as the members of its ensemble (one file: that model
+    /// alone), scored on the episodes a training run would draw.
+    #[arg(long, num_args = 1.., conflicts_with_all = ["members", "per_support_size", "model", "split"])]
+    members_from: Vec<PathBuf>,
     #[command(flatten)]
     model_options: ModelOptions,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Also write ours' chosen model of each split here, as `split-S.safetensors` (with
-    /// --per-support-size `split-S-positives-N.safetensors`); the data of split S is
+    /// --per-support-size `split-S-positives-N.safetensors`; ensemble members after the
+    /// first get `-member-M` before the extension); the data of split S is
     /// `metapu datasets synthetic --seed S`'s (with --seed 0).
     #[arg(long)]
     save_models: Option<PathBuf>,
@@ -153,6 +166,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         protocol,
         target_repeats: a.target_repeats,
         per_support_size: a.per_support_size,
+        ours_members: a.members.max(1),
     };
     let device = default_device();
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
@@ -190,7 +204,12 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         if sd.target.is_empty() {
             bail!("split {s} has no target tasks");
         }
-        let outcome = eval::run_split(s, &sd, &cfg, device, &mut progress)?;
+        let ours = if a.members_from.is_empty() {
+            OursModels::Train
+        } else {
+            OursModels::Given(load_members(&a.members_from, s, &data, device)?)
+        };
+        let outcome = eval::run_split_with(s, &sd, &cfg, ours, device, &mut progress)?;
         if let Some(dir) = &a.save_models {
             save_models(dir, s, &outcome.ours_models)?;
         }
@@ -207,17 +226,43 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
 fn save_models(
     dir: &std::path::Path,
     split: usize,
-    models: &[(Option<usize>, metapu::model::Model)],
+    models: &[(Option<usize>, Vec<metapu::model::Model>)],
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    for (n_pos, model) in models {
-        let name = match n_pos {
-            Some(n) => format!("split-{split}-positives-{n}.safetensors"),
-            None => format!("split-{split}.safetensors"),
-        };
-        file::save(model, &dir.join(&name)).with_context(|| format!("writing {name}"))?;
+    for (n_pos, members) in models {
+        for (m, model) in members.iter().enumerate() {
+            let positives = n_pos.map(|n| format!("-positives-{n}")).unwrap_or_default();
+            let member = if m == 0 { String::new() } else { format!("-member-{m}") };
+            let name = format!("split-{split}{positives}{member}.safetensors");
+            file::save(model, &dir.join(&name)).with_context(|| format!("writing {name}"))?;
+        }
     }
     Ok(())
+}
+
+/// `--members-from DIRS`: split `split`'s models from each directory (the first member,
+/// then members 1, 2, … while their files exist), checked to fit the data and to share
+/// one preprocessing (all members see the same features).
+fn load_members(
+    dirs: &[PathBuf],
+    split: usize,
+    data: &TaskSet,
+    device: tch::Device,
+) -> anyhow::Result<Vec<metapu::model::Model>> {
+    let mut members: Vec<metapu::model::Model> = Vec::new();
+    for dir in dirs {
+        let first = dir.join(format!("split-{split}.safetensors"));
+        let others = (1..).map(|m| dir.join(format!("split-{split}-member-{m}.safetensors")));
+        for path in std::iter::once(first).chain(others.take_while(|p| p.exists())) {
+            let model = file::load(&path, device).with_context(|| format!("loading {}", path.display()))?;
+            model.check_feature_count(data.dim()).with_context(|| format!("{}", path.display()))?;
+            if members.first().is_some_and(|m| m.preprocess != model.preprocess) {
+                bail!("{} preprocesses features unlike the first member", path.display());
+            }
+            members.push(model);
+        }
+    }
+    Ok(members)
 }
 
 fn write_outputs(a: &EvalArgs, dataset: &str, runs: &[SplitRun], seconds: f64) -> anyhow::Result<()> {

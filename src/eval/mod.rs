@@ -27,7 +27,7 @@ use tch::{Device, Kind};
 
 use crate::data::protocol::{self, Episode, ProtocolConfig};
 use crate::data::{Task, TaskSet};
-use crate::evaluate::{EpisodeSet, PriorMode};
+use crate::evaluate::{EpisodeSet, Evaluation, PriorMode};
 use crate::model::Model;
 use crate::train::episodes::{EpisodeSampler, SamplerConfig, SourceTask};
 use crate::train::{self, TrainConfig, TrainError};
@@ -131,6 +131,19 @@ pub struct EvalConfig {
     /// that N_p in every training support and chosen on that N_p's validation episodes
     /// (the paper's Algorithm 1 takes a fixed N_p), instead of one model for all N_p.
     pub per_support_size: bool,
+    /// Ours: meta-train this many models (ensemble members, training seeds seed,
+    /// seed + 1, …), each chosen on validation on its own, and use them as one
+    /// (`model::ensemble`). 1 = the single model of the paper.
+    pub ours_members: usize,
+}
+
+/// Where ours' models come from in `run_split_with`.
+pub enum OursModels {
+    /// Meta-train them (every K candidate, `ours_members` times).
+    Train,
+    /// Use these, as the members of one ensemble for every N_p (e.g. the models an
+    /// earlier run saved); they must share their preprocessing.
+    Given(Vec<Model>),
 }
 
 /// Per-method outcome on one split: accuracy per target episode, timings, choice.
@@ -188,7 +201,8 @@ pub fn units_per_split(cfg: &EvalConfig) -> u64 {
     let k = cfg.task_dims.len() as u64;
     let ours = has(Method::Ours) || has(Method::OursNoPrior) || has(Method::OursTruePrior);
     let singles = [Method::Naive, Method::UPu, Method::NnPu, Method::Drpu, Method::Dre];
-    let ours_models = if cfg.per_support_size { cfg.protocol.positives.len() as u64 } else { 1 };
+    let ours_models = if cfg.per_support_size { cfg.protocol.positives.len() as u64 } else { 1 }
+        * cfg.ours_members.max(1) as u64;
     u64::from(ours) * k * ours_models
         + u64::from(has(Method::OursNoZ))
         + singles.iter().filter(|m| has(**m)).count() as u64
@@ -216,7 +230,8 @@ const OURS_MODES: [(Method, PriorMode); 3] = [
 /// A meta-trained model of ours, for the target episodes with `n_pos` positives
 /// (None: every episode).
 struct OursFit {
-    model: Model,
+    /// One model, or the members of an ensemble (the first trained with the split's seed).
+    models: Vec<Model>,
     n_pos: Option<usize>,
     validation_accuracy: f64,
     seconds: f64,
@@ -275,9 +290,19 @@ struct OursSummary {
 }
 
 impl OursSummary {
+    fn empty() -> Self {
+        Self {
+            train_seconds: 0.0,
+            validation_accuracy: f64::NAN,
+            chosen: String::new(),
+            best_iteration: None,
+            best_iteration_by_positives: None,
+        }
+    }
+
     fn of(fits: &[OursFit]) -> Self {
         let kept: Vec<(Option<usize>, u64)> =
-            fits.iter().map(|f| (f.n_pos, f.model.provenance.best_iteration)).collect();
+            fits.iter().map(|f| (f.n_pos, f.models[0].provenance.best_iteration)).collect();
         let (best_iteration, best_iteration_by_positives) = kept_iterations(&kept);
         Self {
             train_seconds: fits.iter().map(|f| f.seconds).sum(),
@@ -290,21 +315,23 @@ impl OursSummary {
 }
 
 /// Target results of `models` for each of `wanted` (a subset of OURS_MODES' methods);
-/// each episode is scored by the model of its N_p (None: of every N_p).
+/// each episode is scored by the model (or ensemble) of its N_p (None: of every N_p).
 fn ours_runs(
-    models: &[(&Model, Option<usize>)],
+    models: &[(&[Model], Option<usize>)],
     episodes: &[Episode],
     tasks: &[Task],
     wanted: &[Method],
     summary: &OursSummary,
 ) -> Vec<MethodRun> {
-    let parts: Vec<(&Model, Vec<usize>, Option<EpisodeSet>)> = models
+    let parts: Vec<(&[Model], Vec<usize>, Option<EpisodeSet>)> = models
         .iter()
-        .map(|&(model, n_pos)| {
+        .filter(|(members, _)| !members.is_empty())
+        .map(|&(members, n_pos)| {
             let idx = episodes_with(episodes, n_pos);
             let subset = idx.iter().map(|&i| episodes[i].clone()).collect();
-            let dim = model.net.config.input_dim as usize;
-            (model, idx, EpisodeSet::new(subset, tasks, dim, Kind::Float, model.net.device()))
+            let net = &members[0].net;
+            let dim = net.config.input_dim as usize;
+            (members, idx, EpisodeSet::new(subset, tasks, dim, Kind::Float, net.device()))
         })
         .collect();
     OURS_MODES
@@ -314,9 +341,9 @@ fn ours_runs(
             let t = Instant::now();
             let mut accuracies = vec![f64::NAN; episodes.len()];
             let mut priors = vec![f64::NAN; episodes.len()];
-            for (model, idx, set) in &parts {
+            for (members, idx, set) in &parts {
                 let Some(set) = set else { continue };
-                let e = set.evaluate(&model.net, mode);
+                let e = ensemble_evaluation(set, members, mode);
                 for (&i, r) in idx.iter().zip(&e.results) {
                     accuracies[i] = r.accuracy;
                     priors[i] = r.estimated_prior;
@@ -337,8 +364,24 @@ fn ours_runs(
         .collect()
 }
 
+/// `members`' evaluation on `set`: the model's own, or its ensemble's.
+fn ensemble_evaluation(set: &EpisodeSet, members: &[Model], mode: PriorMode) -> Evaluation {
+    match members {
+        [model] => set.evaluate(&model.net, mode),
+        _ => set.evaluate_ensemble(&members.iter().map(|m| set.scores(&m.net)).collect::<Vec<_>>(), mode),
+    }
+}
+
+/// Mean accuracy of ours (estimated prior) on validation episodes, each scored by the
+/// model or ensemble of its N_p.
+fn ours_validation(models: &[(&[Model], Option<usize>)], episodes: &[Episode], tasks: &[Task]) -> f64 {
+    let runs = ours_runs(models, episodes, tasks, &[Method::Ours], &OursSummary::empty());
+    runs.first().map(|r| mean(&r.accuracies)).unwrap_or(f64::NAN)
+}
+
 /// Meta-train ours for every K candidate (and, with `per_support_size`, every target
-/// N_p); keep per N_p the candidate best on validation.
+/// N_p); keep per N_p the candidate best on validation, and with `ours_members` > 1
+/// that many such models from different training seeds, as one ensemble.
 fn train_ours(
     split: usize,
     sd: &SplitData<'_>,
@@ -348,39 +391,48 @@ fn train_ours(
     progress: &mut dyn EvalProgress,
 ) -> Result<Vec<OursFit>, TrainError> {
     let stop = AtomicBool::new(false);
-    let sizes = support_sizes(cfg);
+    let members = cfg.ours_members.max(1);
     let mut fits = Vec::new();
-    for n_pos in sizes {
-        let mut best: Option<OursFit> = None;
-        for &k in &cfg.task_dims {
-            let mut tc = TrainConfig { seed, task_dim: k, ..cfg.train.clone() };
-            if let Some(n) = n_pos {
-                (tc.sampler, tc.protocol) = with_support_size(&cfg.train.sampler, &cfg.train.protocol, n);
-                tc.validation_repeats *= cfg.protocol.positives.len();
+    for n_pos in support_sizes(cfg) {
+        let mut fit: Option<OursFit> = None;
+        for member in 0..members {
+            let mut best: Option<(Model, f64, String)> = None;
+            for &k in &cfg.task_dims {
+                let mut tc =
+                    TrainConfig { seed: seed.wrapping_add(member as u64), task_dim: k, ..cfg.train.clone() };
+                if let Some(n) = n_pos {
+                    (tc.sampler, tc.protocol) = with_support_size(&cfg.train.sampler, &cfg.train.protocol, n);
+                    tc.validation_repeats *= cfg.protocol.positives.len();
+                }
+                let label = format!("K={k}");
+                progress.start(&format!(
+                    "split {split}: ours {label}{}{}",
+                    n_pos.map(|n| format!(" N_p={n}")).unwrap_or_default(),
+                    if members > 1 { format!(" member {}", member + 1) } else { String::new() }
+                ));
+                let out = train::train(sd.data, &sd.source, &sd.validation, &tc, device, &stop, &mut ())?;
+                let val = out.model.provenance.best_validation_accuracy;
+                if best.as_ref().is_none_or(|b| val > b.1) {
+                    best = Some((out.model, out.seconds, label));
+                }
+                progress.done();
             }
-            let label = format!("K={k}");
-            progress.start(&format!(
-                "split {split}: ours {label}{}",
-                n_pos.map(|n| format!(" N_p={n}")).unwrap_or_default()
-            ));
-            let out = train::train(sd.data, &sd.source, &sd.validation, &tc, device, &stop, &mut ())?;
-            let val = out.model.provenance.best_validation_accuracy;
-            if best.as_ref().is_none_or(|b| val > b.validation_accuracy) {
-                let chosen = match n_pos {
-                    Some(n) => format!("N_p={n}: {label}"),
-                    None => label,
-                };
-                best = Some(OursFit {
-                    model: out.model,
-                    n_pos,
-                    validation_accuracy: val,
-                    seconds: out.seconds,
-                    chosen,
-                });
-            }
-            progress.done();
+            let Some((model, seconds, label)) = best else { continue };
+            let val = model.provenance.best_validation_accuracy;
+            let f = fit.get_or_insert_with(|| OursFit {
+                models: Vec::new(),
+                n_pos,
+                validation_accuracy: 0.0,
+                seconds: 0.0,
+                chosen: n_pos.map(|n| format!("N_p={n}: ")).unwrap_or_default(),
+            });
+            // The mean of the members' own validations; an ensemble's is measured later.
+            f.validation_accuracy += (val - f.validation_accuracy) / (f.models.len() + 1) as f64;
+            f.seconds += seconds;
+            f.chosen += &if f.models.is_empty() { label } else { format!(" + {label}") };
+            f.models.push(model);
         }
-        fits.extend(best);
+        fits.extend(fit);
     }
     Ok(fits)
 }
@@ -397,15 +449,30 @@ pub struct SplitData<'a> {
 /// analysis without meta-training again).
 pub struct SplitOutcome {
     pub run: SplitRun,
-    /// Ours' chosen model(s): for every N_p (None) or one per target N_p.
-    pub ours_models: Vec<(Option<usize>, Model)>,
+    /// Ours' chosen model(s): for every N_p (None) or one per target N_p, each with
+    /// its ensemble members in order.
+    pub ours_models: Vec<(Option<usize>, Vec<Model>)>,
 }
 
-/// Run every configured method on one split.
+/// Run every configured method on one split, meta-training ours.
 pub fn run_split(
     split: usize,
     sd: &SplitData<'_>,
     cfg: &EvalConfig,
+    device: Device,
+    progress: &mut dyn EvalProgress,
+) -> Result<SplitOutcome, TrainError> {
+    run_split_with(split, sd, cfg, OursModels::Train, device, progress)
+}
+
+/// Run every configured method on one split, with ours' models from `ours`. The
+/// episodes depend on the split's seed only, so given models are scored on the
+/// episodes a run that trained them would have drawn.
+pub fn run_split_with(
+    split: usize,
+    sd: &SplitData<'_>,
+    cfg: &EvalConfig,
+    ours: OursModels,
     device: Device,
     progress: &mut dyn EvalProgress,
 ) -> Result<SplitOutcome, TrainError> {
@@ -418,9 +485,25 @@ pub fn run_split(
     // same features.
     let wants_ours =
         cfg.methods.iter().any(|m| matches!(m, Method::Ours | Method::OursNoPrior | Method::OursTruePrior));
-    let ours = if wants_ours { train_ours(split, sd, cfg, seed, device, progress)? } else { Vec::new() };
+    let given = matches!(ours, OursModels::Given(_));
+    let ours = match ours {
+        _ if !wants_ours => Vec::new(),
+        OursModels::Train => train_ours(split, sd, cfg, seed, device, progress)?,
+        OursModels::Given(models) if models.is_empty() => Vec::new(),
+        OursModels::Given(models) => vec![OursFit {
+            chosen: models
+                .iter()
+                .map(|m| format!("K={}", m.net.config.task_dim))
+                .collect::<Vec<_>>()
+                .join(" + "),
+            validation_accuracy: f64::NAN,
+            seconds: 0.0,
+            n_pos: None,
+            models,
+        }],
+    };
     let pre = match ours.first() {
-        Some(fit) => fit.model.preprocess.clone(),
+        Some(fit) => fit.models[0].preprocess.clone(),
         None => {
             let rows: Vec<f32> = sd.source.iter().flat_map(|&i| sd.data.tasks[i].x.iter().copied()).collect();
             crate::model::Preprocessor::fit(cfg.train.preprocess, &rows, dim)
@@ -438,8 +521,14 @@ pub fn run_split(
     if !ours.is_empty() && !target_episodes.is_empty() {
         let wanted: Vec<Method> =
             OURS_MODES.iter().map(|(m, _)| *m).filter(|m| cfg.methods.contains(m)).collect();
-        let models: Vec<(&Model, Option<usize>)> = ours.iter().map(|f| (&f.model, f.n_pos)).collect();
-        methods.extend(ours_runs(&models, &target_episodes, &tasks, &wanted, &OursSummary::of(&ours)));
+        let models: Vec<(&[Model], Option<usize>)> = ours.iter().map(|f| (&f.models[..], f.n_pos)).collect();
+        let mut summary = OursSummary::of(&ours);
+        // An ensemble, or given models, has no validation of its own from training:
+        // measure it on the validation episodes the baselines are chosen on.
+        if given || ours.iter().any(|f| f.models.len() > 1) {
+            summary.validation_accuracy = ours_validation(&models, &val_episodes, &tasks);
+        }
+        methods.extend(ours_runs(&models, &target_episodes, &tasks, &wanted, &summary));
     }
     if cfg.methods.contains(&Method::OursNoZ) {
         progress.start(&format!("split {split}: ours w/o z"));
@@ -593,7 +682,7 @@ pub fn run_split(
             test_rows: e.test.len(),
         })
         .collect();
-    let ours_models = ours.into_iter().map(|fit| (fit.n_pos, fit.model)).collect();
+    let ours_models = ours.into_iter().map(|fit| (fit.n_pos, fit.models)).collect();
     Ok(SplitOutcome { run: SplitRun { split, episodes, methods }, ours_models })
 }
 
@@ -686,7 +775,7 @@ pub fn evaluate_model(
         best_iteration: Some(model.provenance.best_iteration),
         best_iteration_by_positives: None,
     };
-    let mut methods = ours_runs(&[(model, None)], &episodes, &tasks, &all, &summary);
+    let mut methods = ours_runs(&[(std::slice::from_ref(model), None)], &episodes, &tasks, &all, &summary);
     // Single-task baselines asked for, on the same supports and test sets.
     let device = model.net.device();
     let val_pick: Vec<(usize, &Task)> = validation.iter().map(|&i| (i, &tasks[i])).collect();

@@ -3,12 +3,14 @@
 //!
 //! - [`closed_form`] — k, K, the batched solve, w = max(0, w̃), π = min(1, 1/max r)
 //! - [`net`] — f, g, h and λ; adaptation and ratios on preprocessed tensors
+//! - [`ensemble`] — several models' posteriors averaged into one decision
 //! - [`support`] — padding many tasks into one batch; the adapted per-task state
 //! - [`preprocess`] — the feature transform that travels with the model
 //! - [`file`] — the `.safetensors` model file with its metadata
 //! - [`Model`] — the user-facing bundle of all of the above on raw features
 
 pub mod closed_form;
+pub mod ensemble;
 pub mod file;
 pub mod net;
 pub mod nets;
