@@ -196,4 +196,14 @@ fn an_ensemble_trains_its_members_apart_saves_them_and_scores_the_same_when_relo
     let alone = run(&["--members-from", &out("first")], "alone");
     assert_eq!(alone["episodes"], trained["episodes"]);
     assert_ne!(alone["methods"][0]["accuracies"], trained["methods"][0]["accuracies"]);
+    // Validated on the episodes its training validated on, a model alone scores what
+    // training recorded: so an ensemble's validation compares with a single model's.
+    let info = metapu(&["info", &out("first/split-0.safetensors")]);
+    let recorded: f64 = info
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("\"best_validation_accuracy\": "))
+        .and_then(|v| v.trim_end_matches(',').parse().ok())
+        .expect("best_validation_accuracy in metapu info");
+    let measured = alone["methods"][0]["validation_accuracy"].as_f64().unwrap();
+    assert!((measured - recorded).abs() < 1e-9, "{measured} against {recorded}");
 }

@@ -79,7 +79,7 @@ pub struct EvalArgs {
     /// Ours: meta-train this many models per split (training seeds differ by one),
     /// each chosen on validation, and use them as one ensemble that averages their
     /// posteriors min(1, π̂·r). Its validation accuracy is then measured on the
-    /// validation episodes the baselines are chosen on.
+    /// episodes a single model of the split is validated on in training.
     #[arg(long, default_value_t = 1)]
     members: usize,
     /// Ours: instead of meta-training, use split S's models saved in these directories

@@ -372,11 +372,38 @@ fn ensemble_evaluation(set: &EpisodeSet, members: &[Model], mode: PriorMode) -> 
     }
 }
 
-/// Mean accuracy of ours (estimated prior) on validation episodes, each scored by the
-/// model or ensemble of its N_p.
-fn ours_validation(models: &[(&[Model], Option<usize>)], episodes: &[Episode], tasks: &[Task]) -> f64 {
-    let runs = ours_runs(models, episodes, tasks, &[Method::Ours], &OursSummary::empty());
-    runs.first().map(|r| mean(&r.accuracies)).unwrap_or(f64::NAN)
+/// How ours meta-trains with training seed `seed` for target N_p `n_pos` (None: every
+/// N_p); K is the caller's.
+fn ours_train_config(cfg: &EvalConfig, seed: u64, n_pos: Option<usize>) -> TrainConfig {
+    let mut tc = TrainConfig { seed, ..cfg.train.clone() };
+    if let Some(n) = n_pos {
+        (tc.sampler, tc.protocol) = with_support_size(&cfg.train.sampler, &cfg.train.protocol, n);
+        tc.validation_repeats *= cfg.protocol.positives.len();
+    }
+    tc
+}
+
+/// Validation accuracy of ours (estimated prior) where training gave none (an
+/// ensemble, or given models): on the episodes a single model trained with the split's
+/// seed is validated on, so that it compares with that model's own; averaged over
+/// the fits of each N_p as for trained models.
+fn ours_validation(fits: &[OursFit], sd: &SplitData<'_>, tasks: &[Task], cfg: &EvalConfig, seed: u64) -> f64 {
+    let accuracies: Vec<f64> = fits
+        .iter()
+        .map(|fit| {
+            let tc = ours_train_config(cfg, seed, fit.n_pos);
+            let episodes = train::validation_episodes(tasks, &sd.source, &sd.validation, &tc);
+            let runs = ours_runs(
+                &[(&fit.models[..], None)],
+                &episodes,
+                tasks,
+                &[Method::Ours],
+                &OursSummary::empty(),
+            );
+            runs.first().map(|r| mean(&r.accuracies)).unwrap_or(f64::NAN)
+        })
+        .collect();
+    mean(&accuracies)
 }
 
 /// Meta-train ours for every K candidate (and, with `per_support_size`, every target
@@ -398,12 +425,10 @@ fn train_ours(
         for member in 0..members {
             let mut best: Option<(Model, f64, String)> = None;
             for &k in &cfg.task_dims {
-                let mut tc =
-                    TrainConfig { seed: seed.wrapping_add(member as u64), task_dim: k, ..cfg.train.clone() };
-                if let Some(n) = n_pos {
-                    (tc.sampler, tc.protocol) = with_support_size(&cfg.train.sampler, &cfg.train.protocol, n);
-                    tc.validation_repeats *= cfg.protocol.positives.len();
-                }
+                let tc = TrainConfig {
+                    task_dim: k,
+                    ..ours_train_config(cfg, seed.wrapping_add(member as u64), n_pos)
+                };
                 let label = format!("K={k}");
                 progress.start(&format!(
                     "split {split}: ours {label}{}{}",
@@ -523,10 +548,8 @@ pub fn run_split_with(
             OURS_MODES.iter().map(|(m, _)| *m).filter(|m| cfg.methods.contains(m)).collect();
         let models: Vec<(&[Model], Option<usize>)> = ours.iter().map(|f| (&f.models[..], f.n_pos)).collect();
         let mut summary = OursSummary::of(&ours);
-        // An ensemble, or given models, has no validation of its own from training:
-        // measure it on the validation episodes the baselines are chosen on.
         if given || ours.iter().any(|f| f.models.len() > 1) {
-            summary.validation_accuracy = ours_validation(&models, &val_episodes, &tasks);
+            summary.validation_accuracy = ours_validation(&ours, sd, &tasks, cfg, seed);
         }
         methods.extend(ours_runs(&models, &target_episodes, &tasks, &wanted, &summary));
     }

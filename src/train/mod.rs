@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use tch::nn::OptimizerConfig;
 use tch::{nn, Device, Kind};
 
-use crate::data::protocol::{self, ProtocolConfig};
+use crate::data::protocol::{self, Episode, ProtocolConfig};
 use crate::data::{Task, TaskSet};
 use crate::evaluate::{EpisodeSet, PriorMode};
 use crate::model::{closed_form, MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
@@ -122,6 +122,36 @@ fn preprocessed(set: &TaskSet, pre: &Preprocessor) -> Vec<Task> {
     set.tasks.iter().map(|t| Task { x: pre.transformed(&t.x), ..t.clone() }).collect()
 }
 
+/// The source tasks' labeled/unlabeled partition and the fixed validation episodes
+/// (checkpoints are compared on the same draws) that a run with `cfg` draws first from
+/// `rng`, seeded with `cfg.seed`; `tasks` are preprocessed.
+fn sources_and_validation(
+    tasks: &[Task],
+    source: &[usize],
+    validation: &[usize],
+    cfg: &TrainConfig,
+    rng: &mut ChaCha8Rng,
+) -> (Vec<SourceTask>, Vec<Episode>) {
+    let sources = source
+        .iter()
+        .filter_map(|&i| SourceTask::partition(i, &tasks[i], cfg.sampler.labeled_fraction, rng))
+        .collect();
+    let val_tasks: Vec<(usize, &Task)> = validation.iter().map(|&i| (i, &tasks[i])).collect();
+    (sources, protocol::episodes(&val_tasks, &cfg.protocol, cfg.validation_repeats, rng))
+}
+
+/// The validation episodes a run with `cfg` checks its checkpoints on, for scoring
+/// other models on the same draws (an ensemble against its members); `tasks` are
+/// preprocessed as the run's model preprocesses them.
+pub fn validation_episodes(
+    tasks: &[Task],
+    source: &[usize],
+    validation: &[usize],
+    cfg: &TrainConfig,
+) -> Vec<Episode> {
+    sources_and_validation(tasks, source, validation, cfg, &mut ChaCha8Rng::seed_from_u64(cfg.seed)).1
+}
+
 /// Meta-train on `source` task indices, validating on `validation` ones.
 /// `stop` (e.g. set by Ctrl-C) ends training early, keeping the best model so far.
 pub fn train(
@@ -142,16 +172,10 @@ pub fn train(
     let pre = Preprocessor::fit(cfg.preprocess, &source_rows, dim);
     let tasks = preprocessed(data, &pre);
 
-    let sources: Vec<SourceTask> = source
-        .iter()
-        .filter_map(|&i| SourceTask::partition(i, &tasks[i], cfg.sampler.labeled_fraction, &mut rng))
-        .collect();
+    let (sources, val_episodes) = sources_and_validation(&tasks, source, validation, cfg, &mut rng);
     if sources.is_empty() {
         return Err(TrainError::NoSourceTasks);
     }
-    // Fixed validation episodes, so checkpoints are compared on the same draws.
-    let val_tasks: Vec<(usize, &Task)> = validation.iter().map(|&i| (i, &tasks[i])).collect();
-    let val_episodes = protocol::episodes(&val_tasks, &cfg.protocol, cfg.validation_repeats, &mut rng);
     let kind = Kind::Float;
     let val_set =
         EpisodeSet::new(val_episodes, &tasks, dim, kind, device).ok_or(TrainError::NoValidationEpisodes)?;
