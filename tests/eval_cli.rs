@@ -150,8 +150,6 @@ fn an_ensemble_trains_its_members_apart_saves_them_and_scores_the_same_when_relo
     let out = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
     let common = [
         "eval",
-        "--methods",
-        "ours,ours-no-prior",
         "--splits",
         "1",
         "--k",
@@ -174,17 +172,27 @@ fn an_ensemble_trains_its_members_apart_saves_them_and_scores_the_same_when_relo
         let text = std::fs::read_to_string(dir.path().join(name).join("results.json")).unwrap();
         serde_json::from_str::<Value>(&text).unwrap()["runs"][0].clone()
     };
-    let trained = run(&["--members", "2", "--save-models", &out("models")], "trained");
+    let ours = ["--methods", "ours,ours-no-prior"];
+    let trained = run(
+        &["--methods", "ours,ours-no-prior,np", "--members", "2", "--save-models", &out("models")],
+        "trained",
+    );
     let files = ["models/split-0.safetensors", "models/split-0-member-1.safetensors"];
     let bytes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(dir.path().join(f)).unwrap()).collect();
     assert_ne!(bytes[0], bytes[1], "the members were trained from different seeds");
-    let ours = &trained["methods"][0];
-    assert_eq!(ours["chosen"], "K=8 + K=8");
-    let validation = ours["validation_accuracy"].as_f64().unwrap();
-    assert!((0.0..=1.0).contains(&validation), "the ensemble's own validation: {validation}");
+    for m in [&trained["methods"][0], &trained["methods"][2]] {
+        assert_eq!(m["chosen"], "K=8 + K=8", "{}", m["method"]);
+        let validation = m["validation_accuracy"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&validation), "the ensemble's own validation: {validation}");
+    }
+    // NP's second member takes part too.
+    let np_alone = run(&["--methods", "np"], "np-alone");
+    assert_eq!(np_alone["methods"][0]["method"], "Np");
+    assert_eq!(trained["methods"][2]["method"], "Np");
+    assert_ne!(np_alone["methods"][0]["accuracies"], trained["methods"][2]["accuracies"]);
 
     // Reloaded, the two members give the same episodes, decisions and validation.
-    let reloaded = run(&["--members-from", &out("models")], "reloaded");
+    let reloaded = run(&[&ours[..], &["--members-from", &out("models")]].concat(), "reloaded");
     assert_eq!(reloaded["episodes"], trained["episodes"]);
     for (a, b) in reloaded["methods"].as_array().unwrap().iter().zip(trained["methods"].as_array().unwrap()) {
         assert_eq!(a["accuracies"], b["accuracies"], "{}", a["method"]);
@@ -193,7 +201,7 @@ fn an_ensemble_trains_its_members_apart_saves_them_and_scores_the_same_when_relo
     // The first member alone decides otherwise: the second one takes part.
     std::fs::create_dir(dir.path().join("first")).unwrap();
     std::fs::write(dir.path().join("first/split-0.safetensors"), &bytes[0]).unwrap();
-    let alone = run(&["--members-from", &out("first")], "alone");
+    let alone = run(&[&ours[..], &["--members-from", &out("first")]].concat(), "alone");
     assert_eq!(alone["episodes"], trained["episodes"]);
     assert_ne!(alone["methods"][0]["accuracies"], trained["methods"][0]["accuracies"]);
     // Validated on the episodes its training validated on, a model alone scores what

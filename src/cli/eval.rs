@@ -76,10 +76,11 @@ pub struct EvalArgs {
     /// on N_p ~ U{1..5}.
     #[arg(long)]
     per_support_size: bool,
-    /// Ours: meta-train this many models per split (training seeds differ by one),
-    /// each chosen on validation, and use them as one ensemble that averages their
-    /// posteriors min(1, π̂·r). Its validation accuracy is then measured on the
-    /// episodes a single model of the split is validated on in training.
+    /// Ours and the meta-learned baselines: meta-train this many models per split
+    /// (training seeds one apart), each chosen on validation, and use them as one
+    /// ensemble: ours averages their posteriors min(1, π̂·r), the baselines their
+    /// sigmoid(score). Ours' ensemble is validated on the episodes a single model of the
+    /// split is validated on in training.
     #[arg(long, default_value_t = 1)]
     members: usize,
     /// Ours: instead of meta-training, use split S's models saved in these directories
@@ -166,7 +167,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         protocol,
         target_repeats: a.target_repeats,
         per_support_size: a.per_support_size,
-        ours_members: a.members.max(1),
+        members: a.members.max(1),
     };
     let device = default_device();
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;

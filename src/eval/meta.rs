@@ -224,7 +224,12 @@ impl MetaModel {
 
     /// Test accuracy per episode, with each episode's true prior.
     pub fn evaluate(&self, p: &PackedEpisodes) -> Vec<f64> {
-        let scores = match self.method {
+        p.accuracies(&self.scores(p))
+    }
+
+    /// Decision scores of every test row (positive at ≥ 0), episodes by rows.
+    fn scores(&self, p: &PackedEpisodes) -> Tensor {
+        match self.method {
             MetaBaseline::Np { .. } => tch::no_grad(|| {
                 let sx = Tensor::cat(&[&p.pos, &p.unl], 1);
                 let zeros_p = p.pos_mask.zeros_like();
@@ -246,8 +251,23 @@ impl MetaModel {
                     .collect();
                 Tensor::stack(&rows, 0)
             }
-        };
-        p.accuracies(&scores)
+        }
+    }
+}
+
+/// Test accuracy per episode of `members` used as one: a row is positive when the mean
+/// of their sigmoid(score) is ≥ ½ (one member: its own decisions, unchanged).
+pub fn evaluate_ensemble(members: &[MetaModel], p: &PackedEpisodes) -> Vec<f64> {
+    match members {
+        [] => Vec::new(),
+        [one] => one.evaluate(p),
+        _ => {
+            let mut sum = members[0].scores(p).sigmoid();
+            for m in &members[1..] {
+                sum += m.scores(p).sigmoid();
+            }
+            p.accuracies(&(sum / members.len() as f64 - 0.5))
+        }
     }
 }
 

@@ -131,15 +131,16 @@ pub struct EvalConfig {
     /// that N_p in every training support and chosen on that N_p's validation episodes
     /// (the paper's Algorithm 1 takes a fixed N_p), instead of one model for all N_p.
     pub per_support_size: bool,
-    /// Ours: meta-train this many models (ensemble members, training seeds seed,
-    /// seed + 1, …), each chosen on validation on its own, and use them as one
-    /// (`model::ensemble`). 1 = the single model of the paper.
-    pub ours_members: usize,
+    /// Ours and the meta-learned baselines: meta-train this many models (ensemble
+    /// members, training seeds seed, seed + 1, …), each chosen on validation on its
+    /// own, and use them as one (ours: `model::ensemble`; the baselines average their
+    /// sigmoid(score)). 1 = the single model of the paper.
+    pub members: usize,
 }
 
 /// Where ours' models come from in `run_split_with`.
 pub enum OursModels {
-    /// Meta-train them (every K candidate, `ours_members` times).
+    /// Meta-train them (every K candidate, `members` times).
     Train,
     /// Use these, as the members of one ensemble for every N_p (e.g. the models an
     /// earlier run saved); they must share their preprocessing.
@@ -201,13 +202,16 @@ pub fn units_per_split(cfg: &EvalConfig) -> u64 {
     let k = cfg.task_dims.len() as u64;
     let ours = has(Method::Ours) || has(Method::OursNoPrior) || has(Method::OursTruePrior);
     let singles = [Method::Naive, Method::UPu, Method::NnPu, Method::Drpu, Method::Dre];
-    let ours_models = if cfg.per_support_size { cfg.protocol.positives.len() as u64 } else { 1 }
-        * cfg.ours_members.max(1) as u64;
-    u64::from(ours) * k * ours_models
+    // Models per meta-learned method and candidate: per target N_p, per member.
+    let models = if cfg.per_support_size { cfg.protocol.positives.len() as u64 } else { 1 }
+        * cfg.members.max(1) as u64;
+    u64::from(ours) * k * models
         + u64::from(has(Method::OursNoZ))
         + singles.iter().filter(|m| has(**m)).count() as u64
-        + (u64::from(has(Method::Mdre)) + u64::from(has(Method::MnnPu))) * cfg.step_sizes.len() as u64
-        + u64::from(has(Method::Np)) * k
+        + (u64::from(has(Method::Mdre)) + u64::from(has(Method::MnnPu)))
+            * cfg.step_sizes.len() as u64
+            * models
+        + u64::from(has(Method::Np)) * k * models
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -407,7 +411,7 @@ fn ours_validation(fits: &[OursFit], sd: &SplitData<'_>, tasks: &[Task], cfg: &E
 }
 
 /// Meta-train ours for every K candidate (and, with `per_support_size`, every target
-/// N_p); keep per N_p the candidate best on validation, and with `ours_members` > 1
+/// N_p); keep per N_p the candidate best on validation, and with `members` > 1
 /// that many such models from different training seeds, as one ensemble.
 fn train_ours(
     split: usize,
@@ -418,7 +422,7 @@ fn train_ours(
     progress: &mut dyn EvalProgress,
 ) -> Result<Vec<OursFit>, TrainError> {
     let stop = AtomicBool::new(false);
-    let members = cfg.ours_members.max(1);
+    let members = cfg.members.max(1);
     let mut fits = Vec::new();
     for n_pos in support_sizes(cfg) {
         let mut fit: Option<OursFit> = None;
@@ -647,33 +651,49 @@ pub fn run_split_with(
                 }
             };
             let validation = val_n.as_ref().unwrap_or(&val_packed);
-            let mut best: Option<(meta::MetaModel, String)> = None;
-            for (candidate, name) in &candidates {
-                let size = n_pos.map(|n| format!(" N_p={n}")).unwrap_or_default();
-                progress.start(&format!("split {split}: {} {name}{size}", method.label()));
-                let m = meta::meta_train(*candidate, &sampler_n, validation, &mcfg)?;
-                if best.as_ref().is_none_or(|b| m.best_validation_accuracy > b.0.best_validation_accuracy) {
-                    best = Some((m, name.clone()));
+            // The best candidate on validation, once per ensemble member (training
+            // seeds one apart, as for ours).
+            let mut members: Vec<(meta::MetaModel, String)> = Vec::new();
+            for member in 0..cfg.members.max(1) {
+                let mcfg_m = MetaTrainConfig { seed: seed.wrapping_add(member as u64), ..mcfg.clone() };
+                let mut best: Option<(meta::MetaModel, String)> = None;
+                for (candidate, name) in &candidates {
+                    let size = n_pos.map(|n| format!(" N_p={n}")).unwrap_or_default();
+                    let of = if cfg.members > 1 { format!(" member {}", member + 1) } else { String::new() };
+                    progress.start(&format!("split {split}: {} {name}{size}{of}", method.label()));
+                    let m = meta::meta_train(*candidate, &sampler_n, validation, &mcfg_m)?;
+                    if best.as_ref().is_none_or(|b| m.best_validation_accuracy > b.0.best_validation_accuracy)
+                    {
+                        best = Some((m, name.clone()));
+                    }
+                    progress.done();
                 }
-                progress.done();
+                members.extend(best);
             }
-            let Some((m, name)) = best else { continue };
+            if members.is_empty() {
+                continue;
+            }
+            let (models, labels): (Vec<meta::MetaModel>, Vec<String>) = members.into_iter().unzip();
             let idx = episodes_with(&target_episodes, *n_pos);
             let t = Instant::now();
             let scored = match n_pos {
-                None => m.evaluate(&target_packed),
+                None => meta::evaluate_ensemble(&models, &target_packed),
                 Some(_) => {
                     let subset: Vec<Episode> = idx.iter().map(|&i| target_episodes[i].clone()).collect();
-                    m.evaluate(&PackedEpisodes::new(&subset, &tasks, dim, device))
+                    meta::evaluate_ensemble(&models, &PackedEpisodes::new(&subset, &tasks, dim, device))
                 }
             };
             test_seconds += t.elapsed().as_secs_f64();
             for (&i, a) in idx.iter().zip(scored) {
                 accuracies[i] = a;
             }
-            seconds += m.seconds;
-            validations.push(m.best_validation_accuracy);
-            kept.push((*n_pos, m.best_iteration));
+            seconds += models.iter().map(|m| m.seconds).sum::<f64>();
+            validations.push(match models.as_slice() {
+                [m] => m.best_validation_accuracy,
+                _ => mean(&meta::evaluate_ensemble(&models, validation)),
+            });
+            kept.push((*n_pos, models[0].best_iteration));
+            let name = labels.join(" + ");
             names.push(match n_pos {
                 Some(n) => format!("N_p={n}: {name}"),
                 None => name,
