@@ -81,7 +81,7 @@ pub struct EvalArgs {
     /// ensemble: ours averages their posteriors min(1, π̂·r), the baselines their
     /// sigmoid(score). Ours' ensemble is validated on the episodes a single model of the
     /// split is validated on in training.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "model")]
     members: usize,
     /// Ours: instead of meta-training, use split S's models saved in these directories
     /// by --save-models (`split-S.safetensors` and any `split-S-member-M.safetensors`,
