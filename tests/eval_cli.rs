@@ -82,32 +82,29 @@ fn splits_run_apart_and_merged_equal_one_run_over_all_splits() {
     assert!(stderr.contains("every split needs the same methods"), "{stderr}");
 }
 
+/// One split of meta-trained methods, small enough for a test.
+const QUICK_SPLIT: [&str; 12] = [
+    "--splits",
+    "1",
+    "--k",
+    "8",
+    "--iterations",
+    "60",
+    "--eval-every",
+    "30",
+    "--test-size",
+    "20",
+    "--preprocess",
+    "none",
+];
+
 #[test]
 fn one_model_per_support_size_scores_every_episode_with_its_own_for_ours_and_np() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_string_lossy().into_owned();
-    metapu(&[
-        "eval",
-        "--methods",
-        "ours,ours-true-prior,np",
-        "--per-support-size",
-        "--splits",
-        "1",
-        "--k",
-        "8",
-        "--iterations",
-        "60",
-        "--eval-every",
-        "30",
-        "--test-size",
-        "20",
-        "--preprocess",
-        "none",
-        "--save-models",
-        &format!("{out}/models"),
-        "--out",
-        &out,
-    ]);
+    let models = format!("{out}/models");
+    let flags = ["--methods", "ours,ours-true-prior,np", "--per-support-size", "--save-models", &models];
+    metapu(&[&["eval"][..], &QUICK_SPLIT[..], &flags[..], &["--out", &out][..]].concat());
     // Ours' three models are kept, one per N_p, and load as model files.
     for n in [1, 3, 5] {
         let path = dir.path().join(format!("models/split-0-positives-{n}.safetensors"));
@@ -148,23 +145,8 @@ fn one_model_per_support_size_scores_every_episode_with_its_own_for_ours_and_np(
 fn an_ensemble_trains_its_members_apart_saves_them_and_scores_the_same_when_reloaded() {
     let dir = tempfile::tempdir().unwrap();
     let out = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
-    let common = [
-        "eval",
-        "--splits",
-        "1",
-        "--k",
-        "8",
-        "--iterations",
-        "60",
-        "--eval-every",
-        "30",
-        "--test-size",
-        "20",
-        "--preprocess",
-        "none",
-    ];
     let run = |extra: &[&str], name: &str| {
-        let mut args: Vec<&str> = common.to_vec();
+        let mut args: Vec<&str> = [&["eval"][..], &QUICK_SPLIT[..]].concat();
         args.extend(extra);
         let target = out(name);
         args.extend(["--out", &target]);
