@@ -148,6 +148,17 @@ impl EpisodeSet {
         self.decide(members, mode, |p| p)
     }
 
+    /// As [`Self::evaluate_ensemble`] (one member: [`Self::evaluate`]), with each
+    /// member's estimated prior mapped by `calibrate` first.
+    pub fn evaluate_ensemble_calibrated(
+        &self,
+        members: &[EpisodeScores],
+        mode: PriorMode,
+        calibrate: impl Fn(f64) -> f64,
+    ) -> Evaluation {
+        self.decide(members, mode, calibrate)
+    }
+
     fn decide(
         &self,
         members: &[EpisodeScores],

@@ -196,4 +196,29 @@ fn an_ensemble_trains_its_members_apart_saves_them_and_scores_the_same_when_relo
         .expect("best_validation_accuracy in metapu info");
     let measured = alone["methods"][0]["validation_accuracy"].as_f64().unwrap();
     assert!((measured - recorded).abs() < 1e-9, "{measured} against {recorded}");
+
+    // --calibrate-prior maps ours' estimate by the map chosen on validation, which
+    // includes the identity: validation can only rise, the estimates are the map of
+    // the uncalibrated ones, and the ablations (no prior, true prior) are untouched.
+    let first = out("first");
+    let args = [&ours[..], &["--members-from", &first, "--calibrate-prior"]].concat();
+    let calibrated = run(&args, "calibrated");
+    assert_eq!(calibrated["episodes"], alone["episodes"]);
+    let (cal, raw) = (&calibrated["methods"][0], &alone["methods"][0]);
+    assert_eq!(cal["method"], "Ours");
+    assert!(raw.get("prior_maps").is_none(), "no map without --calibrate-prior");
+    let map = &cal["prior_maps"][0];
+    let (scale, power) = (map["scale"].as_f64().unwrap(), map["power"].as_f64().unwrap());
+    let priors = |m: &Value| -> Vec<f64> {
+        m["estimated_priors"].as_array().unwrap().iter().map(|p| p.as_f64().unwrap()).collect()
+    };
+    for (c, r) in priors(cal).iter().zip(priors(raw)) {
+        assert!((c - (scale * r.powf(power)).min(1.0)).abs() < 1e-9, "{c} from {r} by {map}");
+    }
+    assert!(cal["validation_accuracy"].as_f64().unwrap() >= measured);
+    assert!(calibrated["methods"][1].get("prior_maps").is_none());
+    assert_eq!(calibrated["methods"][1]["accuracies"], alone["methods"][1]["accuracies"]);
+    if scale == 1.0 && power == 1.0 {
+        assert_eq!(cal["accuracies"], raw["accuracies"]);
+    }
 }

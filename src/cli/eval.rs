@@ -89,6 +89,11 @@ pub struct EvalArgs {
     /// alone), scored on the episodes a training run would draw.
     #[arg(long, num_args = 1.., conflicts_with_all = ["members", "per_support_size", "model", "split"])]
     members_from: Vec<PathBuf>,
+    /// Ours: choose a map of the prior estimate, π̂ ↦ min(1, c·π̂^γ) with c ∈ {0.7,
+    /// 0.85, 1, 1.15} and γ ∈ {0.8, 1, 1.2, 1.5}, on ours' validation episodes (the
+    /// identity unless one is strictly better there), and use it on the targets.
+    #[arg(long)]
+    calibrate_prior: bool,
     #[command(flatten)]
     model_options: ModelOptions,
     #[arg(long, default_value_t = 0)]
@@ -168,6 +173,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         target_repeats: a.target_repeats,
         per_support_size: a.per_support_size,
         members: a.members.max(1),
+        calibrate_prior: a.calibrate_prior,
     };
     let device = default_device();
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;

@@ -77,6 +77,7 @@ mod tests {
                     chosen: "-".into(),
                     best_iteration: None,
                     best_iteration_by_positives: None,
+                    prior_maps: None,
                 })
                 .collect(),
         }

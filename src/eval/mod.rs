@@ -27,7 +27,8 @@ use tch::{Device, Kind};
 
 use crate::data::protocol::{self, Episode, ProtocolConfig};
 use crate::data::{Task, TaskSet};
-use crate::evaluate::{EpisodeSet, Evaluation, PriorMode};
+use crate::evaluate::{EpisodeScores, EpisodeSet, Evaluation, PriorMode};
+use crate::model::prior_calibration::PriorCalibration;
 use crate::model::Model;
 use crate::train::episodes::{EpisodeSampler, SamplerConfig, SourceTask};
 use crate::train::{self, TrainConfig, TrainError};
@@ -136,6 +137,10 @@ pub struct EvalConfig {
     /// own, and use them as one (ours: `model::ensemble`; the baselines average their
     /// sigmoid(score)). 1 = the single model of the paper.
     pub members: usize,
+    /// Ours: choose a map of the prior estimate, π̂ ↦ min(1, c·π̂^γ), from
+    /// `PriorCalibration::grid()` on ours' validation episodes (per model, or per
+    /// ensemble), and use it on the targets. Off: the paper's π̂.
+    pub calibrate_prior: bool,
 }
 
 /// Where ours' models come from in `run_split_with`.
@@ -169,6 +174,10 @@ pub struct MethodRun {
     /// With one model per target N_p (`per_support_size`): each one's kept iteration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best_iteration_by_positives: Option<BTreeMap<usize, u64>>,
+    /// Ours with `calibrate_prior`: the map of the prior estimate chosen on validation
+    /// for each of its models (one, or one per target N_p).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prior_maps: Option<Vec<PriorCalibration>>,
 }
 
 /// One split's target episodes and every method's results on them.
@@ -240,6 +249,8 @@ struct OursFit {
     validation_accuracy: f64,
     seconds: f64,
     chosen: String,
+    /// The map of its prior estimate (the identity unless `calibrate_prior` chose one).
+    calibration: PriorCalibration,
 }
 
 /// The N_p each model of a meta-learned method is for: every N_p at once (None), or
@@ -291,19 +302,11 @@ struct OursSummary {
     chosen: String,
     best_iteration: Option<u64>,
     best_iteration_by_positives: Option<BTreeMap<usize, u64>>,
+    /// The maps of ours' prior estimate, where chosen on validation (`calibrate_prior`).
+    prior_maps: Option<Vec<PriorCalibration>>,
 }
 
 impl OursSummary {
-    fn empty() -> Self {
-        Self {
-            train_seconds: 0.0,
-            validation_accuracy: f64::NAN,
-            chosen: String::new(),
-            best_iteration: None,
-            best_iteration_by_positives: None,
-        }
-    }
-
     fn of(fits: &[OursFit]) -> Self {
         let kept: Vec<(Option<usize>, u64)> =
             fits.iter().map(|f| (f.n_pos, f.models[0].provenance.best_iteration)).collect();
@@ -314,6 +317,7 @@ impl OursSummary {
             chosen: fits.iter().map(|f| f.chosen.as_str()).collect::<Vec<_>>().join("; "),
             best_iteration,
             best_iteration_by_positives,
+            prior_maps: None,
         }
     }
 }
@@ -321,21 +325,29 @@ impl OursSummary {
 /// Target results of `models` for each of `wanted` (a subset of OURS_MODES' methods);
 /// each episode is scored by the model (or ensemble) of its N_p (None: of every N_p).
 fn ours_runs(
-    models: &[(&[Model], Option<usize>)],
+    models: &[(&[Model], Option<usize>, PriorCalibration)],
     episodes: &[Episode],
     tasks: &[Task],
     wanted: &[Method],
     summary: &OursSummary,
 ) -> Vec<MethodRun> {
-    let parts: Vec<(&[Model], Vec<usize>, Option<EpisodeSet>)> = models
+    /// The episodes one model (or ensemble) scores, and how.
+    struct Part<'m> {
+        members: &'m [Model],
+        calibration: PriorCalibration,
+        idx: Vec<usize>,
+        set: Option<EpisodeSet>,
+    }
+    let parts: Vec<Part<'_>> = models
         .iter()
-        .filter(|(members, _)| !members.is_empty())
-        .map(|&(members, n_pos)| {
+        .filter(|(members, _, _)| !members.is_empty())
+        .map(|&(members, n_pos, calibration)| {
             let idx = episodes_with(episodes, n_pos);
             let subset = idx.iter().map(|&i| episodes[i].clone()).collect();
             let net = &members[0].net;
             let dim = net.config.input_dim as usize;
-            (members, idx, EpisodeSet::new(subset, tasks, dim, Kind::Float, net.device()))
+            let set = EpisodeSet::new(subset, tasks, dim, Kind::Float, net.device());
+            Part { members, calibration, idx, set }
         })
         .collect();
     OURS_MODES
@@ -345,10 +357,11 @@ fn ours_runs(
             let t = Instant::now();
             let mut accuracies = vec![f64::NAN; episodes.len()];
             let mut priors = vec![f64::NAN; episodes.len()];
-            for (members, idx, set) in &parts {
-                let Some(set) = set else { continue };
-                let e = ensemble_evaluation(set, members, mode);
-                for (&i, r) in idx.iter().zip(&e.results) {
+            for part in &parts {
+                let Some(set) = &part.set else { continue };
+                let scores: Vec<EpisodeScores> = part.members.iter().map(|m| set.scores(&m.net)).collect();
+                let e = calibrated_evaluation(set, &scores, mode, part.calibration);
+                for (&i, r) in part.idx.iter().zip(&e.results) {
                     accuracies[i] = r.accuracy;
                     priors[i] = r.estimated_prior;
                 }
@@ -363,17 +376,23 @@ fn ours_runs(
                 chosen: summary.chosen.clone(),
                 best_iteration: summary.best_iteration,
                 best_iteration_by_positives: summary.best_iteration_by_positives.clone(),
+                prior_maps: summary.prior_maps.clone().filter(|_| method == Method::Ours),
             }
         })
         .collect()
 }
 
-/// `members`' evaluation on `set`: the model's own, or its ensemble's.
-fn ensemble_evaluation(set: &EpisodeSet, members: &[Model], mode: PriorMode) -> Evaluation {
-    match members {
-        [model] => set.evaluate(&model.net, mode),
-        _ => set.evaluate_ensemble(&members.iter().map(|m| set.scores(&m.net)).collect::<Vec<_>>(), mode),
-    }
+/// The evaluation of the members whose `scores` these are (one: that model's own)
+/// under `mode`, the estimated prior mapped by `calibration` (only the estimate: the
+/// true prior and "no prior" are never mapped).
+fn calibrated_evaluation(
+    set: &EpisodeSet,
+    scores: &[EpisodeScores],
+    mode: PriorMode,
+    calibration: PriorCalibration,
+) -> Evaluation {
+    let calibration = if mode == PriorMode::Estimated { calibration } else { PriorCalibration::IDENTITY };
+    set.evaluate_ensemble_calibrated(scores, mode, |p| calibration.apply(p))
 }
 
 /// How ours meta-trains with training seed `seed` for target N_p `n_pos` (None: every
@@ -388,23 +407,41 @@ fn ours_train_config(cfg: &EvalConfig, seed: u64, n_pos: Option<usize>) -> Train
 }
 
 /// Validation accuracy of ours (estimated prior) where training gave none (an
-/// ensemble, or given models): on the episodes a single model trained with the split's
-/// seed is validated on, so that it compares with that model's own; averaged over
-/// the fits of each N_p as for trained models.
-fn ours_validation(fits: &[OursFit], sd: &SplitData<'_>, tasks: &[Task], cfg: &EvalConfig, seed: u64) -> f64 {
+/// ensemble, given models, or a prior map to choose): on the episodes a single model
+/// trained with the split's seed is validated on, so that it compares with that
+/// model's own; averaged over the fits of each N_p as for trained models. With
+/// `calibrate_prior`, each fit keeps the map of its prior estimate best on these
+/// episodes, and its accuracy there is the one counted.
+fn ours_validation(
+    fits: &mut [OursFit],
+    sd: &SplitData<'_>,
+    tasks: &[Task],
+    cfg: &EvalConfig,
+    seed: u64,
+) -> f64 {
+    let candidates =
+        if cfg.calibrate_prior { PriorCalibration::grid() } else { vec![PriorCalibration::IDENTITY] };
     let accuracies: Vec<f64> = fits
-        .iter()
+        .iter_mut()
         .map(|fit| {
+            let Some(first) = fit.models.first() else { return f64::NAN };
             let tc = ours_train_config(cfg, seed, fit.n_pos);
             let episodes = train::validation_episodes(tasks, &sd.source, &sd.validation, &tc);
-            let runs = ours_runs(
-                &[(&fit.models[..], None)],
-                &episodes,
-                tasks,
-                &[Method::Ours],
-                &OursSummary::empty(),
-            );
-            runs.first().map(|r| mean(&r.accuracies)).unwrap_or(f64::NAN)
+            let dim = first.net.config.input_dim as usize;
+            let Some(set) = EpisodeSet::new(episodes, tasks, dim, Kind::Float, first.net.device()) else {
+                return f64::NAN;
+            };
+            let scores: Vec<EpisodeScores> = fit.models.iter().map(|m| set.scores(&m.net)).collect();
+            let best = PriorCalibration::best_by(&candidates, |c| {
+                calibrated_evaluation(&set, &scores, PriorMode::Estimated, c).mean_accuracy
+            });
+            match best {
+                Some((calibration, accuracy)) => {
+                    fit.calibration = calibration;
+                    accuracy
+                }
+                None => f64::NAN,
+            }
         })
         .collect();
     mean(&accuracies)
@@ -454,6 +491,7 @@ fn train_ours(
                 validation_accuracy: 0.0,
                 seconds: 0.0,
                 chosen: n_pos.map(|n| format!("N_p={n}: ")).unwrap_or_default(),
+                calibration: PriorCalibration::IDENTITY,
             });
             // The mean of the members' own validations; an ensemble's is measured later.
             f.validation_accuracy += (val - f.validation_accuracy) / (f.models.len() + 1) as f64;
@@ -515,7 +553,7 @@ pub fn run_split_with(
     let wants_ours =
         cfg.methods.iter().any(|m| matches!(m, Method::Ours | Method::OursNoPrior | Method::OursTruePrior));
     let given = matches!(ours, OursModels::Given(_));
-    let ours = match ours {
+    let mut ours = match ours {
         _ if !wants_ours => Vec::new(),
         OursModels::Train => train_ours(split, sd, cfg, seed, device, progress)?,
         OursModels::Given(models) if models.is_empty() => Vec::new(),
@@ -529,6 +567,7 @@ pub fn run_split_with(
             seconds: 0.0,
             n_pos: None,
             models,
+            calibration: PriorCalibration::IDENTITY,
         }],
     };
     let pre = match ours.first() {
@@ -550,11 +589,17 @@ pub fn run_split_with(
     if !ours.is_empty() && !target_episodes.is_empty() {
         let wanted: Vec<Method> =
             OURS_MODES.iter().map(|(m, _)| *m).filter(|m| cfg.methods.contains(m)).collect();
-        let models: Vec<(&[Model], Option<usize>)> = ours.iter().map(|f| (&f.models[..], f.n_pos)).collect();
+        let validated = (given || cfg.calibrate_prior || ours.iter().any(|f| f.models.len() > 1))
+            .then(|| ours_validation(&mut ours, sd, &tasks, cfg, seed));
         let mut summary = OursSummary::of(&ours);
-        if given || ours.iter().any(|f| f.models.len() > 1) {
-            summary.validation_accuracy = ours_validation(&ours, sd, &tasks, cfg, seed);
+        if let Some(v) = validated {
+            summary.validation_accuracy = v;
         }
+        if cfg.calibrate_prior {
+            summary.prior_maps = Some(ours.iter().map(|f| f.calibration).collect());
+        }
+        let models: Vec<(&[Model], Option<usize>, PriorCalibration)> =
+            ours.iter().map(|f| (&f.models[..], f.n_pos, f.calibration)).collect();
         methods.extend(ours_runs(&models, &target_episodes, &tasks, &wanted, &summary));
     }
     if cfg.methods.contains(&Method::OursNoZ) {
@@ -574,6 +619,7 @@ pub fn run_split_with(
                 chosen: "-".into(),
                 best_iteration: Some(out.model.provenance.best_iteration),
                 best_iteration_by_positives: None,
+                prior_maps: None,
             });
         }
         progress.done();
@@ -713,6 +759,7 @@ pub fn run_split_with(
             chosen: names.join("; "),
             best_iteration,
             best_iteration_by_positives,
+            prior_maps: None,
         });
     }
     methods.sort_by_key(|m| m.method);
@@ -787,6 +834,7 @@ fn single_task_runs(
             chosen: format!("{}{note}", names[best]),
             best_iteration: None,
             best_iteration_by_positives: None,
+            prior_maps: None,
         });
         progress.done();
     }
@@ -817,8 +865,15 @@ pub fn evaluate_model(
         chosen: format!("K={}", model.net.config.task_dim),
         best_iteration: Some(model.provenance.best_iteration),
         best_iteration_by_positives: None,
+        prior_maps: None,
     };
-    let mut methods = ours_runs(&[(std::slice::from_ref(model), None)], &episodes, &tasks, &all, &summary);
+    let mut methods = ours_runs(
+        &[(std::slice::from_ref(model), None, PriorCalibration::IDENTITY)],
+        &episodes,
+        &tasks,
+        &all,
+        &summary,
+    );
     // Single-task baselines asked for, on the same supports and test sets.
     let device = model.net.device();
     let val_pick: Vec<(usize, &Task)> = validation.iter().map(|&i| (i, &tasks[i])).collect();

@@ -106,7 +106,15 @@ pub fn summarise(dataset: &str, runs: &[SplitRun]) -> Summary {
             by_prior: by_prior.into_iter().map(|(k, v)| (k, mean(&v))).collect(),
             train_seconds: mean(&runs_of().map(|x| x.train_seconds).collect::<Vec<_>>()),
             test_seconds: mean(&runs_of().map(|x| x.test_seconds).collect::<Vec<_>>()),
-            chosen: runs_of().map(|x| x.chosen.clone()).collect(),
+            chosen: runs_of()
+                .map(|x| match &x.prior_maps {
+                    Some(maps) => {
+                        let maps: Vec<String> = maps.iter().map(|m| m.to_string()).collect();
+                        format!("{}, prior {}", x.chosen, maps.join(", "))
+                    }
+                    None => x.chosen.clone(),
+                })
+                .collect(),
         });
     }
 
@@ -249,6 +257,7 @@ mod tests {
             chosen: "-".into(),
             best_iteration: None,
             best_iteration_by_positives: None,
+            prior_maps: None,
         }
     }
 

@@ -4,6 +4,7 @@
 //! - [`closed_form`] — k, K, the batched solve, w = max(0, w̃), π = min(1, 1/max r)
 //! - [`net`] — f, g, h and λ; adaptation and ratios on preprocessed tensors
 //! - [`ensemble`] — several models' posteriors averaged into one decision
+//! - [`prior_calibration`] — a map of the prior estimate chosen on validation tasks
 //! - [`support`] — padding many tasks into one batch; the adapted per-task state
 //! - [`preprocess`] — the feature transform that travels with the model
 //! - [`file`] — the `.safetensors` model file with its metadata
@@ -15,6 +16,7 @@ pub mod file;
 pub mod net;
 pub mod nets;
 pub mod preprocess;
+pub mod prior_calibration;
 pub mod support;
 
 use serde::{Deserialize, Serialize};
