@@ -25,6 +25,7 @@ use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::data::Task;
 use metapu::evaluate::{EpisodeScores, EpisodeSet, Evaluation, PriorMode, SupportScores};
 use metapu::model::file;
+use metapu::model::prior_calibration::PriorCalibration;
 
 const PRIORS: [f64; 4] = [0.2, 0.4, 0.6, 0.8];
 
@@ -79,11 +80,9 @@ fn main() -> Result<()> {
             let replaced = EpisodeScores { estimated_prior, ..scores.clone() };
             print_row(label, &set, &set.evaluate_scores(&replaced, PriorMode::Estimated, |p| p));
         }
-        for gamma in [0.8, 1.0, 1.2, 1.5] {
-            for c in [0.7, 0.85, 1.0, 1.15] {
-                let e = set.evaluate_scores(&scores, PriorMode::Estimated, |p| (c * p.powf(gamma)).min(1.0));
-                print_row(&format!("{c}·π̂^{gamma}"), &set, &e);
-            }
+        for map in PriorCalibration::grid() {
+            let e = set.evaluate_scores(&scores, PriorMode::Estimated, |p| map.apply(p));
+            print_row(&format!("{}·π̂^{}", map.scale, map.power), &set, &e);
         }
     }
     Ok(())

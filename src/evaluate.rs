@@ -144,13 +144,9 @@ impl EpisodeSet {
     /// Decide and score as an ensemble of the members whose scores these are (each
     /// adapted on its own): a row is positive when the mean of the members'
     /// posteriors min(1, π_m·r_m) is ≥ 0.5; the estimated prior is the mean of theirs.
-    pub fn evaluate_ensemble(&self, members: &[EpisodeScores], mode: PriorMode) -> Evaluation {
-        self.decide(members, mode, |p| p)
-    }
-
-    /// As [`Self::evaluate_ensemble`] (one member: [`Self::evaluate`]), with each
-    /// member's estimated prior mapped by `calibrate` first.
-    pub fn evaluate_ensemble_calibrated(
+    /// Each member's estimate is mapped by `calibrate` first (the identity for the
+    /// method itself).
+    pub fn evaluate_ensemble(
         &self,
         members: &[EpisodeScores],
         mode: PriorMode,
@@ -253,12 +249,12 @@ mod tests {
         // second, different member changes the decisions.
         for mode in [PriorMode::Estimated, PriorMode::True, PriorMode::Ignored] {
             let alone = set.evaluate(&net, mode);
-            assert_eq!(set.evaluate_ensemble(std::slice::from_ref(&scores), mode), alone);
-            assert_eq!(set.evaluate_ensemble(&[scores.clone(), scores.clone()], mode), alone);
+            assert_eq!(set.evaluate_ensemble(std::slice::from_ref(&scores), mode, |p| p), alone);
+            assert_eq!(set.evaluate_ensemble(&[scores.clone(), scores.clone()], mode, |p| p), alone);
         }
         let other = MetaPuNet::new(NetConfig::paper(2, 4), Device::Cpu);
         other.init_from_seed(7);
-        let pair = set.evaluate_ensemble(&[scores.clone(), set.scores(&other)], PriorMode::Estimated);
+        let pair = set.evaluate_ensemble(&[scores.clone(), set.scores(&other)], PriorMode::Estimated, |p| p);
         assert_ne!(pair, set.evaluate(&net, PriorMode::Estimated));
     }
 }

@@ -392,7 +392,7 @@ fn calibrated_evaluation(
     calibration: PriorCalibration,
 ) -> Evaluation {
     let calibration = if mode == PriorMode::Estimated { calibration } else { PriorCalibration::IDENTITY };
-    set.evaluate_ensemble_calibrated(scores, mode, |p| calibration.apply(p))
+    set.evaluate_ensemble(scores, mode, |p| calibration.apply(p))
 }
 
 /// How ours meta-trains with training seed `seed` for target N_p `n_pos` (None: every

@@ -14,17 +14,11 @@ pub struct PriorCalibration {
     pub power: f64,
 }
 
-impl Default for PriorCalibration {
-    fn default() -> Self {
-        Self::IDENTITY
-    }
-}
-
 impl PriorCalibration {
     pub const IDENTITY: Self = Self { scale: 1.0, power: 1.0 };
 
     /// The candidates, the identity first: c ∈ {0.7, 0.85, 1, 1.15}, γ ∈ {0.8, 1, 1.2,
-    /// 1.5} (the grid of `examples/prior_estimators.rs`).
+    /// 1.5} (also the grid `examples/prior_estimators.rs` prints).
     pub fn grid() -> Vec<Self> {
         let mut out = vec![Self::IDENTITY];
         for scale in [0.7, 0.85, 1.0, 1.15] {
