@@ -222,3 +222,79 @@ fn an_ensemble_trains_its_members_apart_saves_them_and_scores_the_same_when_relo
         assert_eq!(cal["accuracies"], raw["accuracies"]);
     }
 }
+
+/// `metapu info`'s provenance of a model file, as JSON.
+fn provenance(model: &Path) -> Value {
+    let text = metapu(&["info", &model.to_string_lossy()]);
+    let json = &text[text.find('{').expect("provenance in metapu info")..];
+    serde_json::from_str(json).expect("provenance is JSON")
+}
+
+#[test]
+fn the_synthetic_ensemble_script_trains_each_member_once_and_tables_ours_beside_np() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rerun");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/synthetic-ensemble.sh");
+    // A budget of two iterations: the pipeline, not the figures.
+    let run = || {
+        let result = std::process::Command::new("bash")
+            .arg(&script)
+            .arg(&out)
+            .env("METAPU", env!("CARGO_BIN_EXE_metapu"))
+            .env("ITERATIONS", "2")
+            .env("SPLITS", "1")
+            .env("JOBS", "2")
+            .output()
+            .expect("bash runs");
+        let text =
+            String::from_utf8_lossy(&result.stdout).into_owned() + &String::from_utf8_lossy(&result.stderr);
+        assert!(result.status.success(), "scripts/synthetic-ensemble.sh failed: {text}");
+        text
+    };
+    let first = run();
+    assert!(first.contains("7 jobs"), "{first}");
+
+    // The members: budgets, training seeds 1000·S + m (S = 1) and the data of split 1.
+    let data_sha = |p: &Value| p["data_sha256"].clone();
+    let members = [("long-m0", 1000, 2), ("long-m1", 1001, 2), ("long-m2", 1002, 2)].into_iter().chain([
+        ("short-m0", 1000, 1),
+        ("short-m1", 1001, 1),
+        ("short-beta03", 1000, 1),
+    ]);
+    let mut shas = Vec::new();
+    for (member, seed, iterations) in members {
+        let p = provenance(&out.join(format!("models/{member}/split-1.safetensors")));
+        assert_eq!(p["seed"], seed, "{member}: {p}");
+        assert_eq!(p["iterations"], iterations, "{member}: {p}");
+        shas.push(data_sha(&p));
+    }
+    assert!(shas.windows(2).all(|w| w[0] == w[1]), "every member trained on split 1's data: {shas:?}");
+
+    // The table: ours' six-member ensemble and NP's two on the same target episodes.
+    let json = |name: &str| -> Value {
+        let text =
+            std::fs::read_to_string(out.join(name).join("results.json")).expect("results.json written");
+        serde_json::from_str(&text).expect("results.json is JSON")
+    };
+    let (table, ours) = (json("table"), json("ours-s1"));
+    let split = &table["runs"][0];
+    assert_eq!(split["split"], 1);
+    assert_eq!(split["episodes"], ours["runs"][0]["episodes"]);
+    let method = |name: &str| {
+        split["methods"].as_array().unwrap().iter().find(|m| m["method"] == name).cloned().expect(name)
+    };
+    assert_eq!(method("Ours")["chosen"].as_str().unwrap().matches("K=32").count(), 6);
+    assert_eq!(method("Ours")["accuracies"], ours["runs"][0]["methods"][0]["accuracies"]);
+    assert_eq!(method("Np")["chosen"].as_str().unwrap().matches("K=32").count(), 2);
+    assert!(first.contains("| NP |") && first.contains("Ours: "), "{first}");
+
+    // A second run trains nothing and gives the same table.
+    let second = run();
+    assert_eq!(second.matches(": kept ").count(), 7, "{second}");
+    let again = json("table");
+    for name in ["Ours", "OursNoPrior", "OursTruePrior", "Np"] {
+        let rerun =
+            again["runs"][0]["methods"].as_array().unwrap().iter().find(|m| m["method"] == name).cloned();
+        assert_eq!(rerun.expect(name)["accuracies"], method(name)["accuracies"], "{name}");
+    }
+}
