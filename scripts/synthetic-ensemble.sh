@@ -17,8 +17,8 @@
 #   long-m0, long-m1, long-m2   ITERATIONS, cosine rate, seeds + 0, + 1, + 2
 #   short-m0, short-m1          ITERATIONS/2, seeds + 0, + 1
 #   short-beta03                ITERATIONS/2, seed + 0, prior term weight β = 0.3
-# About 6.5 core-hours for five splits at the default budget on a 2-core AMD EPYC VM,
-# about 4.5 h wall with JOBS=2.
+# One split took 89 min with JOBS=2 on a 2-core AMD EPYC VM (120k members about 40 min
+# each, NP's pair 27, 60k members 10, while builds shared the cores): five take hours.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,6 +33,9 @@ short=$((long / 2))
 eval_every=$((short < 500 ? short : 500))
 
 [[ -x "$metapu" ]] || { echo "no $metapu: run \`make build\` first" >&2; exit 1; }
+[[ "$long" =~ ^[0-9]+$ && "$long" -ge 2 ]] || { echo "ITERATIONS must be a whole number ≥ 2" >&2; exit 1; }
+# The job list is split on spaces.
+[[ "$out$metapu" != *[[:space:]]* ]] || { echo "OUT and METAPU must not contain spaces" >&2; exit 1; }
 mkdir -p "$out"/{data,models,logs}
 
 common="--meta-batch 8 --k 32 --preprocess none --episode-priors 0.2,0.4,0.6,0.8 --init-scale 0.408"
