@@ -17,8 +17,9 @@
 #   long-m0, long-m1, long-m2   ITERATIONS, cosine rate, seeds + 0, + 1, + 2
 #   short-m0, short-m1          ITERATIONS/2, seeds + 0, + 1
 #   short-beta03                ITERATIONS/2, seed + 0, prior term weight β = 0.3
-# One split took 89 min with JOBS=2 on a 2-core AMD EPYC VM (120k members about 40 min
-# each, NP's pair 27, 60k members 10, while builds shared the cores): five take hours.
+# One split takes about an hour with JOBS=2 on a 2-core AMD EPYC VM with nothing else
+# running (120k members 20 min each, NP's pair 12–13, 60k members 10; 89 min while
+# builds shared the cores): five take hours.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
