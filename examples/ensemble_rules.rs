@@ -36,9 +36,7 @@ struct View<'a> {
     /// Per member: the test rows' ratios and the member's π̂.
     ratios: Vec<&'a [f64]>,
     estimates: Vec<f64>,
-    /// Per member: the ratios of the labeled and unlabeled support rows, and of the
-    /// labeled positives and the unlabeled rows apart.
-    support: Vec<Vec<f64>>,
+    /// Per member: the ratios of the support's labeled positives and unlabeled rows.
     positives: Vec<Vec<f64>>,
     unlabeled: Vec<Vec<f64>>,
 }
@@ -64,6 +62,14 @@ impl View<'_> {
     fn mean_ratio(&self, j: usize) -> f64 {
         mean(&self.ratios.iter().map(|r| r[j]).collect::<Vec<_>>())
     }
+    /// max_S of the members' mean ratio: the ensemble taken as one ratio.
+    fn max_support_mean_ratio(&self) -> f64 {
+        let slot_means = |rows: &[Vec<f64>]| -> Vec<f64> {
+            let slots = rows.first().map_or(0, Vec::len);
+            (0..slots).map(|i| mean(&rows.iter().map(|r| r[i]).collect::<Vec<_>>())).collect()
+        };
+        slot_means(&self.positives).into_iter().chain(slot_means(&self.unlabeled)).fold(0.0, f64::max)
+    }
 }
 
 type Rule = fn(&View<'_>) -> Vec<bool>;
@@ -71,6 +77,11 @@ type Rule = fn(&View<'_>) -> Vec<bool>;
 /// The method: the mean of the members' posteriors ≥ ½.
 fn mean_posterior(v: &View<'_>) -> Vec<bool> {
     posterior_at(v, &v.estimates, 0.5)
+}
+
+/// Not a method: the members' posteriors under the episode's true prior.
+fn true_prior(v: &View<'_>) -> Vec<bool> {
+    posterior_at(v, &vec![v.prior; v.estimates.len()], 0.5)
 }
 
 fn posterior_at(v: &View<'_>, priors: &[f64], threshold: f64) -> Vec<bool> {
@@ -88,16 +99,13 @@ const RULES: [(&str, Rule); 9] = [
     }),
     ("mean π̂ · mean r", |v| (0..v.rows()).map(|j| v.mean_estimate() * v.mean_ratio(j) >= 0.5).collect()),
     ("1/max S of mean r · mean r", |v| {
-        let rows = v.support[0].len();
-        let top =
-            (0..rows).map(|i| mean(&v.support.iter().map(|s| s[i]).collect::<Vec<_>>())).fold(0.0, f64::max);
-        let prior = 1.0 / top.max(1.0);
+        let prior = 1.0 / v.max_support_mean_ratio().max(1.0);
         (0..v.rows()).map(|j| prior * v.mean_ratio(j) >= 0.5).collect()
     }),
     ("median π̂ for every member", |v| {
         posterior_at(v, &vec![median(v.estimates.clone()); v.estimates.len()], 0.5)
     }),
-    ("true π (not a method)", |v| posterior_at(v, &vec![v.prior; v.estimates.len()], 0.5)),
+    ("true π (not a method)", true_prior),
 ];
 
 fn main() -> Result<()> {
@@ -124,15 +132,22 @@ fn main() -> Result<()> {
         let support: Vec<SupportScores> = models.iter().map(|m| set.support_scores(&m.net)).collect();
         let (views, labels) = views(&set, &tasks, &scores, &support);
         println!("{name}: {} episodes, {} members", views.len(), models.len());
-        let accuracies = |rule: Rule| -> Vec<f64> {
-            views.iter().zip(&labels).map(|(v, l)| protocol::accuracy(v.prior, l, &rule(v))).collect()
+        let accuracy_of = |calls: &[Vec<bool>]| -> Vec<f64> {
+            views
+                .iter()
+                .zip(&labels)
+                .zip(calls)
+                .map(|((v, l), c)| protocol::accuracy(v.prior, l, c))
+                .collect()
         };
-        let method = accuracies(mean_posterior);
+        let accuracies = |rule: Rule| accuracy_of(&views.iter().map(rule).collect::<Vec<_>>());
+        let method_calls: Vec<Vec<bool>> = views.iter().map(mean_posterior).collect();
+        let method = accuracy_of(&method_calls);
         for (label, rule) in RULES {
             let a = accuracies(rule);
             println!("  {label:30} {:6.2}  {:+.2}", 100.0 * mean(&a), 100.0 * (mean(&a) - mean(&method)));
         }
-        let truth = accuracies(RULES[RULES.len() - 1].1);
+        let truth = accuracies(true_prior);
         println!("  per true π: mean π̂ (sd); share of episodes with π̂ > π + 0.15; there / elsewhere:");
         println!("    accuracy lost to the true π (points), test rows called positive, mean r on labeled / unlabeled support");
         for pi in PRIORS {
@@ -145,9 +160,8 @@ fn main() -> Result<()> {
             let over =
                 |ks: &[usize], f: &dyn Fn(usize) -> f64| mean(&ks.iter().map(|&k| f(k)).collect::<Vec<_>>());
             let lost = |k: usize| 100.0 * (truth[k] - method[k]);
-            let called = |k: usize| {
-                mean(&mean_posterior(&views[k]).iter().map(|&p| f64::from(u8::from(p))).collect::<Vec<_>>())
-            };
+            let called =
+                |k: usize| mean(&method_calls[k].iter().map(|&p| f64::from(u8::from(p))).collect::<Vec<_>>());
             let separation = |k: usize| views[k].separation();
             println!(
                 "    π = {pi}: π̂ {m:.3} ({sd:.3}); {:.2}; {:5.1} / {:4.1}, {:.2} / {:.2}, {:5.2} / {:5.2}",
@@ -174,18 +188,12 @@ fn views<'a>(
     let (mut views, mut labels, mut start) = (Vec::new(), Vec::new(), 0);
     for (k, e) in set.episodes.iter().enumerate() {
         let end = start + e.test.len();
-        let rows = |s: &SupportScores, positive: bool, unlabeled: bool| -> Vec<f64> {
-            let slots = s.ratio[k].iter().zip(&s.positive[k]).zip(&s.unlabeled[k]);
-            let chosen = |p: f64, u: f64| (positive && p > 0.5) || (unlabeled && u > 0.5);
-            slots.filter(|((_, &p), &u)| chosen(p, u)).map(|((&r, _), _)| r).collect()
-        };
         views.push(View {
             prior: e.prior,
             ratios: scores.iter().map(|s| &s.test_ratio[start..end]).collect(),
             estimates: scores.iter().map(|s| s.estimated_prior[k]).collect(),
-            support: support.iter().map(|s| rows(s, true, true)).collect(),
-            positives: support.iter().map(|s| rows(s, true, false)).collect(),
-            unlabeled: support.iter().map(|s| rows(s, false, true)).collect(),
+            positives: support.iter().map(|s| s.ratios_of(k, true, false)).collect(),
+            unlabeled: support.iter().map(|s| s.ratios_of(k, false, true)).collect(),
         });
         labels.push(e.test.iter().map(|&i| tasks[e.task].labels[i]).collect());
         start = end;

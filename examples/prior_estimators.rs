@@ -107,11 +107,7 @@ fn print_row(label: &str, set: &EpisodeSet, e: &Evaluation) {
 
 /// 1 / (mean of the k largest support ratios among the chosen rows), at most 1.
 fn inverse_top(s: &SupportScores, episode: usize, k: usize, positives: bool, unlabeled: bool) -> f64 {
-    let rows = s.ratio[episode].iter().zip(&s.positive[episode]).zip(&s.unlabeled[episode]);
-    let mut r: Vec<f64> = rows
-        .filter(|((_, &p), &u)| (positives && p > 0.5) || (unlabeled && u > 0.5))
-        .map(|((&r, _), _)| r)
-        .collect();
+    let mut r = s.ratios_of(episode, positives, unlabeled);
     r.sort_by(|a, b| b.total_cmp(a));
     let k = k.min(r.len()).max(1);
     let mean = r.iter().take(k).sum::<f64>() / k as f64;

@@ -57,6 +57,18 @@ pub struct SupportScores {
     pub unlabeled: Vec<Vec<f64>>,
 }
 
+impl SupportScores {
+    /// Episode `episode`'s ratios of its labeled positives (with `positives`) and of
+    /// its unlabeled rows (with `unlabeled`), in slot order; padding slots never.
+    pub fn ratios_of(&self, episode: usize, positives: bool, unlabeled: bool) -> Vec<f64> {
+        let slots = self.ratio[episode].iter().zip(&self.positive[episode]).zip(&self.unlabeled[episode]);
+        slots
+            .filter(|((_, &p), &u)| (positives && p > 0.5) || (unlabeled && u > 0.5))
+            .map(|((&r, _), _)| r)
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Evaluation {
     pub results: Vec<EpisodeResult>,
@@ -228,13 +240,11 @@ mod tests {
             let (pos, unl) = (&support.positive[k], &support.unlabeled[k]);
             assert_eq!(pos.iter().sum::<f64>() as usize, e.support_pos.len());
             assert_eq!(unl.iter().sum::<f64>() as usize, e.support_unl.len());
+            assert_eq!(support.ratios_of(k, true, false).len(), e.support_pos.len());
+            assert_eq!(support.ratios_of(k, false, true).len(), e.support_unl.len());
             // The estimate is 1/max of this episode's own support ratios.
-            let max = support.ratio[k]
-                .iter()
-                .zip(pos.iter().zip(unl))
-                .filter(|(_, (&p, &u))| p + u > 0.5)
-                .map(|(&r, _)| r)
-                .fold(f64::NEG_INFINITY, f64::max);
+            let max = support.ratios_of(k, true, true).into_iter().fold(f64::NEG_INFINITY, f64::max);
+            assert_eq!(support.ratios_of(k, true, true).len(), e.support_pos.len() + e.support_unl.len());
             assert!((scores.estimated_prior[k] - 1.0 / max.max(1.0)).abs() < 1e-5, "episode {k}");
         }
         for mode in [PriorMode::Estimated, PriorMode::True, PriorMode::Ignored] {
