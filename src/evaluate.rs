@@ -243,8 +243,9 @@ mod tests {
             assert_eq!(support.ratios_of(k, true, false).len(), e.support_pos.len());
             assert_eq!(support.ratios_of(k, false, true).len(), e.support_unl.len());
             // The estimate is 1/max of this episode's own support ratios.
-            let max = support.ratios_of(k, true, true).into_iter().fold(f64::NEG_INFINITY, f64::max);
-            assert_eq!(support.ratios_of(k, true, true).len(), e.support_pos.len() + e.support_unl.len());
+            let whole = support.ratios_of(k, true, true);
+            assert_eq!(whole.len(), e.support_pos.len() + e.support_unl.len());
+            let max = whole.into_iter().fold(f64::NEG_INFINITY, f64::max);
             assert!((scores.estimated_prior[k] - 1.0 / max.max(1.0)).abs() < 1e-5, "episode {k}");
         }
         for mode in [PriorMode::Estimated, PriorMode::True, PriorMode::Ignored] {
