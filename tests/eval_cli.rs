@@ -252,13 +252,14 @@ fn the_synthetic_ensemble_script_trains_each_member_once_and_tables_ours_beside_
         text
     };
     let first = run();
-    assert!(first.contains("7 jobs"), "{first}");
+    assert!(first.contains("8 jobs"), "{first}");
 
     // The members: budgets, training seeds 1000·S + m (S = 1) and the data of split 1.
     let members = [("long-m0", 1000, 2), ("long-m1", 1001, 2), ("long-m2", 1002, 2)].into_iter().chain([
         ("short-m0", 1000, 1),
         ("short-m1", 1001, 1),
         ("short-beta03", 1000, 1),
+        ("short-k64", 1000, 1),
     ]);
     let mut shas = Vec::new();
     for (member, seed, iterations) in members {
@@ -269,7 +270,7 @@ fn the_synthetic_ensemble_script_trains_each_member_once_and_tables_ours_beside_
     }
     assert!(shas.windows(2).all(|w| w[0] == w[1]), "every member trained on split 1's data: {shas:?}");
 
-    // The table: ours' six-member ensemble and NP's two on the same target episodes.
+    // The table: ours' seven-member ensemble and NP's two on the same target episodes.
     let json = |name: &str| -> Value {
         let text =
             std::fs::read_to_string(out.join(name).join("results.json")).expect("results.json written");
@@ -282,7 +283,8 @@ fn the_synthetic_ensemble_script_trains_each_member_once_and_tables_ours_beside_
     let method = |name: &str| {
         split["methods"].as_array().unwrap().iter().find(|m| m["method"] == name).cloned().expect(name)
     };
-    assert_eq!(method("Ours")["chosen"].as_str().unwrap().matches("K=32").count(), 6);
+    let chosen = method("Ours")["chosen"].as_str().unwrap().to_owned();
+    assert_eq!((chosen.matches("K=32").count(), chosen.matches("K=64").count()), (6, 1), "{chosen}");
     assert_eq!(method("Ours")["accuracies"], ours["runs"][0]["methods"][0]["accuracies"]);
     assert_eq!(method("Np")["chosen"].as_str().unwrap().matches("K=32").count(), 2);
     assert!(first.contains("| NP |") && first.contains("Ours: "), "{first}");
@@ -290,6 +292,6 @@ fn the_synthetic_ensemble_script_trains_each_member_once_and_tables_ours_beside_
     // A second run trains nothing and gives the same table.
     let before = split_results(&out.join("table"));
     let second = run();
-    assert_eq!(second.matches(": kept ").count(), 7, "{second}");
+    assert_eq!(second.matches(": kept ").count(), 8, "{second}");
     assert_eq!(split_results(&out.join("table")), before);
 }
