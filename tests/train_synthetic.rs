@@ -4,7 +4,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
-use metapu::model::file;
+use metapu::data::Label;
+use metapu::model::{file, Support};
 use metapu::train::{train, LrSchedule, Progress, TrainConfig};
 use tch::Device;
 
@@ -69,6 +70,38 @@ fn the_same_seed_and_data_give_the_same_model_file() {
     let a = run(5);
     assert_eq!(a, run(5), "same seed, different file");
     assert_ne!(a, run(6), "different seeds gave the same file");
+}
+
+#[test]
+fn a_wider_network_is_trained_saved_and_loaded_at_its_own_sizes() {
+    let (set, src, val) = small_synthetic(3);
+    let cfg = TrainConfig {
+        max_iterations: 20,
+        eval_every: 10,
+        meta_batch: 2,
+        hidden: 24,
+        embed_dim: 12,
+        ..TrainConfig::default()
+    };
+    let bytes = trained_file(&set, &src, &val, &cfg);
+    let model = file::from_bytes(&bytes, std::path::Path::new("wide.safetensors"), Device::Cpu).unwrap();
+    assert_eq!((model.net.config.hidden, model.net.config.embed_dim), (24, 12));
+    // Layer shapes follow the sizes: h's last layer maps the hidden width to M.
+    let vars = model.net.vs.variables();
+    assert_eq!(vars["h.3.weight"].size(), vec![12, 24]);
+    assert_eq!(vars["f.0.weight"].size(), vec![24, set.dim() as i64]);
+    // The loaded model adapts and scores: w has M entries.
+    let task = &set.tasks[val[0]];
+    let rows = |want: Label| -> Vec<f32> {
+        task.indices_of(want).into_iter().take(5).flat_map(|i| task.row(i, set.dim()).to_vec()).collect()
+    };
+    let (pos, neg) = (rows(Label::Positive), rows(Label::Negative));
+    let unlabeled: Vec<f32> = pos.iter().chain(&neg).copied().collect();
+    let state = model.adapt(Support { positives: &pos, unlabeled: &unlabeled }).unwrap();
+    assert_eq!(state.w.len(), 12);
+    let scores = model.score(&[&state], &[0; 10], &unlabeled, 0.5).unwrap();
+    assert_eq!(scores.posterior.len(), 10);
+    assert!(scores.posterior.iter().all(|p| p.is_finite()));
 }
 
 #[test]

@@ -37,6 +37,12 @@ pub struct ModelOptions {
     /// cosine decay to zero (in `eval`, for ours and the meta-learned baselines).
     #[arg(long, value_enum, default_value_t = LrSchedule::Constant)]
     lr_schedule: LrSchedule,
+    /// Hidden width of f, g and h (paper: 100).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=4096))]
+    hidden: i64,
+    /// Embedding size M of h, the length of the per-task weights w (paper: 100).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=4096))]
+    embed_dim: i64,
 }
 
 impl ModelOptions {
@@ -52,6 +58,8 @@ impl ModelOptions {
         cfg.prior_head = self.prior_head;
         cfg.weight_average = self.weight_average;
         cfg.lr_schedule = self.lr_schedule;
+        cfg.hidden = self.hidden;
+        cfg.embed_dim = self.embed_dim;
         Ok(())
     }
 }
@@ -91,6 +99,10 @@ mod tests {
             "0.999",
             "--lr-schedule",
             "cosine",
+            "--hidden",
+            "200",
+            "--embed-dim",
+            "150",
         ])
         .unwrap();
         assert_eq!(cfg.preprocess, PreprocessKind::None);
@@ -100,6 +112,8 @@ mod tests {
         assert!(cfg.prior_head);
         assert_eq!(cfg.weight_average, 0.999);
         assert_eq!(cfg.lr_schedule, LrSchedule::Cosine);
+        assert_eq!((cfg.hidden, cfg.embed_dim), (200, 150));
+        assert_eq!((TrainConfig::default().hidden, TrainConfig::default().embed_dim), (100, 100));
     }
 
     #[test]

@@ -54,6 +54,10 @@ pub struct TrainConfig {
     pub prior_head: bool,
     /// Decay of the weight average that is validated and kept (0 = the raw weights).
     pub weight_average: f64,
+    /// Hidden width of f, g and h (`NetConfig::hidden`; paper: 100).
+    pub hidden: i64,
+    /// Embedding size M of h (`NetConfig::embed_dim`; paper: 100).
+    pub embed_dim: i64,
 }
 
 impl Default for TrainConfig {
@@ -77,6 +81,8 @@ impl Default for TrainConfig {
             init_scale: 1.0,
             prior_head: false,
             weight_average: 0.0,
+            hidden: 100,
+            embed_dim: 100,
         }
     }
 }
@@ -183,6 +189,8 @@ pub fn train(
     let mut net_cfg = NetConfig::paper(dim as i64, cfg.task_dim);
     net_cfg.use_task_vectors = cfg.use_task_vectors;
     net_cfg.prior_head = cfg.prior_head;
+    net_cfg.hidden = cfg.hidden;
+    net_cfg.embed_dim = cfg.embed_dim;
     let net = MetaPuNet::new(net_cfg, device);
     net.init_from_seed_scaled(cfg.seed, cfg.init_scale);
     let mut opt = nn::Adam::default().build(&net.vs, cfg.learning_rate)?;
