@@ -73,7 +73,7 @@ fn the_same_seed_and_data_give_the_same_model_file() {
 }
 
 #[test]
-fn a_wider_network_is_trained_saved_and_loaded_at_its_own_sizes() {
+fn a_network_of_other_sizes_is_trained_saved_and_loaded_at_them() {
     let (set, src, val) = small_synthetic(3);
     let cfg = TrainConfig {
         max_iterations: 20,
@@ -84,7 +84,7 @@ fn a_wider_network_is_trained_saved_and_loaded_at_its_own_sizes() {
         ..TrainConfig::default()
     };
     let bytes = trained_file(&set, &src, &val, &cfg);
-    let model = file::from_bytes(&bytes, std::path::Path::new("wide.safetensors"), Device::Cpu).unwrap();
+    let model = file::from_bytes(&bytes, std::path::Path::new("sized.safetensors"), Device::Cpu).unwrap();
     assert_eq!((model.net.config.hidden, model.net.config.embed_dim), (24, 12));
     // Layer shapes follow the sizes: h's last layer maps the hidden width to M.
     let vars = model.net.vs.variables();

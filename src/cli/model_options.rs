@@ -5,7 +5,7 @@
 use anyhow::bail;
 use clap::Args;
 
-use metapu::model::PreprocessKind;
+use metapu::model::{NetConfig, PreprocessKind};
 use metapu::train::{LrSchedule, TrainConfig};
 
 #[derive(Debug, Args)]
@@ -38,10 +38,10 @@ pub struct ModelOptions {
     #[arg(long, value_enum, default_value_t = LrSchedule::Constant)]
     lr_schedule: LrSchedule,
     /// Hidden width of f, g and h (paper: 100).
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=4096))]
+    #[arg(long, default_value_t = NetConfig::PAPER_HIDDEN, value_parser = clap::value_parser!(i64).range(1..=4096))]
     hidden: i64,
     /// Embedding size M of h, the length of the per-task weights w (paper: 100).
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=4096))]
+    #[arg(long, default_value_t = NetConfig::PAPER_EMBED_DIM, value_parser = clap::value_parser!(i64).range(1..=4096))]
     embed_dim: i64,
 }
 

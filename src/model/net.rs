@@ -36,13 +36,18 @@ pub struct NetConfig {
 }
 
 impl NetConfig {
+    /// The paper's hidden width of f, g and h.
+    pub const PAPER_HIDDEN: i64 = 100;
+    /// The paper's embedding size M of h.
+    pub const PAPER_EMBED_DIM: i64 = 100;
+
     pub fn paper(input_dim: i64, task_dim: i64) -> Self {
         Self {
             input_dim,
-            hidden: 100,
+            hidden: Self::PAPER_HIDDEN,
             set_dim: 100,
             task_dim,
-            embed_dim: 100,
+            embed_dim: Self::PAPER_EMBED_DIM,
             tau: 10.0,
             lambda_init: 0.1,
             use_task_vectors: true,

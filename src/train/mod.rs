@@ -81,8 +81,8 @@ impl Default for TrainConfig {
             init_scale: 1.0,
             prior_head: false,
             weight_average: 0.0,
-            hidden: 100,
-            embed_dim: 100,
+            hidden: NetConfig::PAPER_HIDDEN,
+            embed_dim: NetConfig::PAPER_EMBED_DIM,
         }
     }
 }
