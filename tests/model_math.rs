@@ -207,6 +207,16 @@ fn a_dead_weight_vector_is_finite_and_still_trainable() {
     assert!(grad.abs().sum(Kind::Double).double_value(&[]) > 0.0, "no gradient through a dead w");
 }
 
+/// The true-prior risk scores the ratio at the share of positives among the valid
+/// query rows; padding counts for neither class.
+#[test]
+fn the_query_prior_is_the_positive_share_of_valid_rows() {
+    let labels = Tensor::from_slice(&[1.0f64, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0]).reshape([2, 4]);
+    let mask = Tensor::from_slice(&[1.0f64, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0]).reshape([2, 4]);
+    let prior = closed_form::query_prior(&labels, &mask);
+    assert_eq!((prior.double_value(&[0]), prior.double_value(&[1])), (0.5, 2.0 / 3.0));
+}
+
 #[test]
 fn malformed_supports_and_records_are_refused() {
     let m = model(3, 1);

@@ -16,6 +16,11 @@ pub struct ModelOptions {
     /// (0 = the paper's loss).
     #[arg(long, default_value_t = 1.0)]
     prior_loss_weight: f64,
+    /// Weight α of a second meta-training risk that scores the adapted ratio at each
+    /// query's true prior, α·R(π·r), beside the paper's risk at the estimate
+    /// (0 = the paper's loss).
+    #[arg(long, default_value_t = 0.0)]
+    true_prior_risk_weight: f64,
     /// Draw each meta-training episode's class prior from these (e.g.
     /// 0.2,0.4,0.6,0.8, the evaluation protocol's) and sample its unlabeled support and
     /// query at it. Default: each source task's own ratio (the paper's sampling).
@@ -51,8 +56,12 @@ impl ModelOptions {
         if let Some(p) = self.episode_priors.iter().find(|p| !(**p > 0.0 && **p < 1.0)) {
             bail!("--episode-priors: {p} is not a prior strictly between 0 and 1");
         }
+        if !(self.true_prior_risk_weight >= 0.0 && self.true_prior_risk_weight.is_finite()) {
+            bail!("--true-prior-risk-weight: {} is not a finite weight ≥ 0", self.true_prior_risk_weight);
+        }
         cfg.preprocess = self.preprocess;
         cfg.prior_loss_weight = self.prior_loss_weight;
+        cfg.true_prior_risk_weight = self.true_prior_risk_weight;
         cfg.sampler.episode_priors = self.episode_priors.clone();
         cfg.init_scale = self.init_scale;
         cfg.prior_head = self.prior_head;
@@ -90,6 +99,8 @@ mod tests {
             "none",
             "--prior-loss-weight",
             "0",
+            "--true-prior-risk-weight",
+            "0.5",
             "--episode-priors",
             "0.2,0.8",
             "--init-scale",
@@ -107,6 +118,8 @@ mod tests {
         .unwrap();
         assert_eq!(cfg.preprocess, PreprocessKind::None);
         assert_eq!(cfg.prior_loss_weight, 0.0);
+        assert_eq!(cfg.true_prior_risk_weight, 0.5);
+        assert_eq!(TrainConfig::default().true_prior_risk_weight, 0.0);
         assert_eq!(cfg.sampler.episode_priors, vec![0.2, 0.8]);
         assert_eq!(cfg.init_scale, 0.408);
         assert!(cfg.prior_head);
@@ -123,5 +136,14 @@ mod tests {
             assert!(err.to_string().contains("not a prior strictly between 0 and 1"), "{bad}: {err}");
         }
         assert!(applied(&["--episode-priors", "0.01,0.99"]).is_ok());
+    }
+
+    #[test]
+    fn a_negative_or_unbounded_risk_weight_is_refused() {
+        for bad in ["-1", "inf", "NaN"] {
+            let err = applied(&[&format!("--true-prior-risk-weight={bad}")]).unwrap_err();
+            assert!(err.to_string().contains("not a finite weight ≥ 0"), "{bad}: {err}");
+        }
+        assert!(applied(&["--true-prior-risk-weight", "0"]).is_ok());
     }
 }

@@ -48,6 +48,10 @@ pub struct TrainConfig {
     /// is the true positive share of the unlabeled support (known in source tasks
     /// whose labels were hidden). 0 = the paper's loss.
     pub prior_loss_weight: f64,
+    /// Weight α of a second smoothed risk, α·R(π_Q·r), that scores the adapted ratio
+    /// at the query's true prior π_Q instead of the estimate: it trains the ratio to
+    /// separate the classes whatever the estimate's error. 0 = the paper's loss.
+    pub true_prior_risk_weight: f64,
     /// Scale of the initial weight bounds (1 = Kaiming-uniform, tch's default).
     pub init_scale: f64,
     /// Learn a correction of the prior estimate (`NetConfig::prior_head`).
@@ -78,6 +82,7 @@ impl Default for TrainConfig {
             weight_leak: 0.01,
             use_task_vectors: true,
             prior_loss_weight: 1.0,
+            true_prior_risk_weight: 0.0,
             init_scale: 1.0,
             prior_head: false,
             weight_average: 0.0,
@@ -225,6 +230,17 @@ pub fn train(
             let squared = (&adapted.prior - &batch.support_prior).square() * known;
             let prior_loss = squared.sum(kind) / known.sum(kind).clamp_min(1.0);
             loss += prior_loss * cfg.prior_loss_weight;
+        }
+        if cfg.true_prior_risk_weight > 0.0 {
+            let true_prior = closed_form::query_prior(&batch.query_y, &batch.query_mask);
+            let risk = closed_form::smoothed_pn_risk(
+                &true_prior,
+                &ratio,
+                &batch.query_y,
+                &batch.query_mask,
+                net.config.tau,
+            );
+            loss += risk * cfg.true_prior_risk_weight;
         }
         let value = loss.double_value(&[]);
         if value.is_finite() {
