@@ -87,6 +87,5 @@ pub fn smoothed_pn_risk(
 /// Share of positives among each task's valid query rows (`[B, Q]` labels in {1, 0}
 /// and mask) → `[B]`: the class prior the query was drawn at.
 pub fn query_prior(labels: &Tensor, mask: &Tensor) -> Tensor {
-    (labels * mask).sum_dim_intlist(1, false, mask.kind())
-        / mask.sum_dim_intlist(1, false, mask.kind()).clamp_min(1.0)
+    masked_mean(&labels.unsqueeze(-1), mask).squeeze_dim(-1)
 }
