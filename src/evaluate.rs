@@ -45,6 +45,22 @@ pub struct EpisodeScores {
     pub estimated_prior: Vec<f64>,
 }
 
+impl EpisodeScores {
+    /// These ratios with another estimate of each episode's prior (`priors`, one per
+    /// episode): the ratio of one model read at the prior another model estimated.
+    pub fn with_priors(&self, priors: &[f64]) -> Self {
+        Self { test_ratio: self.test_ratio.clone(), estimated_prior: priors.to_vec() }
+    }
+}
+
+/// Per episode, the mean of the members' prior estimates (NaN without members).
+pub fn mean_estimated_prior(members: &[EpisodeScores]) -> Vec<f64> {
+    let episodes = members.first().map_or(0, |m| m.estimated_prior.len());
+    (0..episodes)
+        .map(|k| members.iter().map(|m| m.estimated_prior[k]).sum::<f64>() / members.len() as f64)
+        .collect()
+}
+
 /// The support rows' own ratios, for estimates of the prior other than 1/max_S r.
 /// Kept apart from [`EpisodeScores`] so that validation during training does not
 /// compute them.

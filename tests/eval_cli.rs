@@ -221,6 +221,38 @@ fn an_ensemble_trains_its_members_apart_saves_them_and_scores_the_same_when_relo
     if scale == 1.0 && power == 1.0 {
         assert_eq!(cal["accuracies"], raw["accuracies"]);
     }
+
+    // --prior-from: the first member's ratios read at the second member's estimate.
+    // Ours' estimates become the second's own, w/o π is untouched.
+    std::fs::create_dir(dir.path().join("second")).unwrap();
+    std::fs::write(dir.path().join("second/split-0.safetensors"), &bytes[1]).unwrap();
+    let second = run(&[&ours[..], &["--members-from", &out("second")]].concat(), "second");
+    let crossed =
+        run(&[&ours[..], &["--members-from", &first, "--prior-from", &out("second")]].concat(), "crossed");
+    assert_eq!(crossed["episodes"], alone["episodes"]);
+    assert_ne!(priors(&second["methods"][0]), priors(raw), "the two members estimate apart");
+    assert_eq!(priors(&crossed["methods"][0]), priors(&second["methods"][0]));
+    assert_eq!(crossed["methods"][1]["accuracies"], alone["methods"][1]["accuracies"]);
+    let chosen = crossed["methods"][0]["chosen"].as_str().unwrap();
+    assert!(chosen.ends_with("prior from 1 other model(s)"), "{chosen}");
+    let refused = metapu_refused(&[&["eval"][..], &QUICK_SPLIT[..], &["--prior-from", &first]].concat());
+    assert!(refused.contains("--members-from"), "{refused}");
+
+    // --fresh-validation: the same targets and decisions, validated on episodes of
+    // their own instead of those training kept its checkpoint on.
+    let fresh = run(&[&ours[..], &["--members-from", &first, "--fresh-validation", "3"]].concat(), "fresh");
+    assert_eq!(fresh["episodes"], alone["episodes"]);
+    assert_eq!(fresh["methods"][0]["accuracies"], alone["methods"][0]["accuracies"]);
+    let fresh_validation = fresh["methods"][0]["validation_accuracy"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&fresh_validation), "{fresh_validation}");
+    assert!(
+        (fresh_validation - recorded).abs() > 1e-9,
+        "other episodes, another accuracy: {fresh_validation}"
+    );
+    let again = run(&[&ours[..], &["--members-from", &first, "--fresh-validation", "3"]].concat(), "again");
+    assert_eq!(again["methods"][0]["validation_accuracy"], fresh["methods"][0]["validation_accuracy"]);
+    let refused = metapu_refused(&[&["eval"][..], &QUICK_SPLIT[..], &["--fresh-validation", "0"]].concat());
+    assert!(refused.contains("--fresh-validation"), "{refused}");
 }
 
 /// `metapu info`'s provenance of a model file, as JSON.

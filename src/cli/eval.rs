@@ -89,11 +89,22 @@ pub struct EvalArgs {
     /// alone), scored on the episodes a training run would draw.
     #[arg(long, num_args = 1.., conflicts_with_all = ["members", "per_support_size", "model", "split"])]
     members_from: Vec<PathBuf>,
+    /// Ours with --members-from: read every member's ratio at the mean prior estimate
+    /// of split S's models in these directories (loaded as --members-from loads),
+    /// instead of at each member's own estimate.
+    #[arg(long, num_args = 1.., requires = "members_from")]
+    prior_from: Vec<PathBuf>,
     /// Ours: choose a map of the prior estimate, π̂ ↦ min(1, c·π̂^γ) with c ∈ {0.7,
     /// 0.85, 1, 1.15} and γ ∈ {0.8, 1, 1.2, 1.5}, on ours' validation episodes (the
     /// identity unless one is strictly better there), and use it on the targets.
     #[arg(long)]
     calibrate_prior: bool,
+    /// Ours: validate (the figure options are chosen by) on this many fresh episodes
+    /// per (validation task, N_p, π), drawn with a seed of their own, instead of on the
+    /// episodes training kept its best checkpoint on, which favour the model trained
+    /// with the split's seed.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    fresh_validation: Option<u64>,
     #[command(flatten)]
     model_options: ModelOptions,
     #[arg(long, default_value_t = 0)]
@@ -174,6 +185,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         per_support_size: a.per_support_size,
         members: a.members.max(1),
         calibrate_prior: a.calibrate_prior,
+        fresh_validation: a.fresh_validation.map(|r| r as usize),
     };
     let device = default_device();
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
@@ -214,7 +226,13 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         let ours = if a.members_from.is_empty() {
             OursModels::Train
         } else {
-            OursModels::Given(load_members(&a.members_from, s, &data, device)?)
+            let members = load_members(&a.members_from, s, &data, device)?;
+            let prior_from = load_members(&a.prior_from, s, &data, device)?;
+            let first = |models: &[metapu::model::Model]| models.first().map(|m| m.preprocess.clone());
+            if !prior_from.is_empty() && first(&prior_from) != first(&members) {
+                bail!("--prior-from models preprocess features unlike the --members-from ones");
+            }
+            OursModels::Given { members, prior_from }
         };
         let outcome = eval::run_split_with(s, &sd, &cfg, ours, device, &mut progress)?;
         if let Some(dir) = &a.save_models {

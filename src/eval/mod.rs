@@ -141,15 +141,28 @@ pub struct EvalConfig {
     /// `PriorCalibration::grid()` on ours' validation episodes (per model, or per
     /// ensemble), and use it on the targets. Off: the paper's π̂.
     pub calibrate_prior: bool,
+    /// Ours: measure the validation accuracy that chooses between options on this many
+    /// fresh episodes per (validation task, N_p, π), drawn with a seed no training run
+    /// of the split uses, instead of on the episodes the split's training validated
+    /// (and kept its best checkpoint) on. None: those episodes.
+    pub fresh_validation: Option<usize>,
+}
+
+/// The seed of the fresh validation episodes of the split whose seed is `seed`: far
+/// from the training seeds 1000·S + m that the docs' members use.
+fn fresh_validation_seed(seed: u64) -> u64 {
+    seed ^ 0x005E_ED0F_F4E5_4A11
 }
 
 /// Where ours' models come from in `run_split_with`.
 pub enum OursModels {
     /// Meta-train them (every K candidate, `members` times).
     Train,
-    /// Use these, as the members of one ensemble for every N_p (e.g. the models an
-    /// earlier run saved); they must share their preprocessing.
-    Given(Vec<Model>),
+    /// Use `members` as the members of one ensemble for every N_p (e.g. the models an
+    /// earlier run saved); they must share their preprocessing. With `prior_from`
+    /// non-empty, every member reads its ratio at the mean of these models' prior
+    /// estimates instead of its own (same preprocessing too).
+    Given { members: Vec<Model>, prior_from: Vec<Model> },
 }
 
 /// Per-method outcome on one split: accuracy per target episode, timings, choice.
@@ -251,6 +264,20 @@ struct OursFit {
     chosen: String,
     /// The map of its prior estimate (the identity unless `calibrate_prior` chose one).
     calibration: PriorCalibration,
+    /// Models whose mean prior estimate replaces the members' own (none: their own).
+    prior_from: Vec<Model>,
+}
+
+/// The members' scores on `set`, each at its own prior estimate or, with `prior_from`
+/// models, at the mean of theirs.
+fn member_scores(set: &EpisodeSet, members: &[Model], prior_from: &[Model]) -> Vec<EpisodeScores> {
+    let scores: Vec<EpisodeScores> = members.iter().map(|m| set.scores(&m.net)).collect();
+    if prior_from.is_empty() {
+        return scores;
+    }
+    let estimates: Vec<EpisodeScores> = prior_from.iter().map(|m| set.scores(&m.net)).collect();
+    let priors = crate::evaluate::mean_estimated_prior(&estimates);
+    scores.iter().map(|s| s.with_priors(&priors)).collect()
 }
 
 /// The N_p each model of a meta-learned method is for: every N_p at once (None), or
@@ -322,10 +349,21 @@ impl OursSummary {
     }
 }
 
+/// One model (or ensemble) of ours as `ours_runs` scores it.
+#[derive(Clone, Copy)]
+struct OursScoring<'a> {
+    members: &'a [Model],
+    /// The N_p of the episodes it scores (None: every N_p).
+    n_pos: Option<usize>,
+    calibration: PriorCalibration,
+    /// Models whose mean prior estimate the members read their ratios at (none: their own).
+    prior_from: &'a [Model],
+}
+
 /// Target results of `models` for each of `wanted` (a subset of OURS_MODES' methods);
 /// each episode is scored by the model (or ensemble) of its N_p (None: of every N_p).
 fn ours_runs(
-    models: &[(&[Model], Option<usize>, PriorCalibration)],
+    models: &[OursScoring<'_>],
     episodes: &[Episode],
     tasks: &[Task],
     wanted: &[Method],
@@ -341,14 +379,14 @@ fn ours_runs(
     let scoring = Instant::now();
     let parts: Vec<Part> = models
         .iter()
-        .filter(|(members, _, _)| !members.is_empty())
-        .map(|&(members, n_pos, calibration)| {
+        .filter(|m| !m.members.is_empty())
+        .map(|&OursScoring { members, n_pos, calibration, prior_from }| {
             let idx = episodes_with(episodes, n_pos);
             let subset = idx.iter().map(|&i| episodes[i].clone()).collect();
             let net = &members[0].net;
             let dim = net.config.input_dim as usize;
             let scored = EpisodeSet::new(subset, tasks, dim, Kind::Float, net.device()).map(|set| {
-                let scores = members.iter().map(|m| set.scores(&m.net)).collect();
+                let scores = member_scores(&set, members, prior_from);
                 (set, scores)
             });
             Part { calibration, idx, scored }
@@ -414,7 +452,8 @@ fn ours_train_config(cfg: &EvalConfig, seed: u64, n_pos: Option<usize>) -> Train
 /// Validation accuracy of ours (estimated prior) where training gave none (an
 /// ensemble, given models, or a prior map to choose): on the episodes a single model
 /// trained with the split's seed is validated on, so that it compares with that
-/// model's own; averaged over the fits of each N_p as for trained models. With
+/// model's own, or with `fresh_validation` on fresh ones, which no model's
+/// checkpoint was chosen on; averaged over the fits of each N_p as for trained models. With
 /// `calibrate_prior`, each fit keeps the map of its prior estimate best on these
 /// episodes, and its accuracy there is the one counted.
 fn ours_validation(
@@ -430,13 +469,17 @@ fn ours_validation(
         .iter_mut()
         .map(|fit| {
             let Some(first) = fit.models.first() else { return f64::NAN };
-            let tc = ours_train_config(cfg, seed, fit.n_pos);
+            let mut tc = ours_train_config(cfg, seed, fit.n_pos);
+            if let Some(repeats) = cfg.fresh_validation {
+                tc.seed = fresh_validation_seed(seed);
+                tc.validation_repeats *= repeats.max(1);
+            }
             let episodes = train::validation_episodes(tasks, &sd.source, &sd.validation, &tc);
             let dim = first.net.config.input_dim as usize;
             let Some(set) = EpisodeSet::new(episodes, tasks, dim, Kind::Float, first.net.device()) else {
                 return f64::NAN;
             };
-            let scores: Vec<EpisodeScores> = fit.models.iter().map(|m| set.scores(&m.net)).collect();
+            let scores = member_scores(&set, &fit.models, &fit.prior_from);
             let best = PriorCalibration::best_by(&candidates, |c| {
                 calibrated_evaluation(&set, &scores, PriorMode::Estimated, c).mean_accuracy
             });
@@ -497,6 +540,7 @@ fn train_ours(
                 seconds: 0.0,
                 chosen: n_pos.map(|n| format!("N_p={n}: ")).unwrap_or_default(),
                 calibration: PriorCalibration::IDENTITY,
+                prior_from: Vec::new(),
             });
             // The mean of the members' own validations; an ensemble's is measured later.
             f.validation_accuracy += (val - f.validation_accuracy) / (f.models.len() + 1) as f64;
@@ -557,22 +601,28 @@ pub fn run_split_with(
     // same features.
     let wants_ours =
         cfg.methods.iter().any(|m| matches!(m, Method::Ours | Method::OursNoPrior | Method::OursTruePrior));
-    let given = matches!(ours, OursModels::Given(_));
+    let given = matches!(ours, OursModels::Given { .. });
     let mut ours = match ours {
         _ if !wants_ours => Vec::new(),
         OursModels::Train => train_ours(split, sd, cfg, seed, device, progress)?,
-        OursModels::Given(models) if models.is_empty() => Vec::new(),
-        OursModels::Given(models) => vec![OursFit {
+        OursModels::Given { members, .. } if members.is_empty() => Vec::new(),
+        OursModels::Given { members: models, prior_from } => vec![OursFit {
             chosen: models
                 .iter()
                 .map(|m| format!("K={}", m.net.config.task_dim))
                 .collect::<Vec<_>>()
-                .join(" + "),
+                .join(" + ")
+                + &if prior_from.is_empty() {
+                    String::new()
+                } else {
+                    format!(", prior from {} other model(s)", prior_from.len())
+                },
             validation_accuracy: f64::NAN,
             seconds: 0.0,
             n_pos: None,
             models,
             calibration: PriorCalibration::IDENTITY,
+            prior_from,
         }],
     };
     let pre = match ours.first() {
@@ -594,8 +644,11 @@ pub fn run_split_with(
     if !ours.is_empty() && !target_episodes.is_empty() {
         let wanted: Vec<Method> =
             OURS_MODES.iter().map(|(m, _)| *m).filter(|m| cfg.methods.contains(m)).collect();
-        let validated = (given || cfg.calibrate_prior || ours.iter().any(|f| f.models.len() > 1))
-            .then(|| ours_validation(&mut ours, sd, &tasks, cfg, seed));
+        let validated = (given
+            || cfg.calibrate_prior
+            || cfg.fresh_validation.is_some()
+            || ours.iter().any(|f| f.models.len() > 1))
+        .then(|| ours_validation(&mut ours, sd, &tasks, cfg, seed));
         let mut summary = OursSummary::of(&ours);
         if let Some(v) = validated {
             summary.validation_accuracy = v;
@@ -603,8 +656,15 @@ pub fn run_split_with(
         if cfg.calibrate_prior {
             summary.prior_maps = Some(ours.iter().map(|f| f.calibration).collect());
         }
-        let models: Vec<(&[Model], Option<usize>, PriorCalibration)> =
-            ours.iter().map(|f| (&f.models[..], f.n_pos, f.calibration)).collect();
+        let models: Vec<OursScoring<'_>> = ours
+            .iter()
+            .map(|f| OursScoring {
+                members: &f.models,
+                n_pos: f.n_pos,
+                calibration: f.calibration,
+                prior_from: &f.prior_from,
+            })
+            .collect();
         methods.extend(ours_runs(&models, &target_episodes, &tasks, &wanted, &summary));
     }
     if cfg.methods.contains(&Method::OursNoZ) {
@@ -873,7 +933,12 @@ pub fn evaluate_model(
         prior_maps: None,
     };
     let mut methods = ours_runs(
-        &[(std::slice::from_ref(model), None, PriorCalibration::IDENTITY)],
+        &[OursScoring {
+            members: std::slice::from_ref(model),
+            n_pos: None,
+            calibration: PriorCalibration::IDENTITY,
+            prior_from: &[],
+        }],
         &episodes,
         &tasks,
         &all,
