@@ -29,11 +29,11 @@ train-synthetic: build | $(RUNS)
 		--out $(RUNS)/synthetic.safetensors --iterations 3000 --eval-every 250 --meta-batch 8 --seed 0
 	$(METAPU) info $(RUNS)/synthetic.safetensors
 
-# docs/results.md's chosen figures for ours and NP on Synthetic: ours' ensemble of eight
-# meta-trained models per split beside NP's ensemble of two, on the same 1,200 target
-# episodes (hours: see the script; JOBS, SPLITS and ITERATIONS are read from the
-# environment; ITERATIONS=1000 runs the whole pipeline, without the doc's figures, in
-# under 5 min on two cores).
+# docs/results.md's chosen figures for ours and NP on Synthetic: ours' ensemble of five
+# meta-trained models per split (validated on fresh episodes) beside NP's ensemble of two,
+# on the same 1,200 target episodes (about two hours on two cores: see the script; JOBS,
+# SPLITS and ITERATIONS are read from the environment; ITERATIONS=1000 runs the whole
+# pipeline quickly, without the doc's figures).
 results-synthetic: build | $(RUNS)
 	bash scripts/synthetic-ensemble.sh $(RUNS)/synthetic-ensemble
 

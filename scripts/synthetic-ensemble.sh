@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
 # Reruns docs/results.md's chosen figures for ours and NP on the paper's Synthetic tasks
-# (`make results-synthetic`): per split, ours' ensemble of eight meta-trained models and
+# (`make results-synthetic`): per split, ours' ensemble of five meta-trained models and
 # NP's ensemble of two, scored on the same 1,200 target episodes and merged into one
-# table with the paired t-tests. Resumable: a model or result already written is kept.
+# table with the paired t-tests. Ours is validated on fresh episodes
+# (`eval --fresh-validation 5`, docs/results.md "Validation on fresh episodes").
+# Resumable: a model or result already written is kept.
 #
 #   scripts/synthetic-ensemble.sh [OUT]          OUT defaults to runs/synthetic-ensemble
 #
 # Environment:
 #   JOBS        trainings run at once (one thread each; default: the number of cores)
 #   SPLITS      which splits (default "0 1 2 3 4"; split S's data is `datasets synthetic --seed S`)
-#   ITERATIONS  the long budget (default 120000); the short one is half of it. Lower it
-#               for a quick check of the pipeline: the figures are then not the doc's.
+#   ITERATIONS  every member's budget (default 60000). Lower it for a quick check of the
+#               pipeline: the figures are then not the doc's.
 #   METAPU      the binary (default target/release/metapu)
 #
-# Ours' members, per split S (training seed 1000·S + m, as `eval --members` numbers them):
-#   long-m0, long-m1, long-m2   ITERATIONS, cosine rate, seeds + 0, + 1, + 2
-#   short-m0, short-m1          ITERATIONS/2, seeds + 0, + 1
-#   short-beta03                ITERATIONS/2, seed + 0, prior term weight β = 0.3
-#   short-k64                   ITERATIONS/2, seed + 0, task-vector size K = 64
-#   short-lr2e3                 ITERATIONS/2, seed + 0, learning rate 2e-3 (the others' 1e-3)
-# One split takes about an hour with JOBS=2 on a 2-core AMD EPYC VM with nothing else
-# running (120k members 20 min each, NP's pair 12–13, 60k members 10; 89 min while
-# builds shared the cores): five take hours.
+# Ours' members, per split S (training seed 1000·S + m, as `eval --members` numbers them),
+# each ITERATIONS with the cosine rate and the true-prior risk of weight α
+# (`--true-prior-risk-weight`):
+#   a1-m0, a1-m1     α = 1, seeds + 0, + 1
+#   a3-m0, a3-m1     α = 3, seeds + 0, + 1
+#   a10-m0           α = 10, seed + 0
+# One split takes about 25 min with JOBS=2 on a 2-core AMD EPYC VM with nothing else
+# running (each member 6–7 min, NP's pair 12–13): five take about two hours.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,12 +32,11 @@ out=${1:-runs/synthetic-ensemble}
 metapu=${METAPU:-target/release/metapu}
 jobs=${JOBS:-$(nproc)}
 splits=${SPLITS:-"0 1 2 3 4"}
-long=${ITERATIONS:-120000}
-short=$((long / 2))
-eval_every=$((short < 500 ? short : 500))
+iterations=${ITERATIONS:-60000}
+eval_every=$((iterations < 500 ? iterations : 500))
 
 [[ -x "$metapu" ]] || { echo "no $metapu: run \`make build\` first" >&2; exit 1; }
-[[ "$long" =~ ^[0-9]+$ && "$long" -ge 2 ]] || { echo "ITERATIONS must be a whole number ≥ 2" >&2; exit 1; }
+[[ "$iterations" =~ ^[0-9]+$ && "$iterations" -ge 1 ]] || { echo "ITERATIONS must be a whole number ≥ 1" >&2; exit 1; }
 # The job list is split on spaces.
 [[ "$out$metapu" != *[[:space:]]* ]] || { echo "OUT and METAPU must not contain spaces" >&2; exit 1; }
 mkdir -p "$out"/{data,models,logs}
@@ -45,16 +45,15 @@ common="--meta-batch 8 --k 32 --preprocess none --episode-priors 0.2,0.4,0.6,0.8
 common+=" --threads 1 --eval-every $eval_every --weight-average 0.999 --lr-schedule cosine"
 # Patience as long as the budget: the cosine rate is run to its end, the best
 # validation checkpoint kept.
-flags_long="$common --iterations $long --patience $((long / eval_every))"
-flags_short="$common --iterations $short --patience $((short / eval_every))"
-ours="--methods ours,ours-no-prior,ours-true-prior"
+flags="$common --iterations $iterations --patience $((iterations / eval_every))"
+ours="--methods ours,ours-no-prior,ours-true-prior --fresh-validation 5"
 
 for s in $splits; do
   [[ -f "$out/data/syn-$s.split.json" ]] ||
     "$metapu" datasets synthetic --seed "$s" --out "$out/data/syn-$s.csv" >/dev/null
 done
 
-# One line per job: its name, the file it writes, the command. Longest first.
+# One line per job: its name, the file it writes, the command. Longest (NP's pair) first.
 joblist="$out/logs/jobs.txt"
 : >"$joblist"
 add_train() { # member seed-offset split flags...
@@ -65,14 +64,13 @@ add_train() { # member seed-offset split flags...
   echo "$member-s$s|$model|$metapu train --data $out/data/syn-$s.csv --split $out/data/syn-$s.split.json $* --seed $((1000 * s + offset)) --out $model" >>"$joblist"
 }
 for s in $splits; do
-  for m in 0 1 2; do add_train "long-m$m" "$m" "$s" $flags_long; done
-  echo "np-s$s|$out/np-s$s/results.json|$metapu eval $flags_short --splits 1 --first-split $s --methods np --members 2 --out $out/np-s$s" >>"$joblist"
+  echo "np-s$s|$out/np-s$s/results.json|$metapu eval $flags --splits 1 --first-split $s --methods np --members 2 --out $out/np-s$s" >>"$joblist"
 done
 for s in $splits; do
-  for m in 0 1; do add_train "short-m$m" "$m" "$s" $flags_short; done
-  add_train short-beta03 0 "$s" $flags_short --prior-loss-weight 0.3
-  add_train short-k64 0 "$s" ${flags_short/--k 32/--k 64}
-  add_train short-lr2e3 0 "$s" $flags_short --learning-rate 0.002
+  for a in 1 3; do
+    for m in 0 1; do add_train "a$a-m$m" "$m" "$s" $flags --true-prior-risk-weight "$a"; done
+  done
+  add_train a10-m0 0 "$s" $flags --true-prior-risk-weight 10
 done
 
 run_job() { # name|output|command
@@ -93,12 +91,12 @@ echo "$(wc -l <"$joblist") jobs, $jobs at a time; logs in $out/logs"
 tr '\n' '\0' <"$joblist" | xargs -0 -P "$jobs" -I{} bash -c 'run_job "$1"' _ {}
 
 # Scoring: each member adapts to the same supports; ~1 s a split.
-members=(long-m0 long-m1 long-m2 short-m0 short-m1 short-beta03 short-k64 short-lr2e3)
+members=(a1-m0 a1-m1 a3-m0 a3-m1 a10-m0)
 for s in $splits; do
-  "$metapu" eval $flags_short $ours --splits 1 --first-split "$s" \
+  "$metapu" eval $flags $ours --splits 1 --first-split "$s" \
     --members-from "${members[@]/#/$out/models/}" --out "$out/ours-s$s" >"$out/logs/ours-s$s.log" 2>&1
-  "$metapu" eval $flags_short $ours --splits 1 --first-split "$s" \
-    --members-from "$out/models/long-m0" --out "$out/ours-single-s$s" >"$out/logs/ours-single-s$s.log" 2>&1
+  "$metapu" eval $flags $ours --splits 1 --first-split "$s" \
+    --members-from "$out/models/a1-m0" --out "$out/ours-single-s$s" >"$out/logs/ours-single-s$s.log" 2>&1
 done
 
 results() { for s in $splits; do echo "$out/$1-s$s/results.json"; done; }
@@ -108,7 +106,7 @@ results() { for s in $splits; do echo "$out/$1-s$s/results.json"; done; }
 "$metapu" eval --merge "$out/np/results.json" "$out/ours/results.json" --out "$out/table" >/dev/null
 
 echo
-echo "ours' ensemble against its first long member alone, paired over the same episodes:"
+echo "ours' ensemble against its first member alone, paired over the same episodes:"
 python3 scripts/compare.py Ours "$out/ours/results.json" "$out/ours-single/results.json"
 echo
 echo "the table (ours' ensemble beside NP's): $out/table/results.md"
