@@ -45,14 +45,6 @@ pub struct EpisodeScores {
     pub estimated_prior: Vec<f64>,
 }
 
-impl EpisodeScores {
-    /// These ratios with another estimate of each episode's prior (`priors`, one per
-    /// episode): the ratio of one model read at the prior another model estimated.
-    pub fn with_priors(&self, priors: &[f64]) -> Self {
-        Self { test_ratio: self.test_ratio.clone(), estimated_prior: priors.to_vec() }
-    }
-}
-
 /// Per episode, the mean of the members' prior estimates (NaN without members).
 pub fn mean_estimated_prior(members: &[EpisodeScores]) -> Vec<f64> {
     let episodes = members.first().map_or(0, |m| m.estimated_prior.len());

@@ -228,9 +228,10 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         } else {
             let members = load_members(&a.members_from, s, &data, device)?;
             let prior_from = load_members(&a.prior_from, s, &data, device)?;
-            let first = |models: &[metapu::model::Model]| models.first().map(|m| m.preprocess.clone());
-            if !prior_from.is_empty() && first(&prior_from) != first(&members) {
-                bail!("--prior-from models preprocess features unlike the --members-from ones");
+            if let (Some(p), Some(m)) = (prior_from.first(), members.first()) {
+                if p.preprocess != m.preprocess {
+                    bail!("--prior-from models preprocess features unlike the --members-from ones");
+                }
             }
             OursModels::Given { members, prior_from }
         };

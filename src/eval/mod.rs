@@ -271,13 +271,15 @@ struct OursFit {
 /// The members' scores on `set`, each at its own prior estimate or, with `prior_from`
 /// models, at the mean of theirs.
 fn member_scores(set: &EpisodeSet, members: &[Model], prior_from: &[Model]) -> Vec<EpisodeScores> {
-    let scores: Vec<EpisodeScores> = members.iter().map(|m| set.scores(&m.net)).collect();
-    if prior_from.is_empty() {
-        return scores;
+    let mut scores: Vec<EpisodeScores> = members.iter().map(|m| set.scores(&m.net)).collect();
+    if !prior_from.is_empty() {
+        let estimates: Vec<EpisodeScores> = prior_from.iter().map(|m| set.scores(&m.net)).collect();
+        let priors = crate::evaluate::mean_estimated_prior(&estimates);
+        for s in &mut scores {
+            s.estimated_prior.clone_from(&priors);
+        }
     }
-    let estimates: Vec<EpisodeScores> = prior_from.iter().map(|m| set.scores(&m.net)).collect();
-    let priors = crate::evaluate::mean_estimated_prior(&estimates);
-    scores.iter().map(|s| s.with_priors(&priors)).collect()
+    scores
 }
 
 /// The N_p each model of a meta-learned method is for: every N_p at once (None), or
