@@ -1,15 +1,22 @@
 //! The traffic commands as users run them: a capture through `metapu extract` gives
-//! the same rows as AfterImage on the same packets; `metapu simulate` is
-//! deterministic by seed and writes a split with the held-out types as targets.
+//! the same rows as AfterImage on the same packets, reads the real captures of
+//! ../shared/data/pcap whatever their format or name, and splits a LAN capture by
+//! device; `metapu datasets infect` puts a real scan on a real device; `metapu
+//! simulate` is deterministic by seed and writes a split with the held-out types.
 
 mod support;
 
 use metapu::data::csv_tasks;
 use metapu::data::split::Split;
 use metapu::data::Label;
+use std::path::{Path, PathBuf};
+
+use metapu::traffic::capture::CaptureReader;
+use metapu::traffic::devices::{format_mac, parse_mac};
+use metapu::traffic::frame::frame_macs;
 use metapu::traffic::pcap::PcapWriter;
 use metapu::traffic::simulate::{device_packets, plan, FleetConfig};
-use metapu::traffic::{feature_names, AfterImage};
+use metapu::traffic::{feature_names, AfterImage, Packet};
 use support::{metapu, metapu_refused};
 
 #[test]
@@ -68,7 +75,199 @@ fn extract_refuses_what_is_not_a_capture() {
         "--out",
         dir.path().join("x.csv").to_str().unwrap(),
     ]);
-    assert!(err.contains("not a pcap file") && err.contains("notes.pcap"), "{err}");
+    assert!(err.contains("not a packet capture") && err.contains("notes.pcap"), "{err}");
+}
+
+fn pcap_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/pcap")
+}
+
+/// Every packet record of a capture: (index, seconds, source MAC, destination MAC, packet).
+type Record = (u64, f64, Option<u64>, Option<u64>, Option<Packet>);
+
+fn records(path: &Path) -> Vec<Record> {
+    let mut r = CaptureReader::open(path).unwrap();
+    let mut out = Vec::new();
+    while let Some(f) = r.next_frame().unwrap() {
+        let (src, dst) = frame_macs(f.link, f.data);
+        out.push((f.index, f.ts.seconds(), src, dst, f.packet()));
+    }
+    out
+}
+
+#[test]
+fn extract_reads_pcapng_and_captures_whose_names_lie() {
+    let dir = tempfile::tempdir().unwrap();
+    // upnp.pcap is pcapng and tcp_scan.pcapng classic pcap (the folder's README).
+    for (name, packets) in
+        [("ndpi/upnp.pcap", 14), ("ndpi/tcp_scan.pcapng", 30), ("ndpi/alexa-app.pcapng", 3103)]
+    {
+        let path = pcap_dir().join(name);
+        let csv = dir.path().join("rows.csv");
+        let text = metapu(&["extract", "--pcap", path.to_str().unwrap(), "--out", csv.to_str().unwrap()]);
+        assert!(text.contains(&format!("extract: {packets} packets")), "{name}: {text}");
+        // Capture times are real dates (2010–2030), not a resolution off by 1000.
+        let recs = records(&path);
+        assert_eq!(recs.len(), packets, "{name}");
+        assert!(recs.iter().all(|r| (1.26e9..1.9e9).contains(&r.1)), "{name}: {:?}", recs[0].1);
+        assert!(
+            recs.windows(2).filter(|w| w[1].1 < w[0].1).count() < packets / 10,
+            "{name}: mostly in time order"
+        );
+    }
+}
+
+#[test]
+fn a_cut_short_capture_is_read_and_a_corrupt_one_names_the_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = std::fs::read(pcap_dir().join("iot-sentinel/Aria/Setup-A-1-STA.pcap")).unwrap();
+    let packets = records(&pcap_dir().join("iot-sentinel/Aria/Setup-A-1-STA.pcap")).len();
+    let cut = dir.path().join("cut.pcap");
+    std::fs::write(&cut, &whole[..whole.len() - 7]).unwrap();
+    let csv = dir.path().join("rows.csv");
+    let text = metapu(&["extract", "--pcap", cut.to_str().unwrap(), "--out", csv.to_str().unwrap()]);
+    assert!(text.contains(&format!("extract: {} packets", packets - 1)), "{text}");
+    assert!(text.contains("cut short"), "{text}");
+
+    // The second record's captured length made absurd.
+    let first_len = u32::from_le_bytes(whole[24 + 8..24 + 12].try_into().unwrap()) as usize;
+    let second = 24 + 16 + first_len;
+    let mut corrupt = whole.clone();
+    corrupt[second + 8..second + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+    let bad = dir.path().join("corrupt.pcap");
+    std::fs::write(&bad, corrupt).unwrap();
+    let err = metapu_refused(&["extract", "--pcap", bad.to_str().unwrap(), "--out", csv.to_str().unwrap()]);
+    assert!(err.contains("corrupt.pcap") && err.contains(&format!("at byte {second}")), "{err}");
+}
+
+#[test]
+fn a_lan_capture_is_split_by_device_each_with_its_own_features() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = pcap_dir().join("kitsune/mirai2000.pcap");
+    let recs = records(&path);
+    // The two busiest senders of the camera network.
+    let mut sent = std::collections::BTreeMap::<u64, usize>::new();
+    for r in &recs {
+        *sent.entry(r.2.unwrap()).or_default() += 1;
+    }
+    let mut busiest: Vec<(usize, u64)> = sent.iter().map(|(&m, &n)| (n, m)).collect();
+    busiest.sort_unstable_by(|a, b| b.cmp(a));
+    let macs = [busiest[0].1, busiest[1].1];
+    let devices = dir.path().join("devices.csv");
+    std::fs::write(&devices, format!("cam-a,{}\ncam-b,{}\n", format_mac(macs[0]), format_mac(macs[1])))
+        .unwrap();
+    let csv = dir.path().join("rows.csv");
+    let text = metapu(&[
+        "extract",
+        "--pcap",
+        path.to_str().unwrap(),
+        "--devices",
+        devices.to_str().unwrap(),
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    let involves = |r: &Record, mac: u64| r.2 == Some(mac) || r.3 == Some(mac);
+    let dropped = recs.iter().filter(|r| !involves(r, macs[0]) && !involves(r, macs[1])).count();
+    assert!(dropped > 0, "the capture has other hosts");
+    assert!(text.contains(&format!("{dropped} of no listed device (dropped)")), "{text}");
+    let set = csv_tasks::load(&csv, false).unwrap();
+    assert_eq!(set.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["cam-a", "cam-b"]);
+    for (task, mac) in set.tasks.iter().zip(macs) {
+        // Each device's rows are AfterImage over its own packets alone.
+        let mine: Vec<Packet> = recs.iter().filter(|r| involves(r, mac)).map(|r| r.4.unwrap()).collect();
+        assert_eq!(task.len(), mine.len(), "{}", task.id);
+        let mut ai = AfterImage::new();
+        for (i, p) in mine.iter().enumerate() {
+            assert_eq!(task.row(i, 115), ai.row(p).as_slice(), "{} row {i}", task.id);
+        }
+        assert!(task.labels.iter().all(|&l| l == Label::Unlabeled));
+    }
+    let err = metapu_refused(&[
+        "extract",
+        "--pcap",
+        path.to_str().unwrap(),
+        "--device-mac",
+        "00:11:22",
+        "--out",
+        "x.csv",
+    ]);
+    assert!(err.contains("'00:11:22' is not a MAC address"), "{err}");
+}
+
+#[test]
+fn infect_puts_a_real_scan_on_a_device_and_extract_labels_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let aria = pcap_dir().join("iot-sentinel/Aria");
+    let mut benign: Vec<PathBuf> = std::fs::read_dir(&aria)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .collect();
+    benign.sort();
+    let mac = std::fs::read_to_string(aria.join("_iotdevice-mac.txt")).unwrap().trim().to_string();
+    let attack = pcap_dir().join("ndpi/synscan.pcap");
+    let out = dir.path().join("aria-infected.pcap");
+    let mut args =
+        vec!["datasets".to_string(), "infect".into(), "--device-mac".into(), mac.clone(), "--benign".into()];
+    args.extend(benign.iter().map(|p| p.to_str().unwrap().to_string()));
+    args.extend(["--attack".into(), attack.to_str().unwrap().into(), "--start".into(), "0.5".into()]);
+    args.extend(["--out".into(), out.to_str().unwrap().into()]);
+    let text = metapu(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(text.contains("the attacker 172.16.0.8"), "{text}");
+
+    let benign_count: usize = benign.iter().map(|p| records(p).len()).sum();
+    let attack_recs = records(&attack);
+    let merged = records(&out);
+    assert_eq!(merged.len(), benign_count + attack_recs.len());
+    assert!(merged.windows(2).all(|w| w[0].1 <= w[1].1), "merged in time order");
+    let scanner = metapu::traffic::packet::host_of_ip("172.16.0.8".parse().unwrap());
+    assert!(
+        merged.iter().filter_map(|r| r.4).all(|p| p.src != scanner && p.dst != scanner),
+        "no trace of the scanner"
+    );
+
+    let labels = std::fs::read_to_string(out.with_extension("labels.csv")).unwrap();
+    let attack_rows: Vec<usize> = labels
+        .lines()
+        .skip(1)
+        .filter(|l| l.split(',').nth(1) == Some("attack"))
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(attack_rows.len(), attack_recs.len());
+    // The scan's first packet stands where --start put it: halfway through the benign span.
+    let benign_times: Vec<f64> = merged
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| attack_rows.binary_search(i).is_err())
+        .map(|(_, r)| r.1)
+        .collect();
+    let (lo, hi) = (benign_times[0], benign_times[benign_times.len() - 1]);
+    assert!((merged[attack_rows[0]].1 - (lo + hi) / 2.0).abs() < 1e-3);
+
+    let csv = dir.path().join("rows.csv");
+    let labels_path = out.with_extension("labels.csv");
+    metapu(&[
+        "extract",
+        "--pcap",
+        out.to_str().unwrap(),
+        "--device-mac",
+        &mac,
+        "--labels",
+        labels_path.to_str().unwrap(),
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    let set = csv_tasks::load(&csv, false).unwrap();
+    assert_eq!(set.tasks.len(), 1);
+    let device = parse_mac(&mac).unwrap();
+    let is_attack = |i: usize| attack_rows.binary_search(&i).is_ok();
+    let mine: Vec<(usize, &Record)> =
+        merged.iter().enumerate().filter(|(_, r)| r.2 == Some(device) || r.3 == Some(device)).collect();
+    let want: Vec<Label> =
+        mine.iter().map(|(i, _)| if is_attack(*i) { Label::Negative } else { Label::Positive }).collect();
+    assert_eq!(set.tasks[0].labels, want);
+    let attack_rows_kept = want.iter().filter(|&&l| l == Label::Negative).count();
+    assert!(attack_rows_kept * 10 >= attack_recs.len() * 9, "{attack_rows_kept} of {}", attack_recs.len());
 }
 
 #[test]

@@ -13,6 +13,9 @@ pub enum DatasetsCommand {
     Synthetic(SyntheticArgs),
     /// Feature ranges of simulated rows beside real N-BaIoT rows (docs/traffic.md).
     Compare(CompareArgs),
+    /// Make a device look infected: real attack packets rewritten to come from the
+    /// device, merged into its benign captures; a capture and per-packet labels.
+    Infect(super::infect::InfectArgs),
 }
 
 #[derive(Debug, Args)]
@@ -134,6 +137,7 @@ impl std::fmt::Display for Sig {
 pub fn run(cmd: DatasetsCommand) -> anyhow::Result<()> {
     match cmd {
         DatasetsCommand::Compare(a) => compare(a),
+        DatasetsCommand::Infect(a) => super::infect::run(a),
         DatasetsCommand::Synthetic(a) => {
             let (set, split) = synthetic::generate(&SyntheticConfig::default(), a.seed);
             let mut file = std::io::BufWriter::new(

@@ -5,6 +5,7 @@ mod datasets;
 mod demo;
 mod eval;
 mod feed;
+mod infect;
 mod info;
 mod model_options;
 mod traffic;

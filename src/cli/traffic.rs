@@ -12,7 +12,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use metapu::data::split::Split;
 use metapu::data::{csv_tasks, Label};
-use metapu::traffic::pcap::PcapReader;
+use metapu::traffic::capture::CaptureReader;
+use metapu::traffic::devices::DeviceMap;
+use metapu::traffic::frame::frame_macs;
 use metapu::traffic::profiles::{Attack, DeviceType};
 use metapu::traffic::replay::{self, Replayer, Step};
 use metapu::traffic::simulate::{self, FleetConfig};
@@ -57,40 +59,81 @@ fn spinner(total: Option<u64>, what: &str) -> ProgressBar {
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("sink").required(true).args(["out", "topic"]))]
 pub struct ExtractArgs {
-    /// Classic pcap capture (Ethernet, raw IP or Linux cooked).
+    /// A packet capture, classic pcap or pcapng (by its magic bytes, not its name), of
+    /// Ethernet, raw IP or Linux cooked frames.
     #[arg(long)]
     pcap: PathBuf,
-    /// Write the rows as an N-BaIoT CSV (115 columns, N-BaIoT's header).
+    /// Write the rows as CSV: N-BaIoT's 115 columns, or with the device flags or
+    /// --labels a labeled-task CSV (task = device, label = 1 benign / 0 attack).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Or produce them to this Kafka topic as input records.
+    /// Or produce them to this Kafka topic as input records, keyed by device.
     #[arg(long)]
     topic: Option<String>,
     #[arg(long, default_value = "127.0.0.1:9092")]
     brokers: String,
-    /// Device name for the Kafka records (default: the capture's file stem).
-    #[arg(long)]
+    /// The device's name when the capture is one device (default: the file stem).
+    #[arg(long, conflicts_with_all = ["device_mac", "devices"])]
     device: Option<String>,
+    /// A capture of many hosts: keep the packets these devices sent or received, each
+    /// device with its own feature state, named by its MAC; others are dropped.
+    #[arg(long, value_delimiter = ',', conflicts_with = "devices")]
+    device_mac: Vec<String>,
+    /// Or the devices as `name,mac` lines.
+    #[arg(long)]
+    devices: Option<PathBuf>,
+    /// Per-packet labels from `metapu datasets infect` (`packet,label,source`).
+    #[arg(long)]
+    labels: Option<PathBuf>,
     /// Kafka record format.
     #[arg(long, value_enum, default_value_t = Format::Json)]
     format: Format,
 }
 
+/// `metapu datasets infect`'s label file: a label per packet record, in order.
+fn read_packet_labels(path: &std::path::Path) -> anyhow::Result<Vec<Label>> {
+    let mut reader = csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut labels = Vec::new();
+    for (i, record) in reader.records().enumerate() {
+        let record = record.with_context(|| format!("{}: row {}", path.display(), i + 2))?;
+        let bad = |what: &str| anyhow::anyhow!("{}:{}: {what}", path.display(), i + 2);
+        if record.get(0).and_then(|p| p.trim().parse::<usize>().ok()) != Some(i) {
+            return Err(bad(&format!("expected packet {i} (rows in packet order, from 0)")));
+        }
+        labels.push(match record.get(1).map(str::trim) {
+            Some("benign") => Label::Positive,
+            Some("attack") => Label::Negative,
+            other => return Err(bad(&format!("label {other:?} is neither benign nor attack"))),
+        });
+    }
+    Ok(labels)
+}
+
 pub fn extract(a: ExtractArgs) -> anyhow::Result<()> {
-    let file = std::fs::File::open(&a.pcap).with_context(|| format!("opening {}", a.pcap.display()))?;
-    let mut reader = PcapReader::new(std::io::BufReader::new(file))
-        .with_context(|| format!("reading {}", a.pcap.display()))?;
-    let device = a
-        .device
-        .clone()
-        .unwrap_or_else(|| a.pcap.file_stem().map_or("device".into(), |s| s.to_string_lossy().into_owned()));
-    let mut ai = AfterImage::new();
+    let mut reader = CaptureReader::open(&a.pcap)?;
+    let split = match (&a.device_mac[..], &a.devices) {
+        ([], None) => None,
+        (_, Some(path)) => Some(DeviceMap::from_file(path)?),
+        (macs, None) => Some(DeviceMap::from_macs(macs)?),
+    };
+    let labels = a.labels.as_deref().map(read_packet_labels).transpose()?;
+    let names: Vec<String> = match &split {
+        Some(map) => map.devices().iter().map(|d| d.name.clone()).collect(),
+        None => vec![a.device.clone().unwrap_or_else(|| {
+            a.pcap.file_stem().map_or("device".into(), |s| s.to_string_lossy().into_owned())
+        })],
+    };
+    let mut extractors: Vec<AfterImage> = names.iter().map(|_| AfterImage::new()).collect();
+    let tasks_csv = split.is_some() || labels.is_some();
     let started = Instant::now();
     let mut csv_out = match &a.out {
         Some(path) => {
             let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
             let mut w = csv::Writer::from_writer(std::io::BufWriter::new(f));
-            w.write_record(feature_names())?;
+            let mut header =
+                if tasks_csv { vec!["task".to_string(), "label".to_string()] } else { Vec::new() };
+            header.extend(feature_names());
+            w.write_record(header)?;
             Some(w)
         }
         None => None,
@@ -99,27 +142,86 @@ pub fn extract(a: ExtractArgs) -> anyhow::Result<()> {
         Some(topic) => Some(Feed::connect(&a.brokers, topic)?),
         None => None,
     };
-    let mut packets = 0u64;
+    let (mut packets, mut unparsed, mut unlisted) = (0u64, 0u64, 0u64);
+    let mut rows = vec![0u64; names.len()];
     let mut row = Vec::new();
-    while let Some(p) = reader.next_packet().with_context(|| format!("reading {}", a.pcap.display()))? {
-        row.clear();
-        ai.push(&p, &mut row);
-        if let Some(w) = csv_out.as_mut() {
-            w.write_record(row.iter().map(|v| v.to_string()))?;
-        }
-        if let Some(feed) = &feed {
-            feed.send(&device, &a.format.encode(&device, p.ts, &row, false))?;
-        }
+    while let Some(frame) = reader.next_frame()? {
         packets += 1;
+        let Some(p) = frame.packet() else {
+            unparsed += 1;
+            continue;
+        };
+        let targets = match &split {
+            None => [Some(0), None],
+            Some(map) => {
+                let (src, dst) = frame_macs(frame.link, frame.data);
+                if src.is_none() && dst.is_none() {
+                    bail!(
+                        "{}: packet {} is {:?}, which names no MAC address to tell devices apart by",
+                        a.pcap.display(),
+                        frame.index,
+                        frame.link
+                    );
+                }
+                map.route(src, dst)
+            }
+        };
+        if targets == [None, None] {
+            unlisted += 1;
+            continue;
+        }
+        let label = match &labels {
+            Some(l) => *l.get(frame.index as usize).with_context(|| {
+                format!(
+                    "{}: no label for packet {} of {}",
+                    a.labels.as_ref().map_or("".into(), |p| p.display().to_string()),
+                    frame.index,
+                    a.pcap.display()
+                )
+            })?,
+            None => Label::Unlabeled,
+        };
+        for d in targets.into_iter().flatten() {
+            row.clear();
+            extractors[d].push(&p, &mut row);
+            if let Some(w) = csv_out.as_mut() {
+                if tasks_csv {
+                    let label = match label {
+                        Label::Positive => "1",
+                        Label::Negative => "0",
+                        Label::Unlabeled => "",
+                    };
+                    w.write_field(&names[d])?;
+                    w.write_field(label)?;
+                }
+                w.write_record(row.iter().map(|v| v.to_string()))?;
+            }
+            if let Some(feed) = &feed {
+                feed.send(&names[d], &a.format.encode(&names[d], p.ts, &row, false))?;
+            }
+            rows[d] += 1;
+        }
     }
     if let Some(mut w) = csv_out {
         w.flush()?;
     }
     let secs = started.elapsed().as_secs_f64();
+    let total: u64 = rows.iter().sum();
     println!(
-        "extract: {packets} packets → {packets} rows of 115 features in {secs:.2} s ({:.0} packets/s)",
+        "extract: {packets} packets → {total} rows of 115 features in {secs:.2} s ({:.0} packets/s)",
         packets as f64 / secs.max(1e-9)
     );
+    if unparsed > 0 || unlisted > 0 || reader.truncated() {
+        println!(
+            "extract: {unparsed} packets too short to parse, {unlisted} of no listed device (dropped){}",
+            if reader.truncated() { "; the last record was cut short and left out" } else { "" }
+        );
+    }
+    if split.is_some() {
+        for (name, n) in names.iter().zip(&rows) {
+            println!("extract: {name:<24} {n:>9} rows");
+        }
+    }
     if let Some(feed) = feed {
         feed.finish("extract", Duration::from_secs(30))?;
     }

@@ -1,167 +1,7 @@
-//! Classic libpcap files (microsecond or nanosecond, either byte order) with
-//! Ethernet, raw-IP or Linux-cooked frames → `Packet`s. pcapng is refused with a
-//! hint; converting with `editcap -F pcap` is one command away.
+//! Writes classic little-endian microsecond pcap: the simulator's `--pcap` output and
+//! the tests' fixtures. Reading any capture is `capture`'s job.
 
-use std::io::Read;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-
-use super::packet::{host_of_ip, host_of_mac, Packet};
-
-#[derive(Debug, thiserror::Error)]
-pub enum PcapError {
-    #[error("reading the capture: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("this is pcapng, not classic pcap: convert it with `editcap -F pcap in.pcapng out.pcap`")]
-    PcapNg,
-    #[error("not a pcap file (magic {0:#010x})")]
-    Magic(u32),
-    #[error("link type {0} is not supported (Ethernet 1, raw IP 101/228/229, Linux cooked 113 are)")]
-    LinkType(u32),
-    #[error("record {index}: captured length {len} exceeds the snapshot length {snaplen}")]
-    Record { index: u64, len: u32, snaplen: u32 },
-}
-
-#[derive(Clone, Copy)]
-enum Link {
-    Ethernet,
-    RawIp,
-    LinuxCooked,
-}
-
-pub struct PcapReader<R> {
-    input: R,
-    swapped: bool,
-    nanos: bool,
-    link: Link,
-    snaplen: u32,
-    index: u64,
-    frame: Vec<u8>,
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-impl<R: Read> PcapReader<R> {
-    pub fn new(mut input: R) -> Result<Self, PcapError> {
-        let mut header = [0u8; 24];
-        input.read_exact(&mut header)?;
-        let magic = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-        let (swapped, nanos) = match magic {
-            0xa1b2_c3d4 => (false, false),
-            0xa1b2_3c4d => (false, true),
-            0xd4c3_b2a1 => (true, false),
-            0x4d3c_b2a1 => (true, true),
-            0x0a0d_0d0a => return Err(PcapError::PcapNg),
-            other => return Err(PcapError::Magic(other)),
-        };
-        let word = |at: usize| {
-            let b = [header[at], header[at + 1], header[at + 2], header[at + 3]];
-            if swapped {
-                u32::from_be_bytes(b)
-            } else {
-                u32::from_le_bytes(b)
-            }
-        };
-        let link = match word(20) & 0x0fff_ffff {
-            1 => Link::Ethernet,
-            101 | 228 | 229 => Link::RawIp,
-            113 => Link::LinuxCooked,
-            other => return Err(PcapError::LinkType(other)),
-        };
-        Ok(Self { input, swapped, nanos, link, snaplen: word(16).max(65_535), index: 0, frame: Vec::new() })
-    }
-
-    fn word(&self, b: &[u8]) -> u32 {
-        let b = [b[0], b[1], b[2], b[3]];
-        if self.swapped {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        }
-    }
-
-    /// The next packet AfterImage can use; frames it cannot parse are skipped.
-    pub fn next_packet(&mut self) -> Result<Option<Packet>, PcapError> {
-        loop {
-            let mut header = [0u8; 16];
-            match self.input.read_exact(&mut header) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-                Err(e) => return Err(e.into()),
-            }
-            let (secs, frac) = (self.word(&header[0..4]), self.word(&header[4..8]));
-            let (captured, original) = (self.word(&header[8..12]), self.word(&header[12..16]));
-            self.index += 1;
-            if captured > self.snaplen.max(262_144) {
-                return Err(PcapError::Record { index: self.index, len: captured, snaplen: self.snaplen });
-            }
-            self.frame.resize(captured as usize, 0);
-            self.input.read_exact(&mut self.frame)?;
-            let ts = f64::from(secs) + f64::from(frac) * if self.nanos { 1e-9 } else { 1e-6 };
-            if let Some(p) = parse_frame(self.link, &self.frame, ts, original) {
-                return Ok(Some(p));
-            }
-        }
-    }
-}
-
-fn mac(b: &[u8]) -> u64 {
-    b.iter().take(6).fold(0u64, |acc, &x| (acc << 8) | u64::from(x))
-}
-
-fn parse_frame(link: Link, f: &[u8], ts: f64, len: u32) -> Option<Packet> {
-    let (src_mac, dst_mac, mut ethertype, mut at) = match link {
-        Link::Ethernet => (mac(f.get(6..12)?), Some(mac(f.get(0..6)?)), u16_at(f, 12)?, 14),
-        Link::LinuxCooked => (mac(f.get(6..12)?), None, u16_at(f, 14)?, 16),
-        Link::RawIp => {
-            let version = f.first()? >> 4;
-            (0, None, if version == 6 { 0x86dd } else { 0x0800 }, 0)
-        }
-    };
-    while ethertype == 0x8100 || ethertype == 0x88a8 {
-        ethertype = u16_at(f, at + 2)?;
-        at += 4;
-    }
-    let mut p = Packet { ts, src_mac, src: host_of_mac(src_mac), dst: 0, src_port: 0, dst_port: 0, len };
-    p.dst = host_of_mac(dst_mac.unwrap_or(0));
-    let (proto, l4) = match ethertype {
-        0x0800 => {
-            let ip = f.get(at..)?;
-            let ihl = usize::from(ip.first()? & 0x0f) * 4;
-            let src: [u8; 4] = ip.get(12..16)?.try_into().ok()?;
-            let dst: [u8; 4] = ip.get(16..20)?.try_into().ok()?;
-            p.src = host_of_ip(IpAddr::V4(Ipv4Addr::from(src)));
-            p.dst = host_of_ip(IpAddr::V4(Ipv4Addr::from(dst)));
-            // Later fragments carry no ports.
-            let first_fragment = u16_at(ip, 6)? & 0x1fff == 0;
-            (if first_fragment { *ip.get(9)? } else { 0 }, at + ihl)
-        }
-        0x86dd => {
-            let ip = f.get(at..)?;
-            let src: [u8; 16] = ip.get(8..24)?.try_into().ok()?;
-            let dst: [u8; 16] = ip.get(24..40)?.try_into().ok()?;
-            p.src = host_of_ip(IpAddr::V6(Ipv6Addr::from(src)));
-            p.dst = host_of_ip(IpAddr::V6(Ipv6Addr::from(dst)));
-            (*ip.get(6)?, at + 40)
-        }
-        0x0806 => {
-            // ARP: sender and target protocol addresses, as Kitsune keys them.
-            let arp = f.get(at..)?;
-            let src: [u8; 4] = arp.get(14..18)?.try_into().ok()?;
-            let dst: [u8; 4] = arp.get(24..28)?.try_into().ok()?;
-            p.src = host_of_ip(IpAddr::V4(Ipv4Addr::from(src)));
-            p.dst = host_of_ip(IpAddr::V4(Ipv4Addr::from(dst)));
-            (0, 0)
-        }
-        _ => (0, 0),
-    };
-    if proto == 6 || proto == 17 {
-        p.src_port = u16_at(f, l4).unwrap_or(0);
-        p.dst_port = u16_at(f, l4 + 2).unwrap_or(0);
-    }
-    Some(p)
-}
+use super::packet::Packet;
 
 /// Writes classic little-endian microsecond pcap with Ethernet/IPv4 frames: the
 /// simulator's `--pcap` output and the tests' fixtures.
@@ -219,6 +59,9 @@ impl<W: std::io::Write> PcapWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::traffic::capture::CaptureReader;
+    use crate::traffic::packet::host_of_ip;
+    use std::net::{IpAddr, Ipv4Addr};
 
     fn ip(a: [u8; 4]) -> u128 {
         host_of_ip(IpAddr::V4(Ipv4Addr::from(a)))
@@ -251,28 +94,29 @@ mod tests {
             w.write(p, 0x1, proto).unwrap();
         }
         let bytes = w.finish().unwrap();
-        let mut r = PcapReader::new(bytes.as_slice()).unwrap();
+        let mut r = CaptureReader::new("written.pcap", bytes.as_slice()).unwrap();
         for p in &packets {
-            let got = r.next_packet().unwrap().unwrap();
+            let got = r.next_frame().unwrap().unwrap().packet().unwrap();
             assert_eq!(
                 (got.src, got.dst, got.src_port, got.dst_port, got.len, got.src_mac),
                 (p.src, p.dst, p.src_port, p.dst_port, p.len, p.src_mac)
             );
             assert!((got.ts - p.ts).abs() < 1e-6);
         }
-        assert!(r.next_packet().unwrap().is_none());
+        assert!(r.next_frame().unwrap().is_none());
     }
 
     #[test]
-    fn pcapng_and_garbage_are_refused_with_a_reason() {
+    fn a_broken_pcapng_header_and_garbage_are_refused_with_a_reason() {
         let ng = [0x0a, 0x0d, 0x0d, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        let err = PcapReader::new(&ng[..]).err().unwrap().to_string();
-        assert!(err.contains("pcapng"), "{err}");
-        assert!(PcapReader::new(&[1u8, 2, 3][..]).is_err());
+        let err = CaptureReader::new("ng.pcap", &ng[..]).err().unwrap().to_string();
+        assert!(err.contains("ng.pcap: corrupt capture at byte 0"), "{err}");
+        let err = CaptureReader::new("three.pcap", &[1u8, 2, 3][..]).err().unwrap().to_string();
+        assert!(err.contains("not a packet capture"), "{err}");
     }
 
     #[test]
-    fn truncated_frames_are_skipped_not_fatal() {
+    fn frames_too_short_to_parse_are_records_without_a_packet() {
         let mut w = PcapWriter::new(Vec::new()).unwrap();
         let p = Packet {
             ts: 10.0,
@@ -291,8 +135,11 @@ mod tests {
         bytes.extend(3u32.to_le_bytes());
         bytes.extend(3u32.to_le_bytes());
         bytes.extend([1, 2, 3]);
-        let mut r = PcapReader::new(bytes.as_slice()).unwrap();
-        assert!(r.next_packet().unwrap().is_some());
-        assert!(r.next_packet().unwrap().is_none());
+        let mut r = CaptureReader::new("short.pcap", bytes.as_slice()).unwrap();
+        assert!(r.next_frame().unwrap().unwrap().packet().is_some());
+        let short = r.next_frame().unwrap().unwrap();
+        assert_eq!((short.index, short.packet()), (1, None));
+        assert!(r.next_frame().unwrap().is_none());
+        assert!(!r.truncated());
     }
 }

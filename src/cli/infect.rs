@@ -1,0 +1,179 @@
+//! `metapu datasets infect`: a device's benign captures with real attack packets
+//! rewritten to come from the device, as one capture and a per-packet label file.
+
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use pcap_file::{DataLink, Endianness, TsResolution};
+
+use metapu::traffic::capture::CaptureReader;
+use metapu::traffic::devices::{format_mac, parse_mac};
+use metapu::traffic::frame::Link;
+use metapu::traffic::infect::{self, Identity, Origin, OwnedFrame, Start};
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("when").args(["start", "start_at"]))]
+pub struct InfectArgs {
+    /// The device's benign captures (pcap or pcapng, Ethernet), merged by time.
+    #[arg(long, required = true, num_args = 1..)]
+    benign: Vec<PathBuf>,
+    /// The device's MAC address.
+    #[arg(long)]
+    device_mac: String,
+    /// The device's IPv4 address [default: the source address its packets use most].
+    #[arg(long)]
+    device_ip: Option<Ipv4Addr>,
+    /// Attack captures, placed one after the other from the start.
+    #[arg(long, required = true, num_args = 1..)]
+    attack: Vec<PathBuf>,
+    /// The attacking host's IPv4 address in every attack capture [default: per
+    /// capture, the source that sends the most packets].
+    #[arg(long)]
+    attacker: Option<Ipv4Addr>,
+    /// Where the attack starts: this share of the benign span [default: 0.5].
+    #[arg(long)]
+    start: Option<f64>,
+    /// Or at this time (Unix seconds).
+    #[arg(long)]
+    start_at: Option<f64>,
+    /// The merged capture (classic pcap, nanosecond times).
+    #[arg(long)]
+    out: PathBuf,
+    /// Per-packet labels, `packet,label,source` [default: <out>.labels.csv].
+    #[arg(long)]
+    labels: Option<PathBuf>,
+}
+
+/// `x.pcap` → `x.labels.csv`.
+pub fn labels_path_for(out: &Path) -> PathBuf {
+    out.with_extension("labels.csv")
+}
+
+/// Every packet record of an Ethernet capture.
+fn read_ethernet(path: &Path) -> anyhow::Result<Vec<OwnedFrame>> {
+    let mut reader = CaptureReader::open(path)?;
+    let mut frames = Vec::new();
+    while let Some(f) = reader.next_frame()? {
+        if f.link != Link::Ethernet {
+            bail!(
+                "{}: packet {} is {:?}, and infect rewrites Ethernet frames only",
+                path.display(),
+                f.index,
+                f.link
+            );
+        }
+        frames.push(OwnedFrame { ts_ns: f.ts.nanos(), orig_len: f.orig_len, data: f.data.to_vec() });
+    }
+    Ok(frames)
+}
+
+fn source_name(path: &Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+pub fn run(a: InfectArgs) -> anyhow::Result<()> {
+    let mac = infect::mac_bytes(parse_mac(&a.device_mac)?);
+    let mut benign = Vec::new();
+    for path in &a.benign {
+        benign.extend(read_ethernet(path)?);
+    }
+    let ip = match a.device_ip {
+        Some(ip) => ip,
+        None => infect::device_ip(&benign, mac).with_context(|| {
+            format!(
+                "no IPv4 packet comes from {} in the benign captures: name its address with --device-ip",
+                a.device_mac
+            )
+        })?,
+    };
+    let device = Identity { mac, ip };
+    let mut attacks = Vec::new();
+    for path in &a.attack {
+        let mut frames = read_ethernet(path)?;
+        let from = infect::attacker(&frames, a.attacker).with_context(|| {
+            format!(
+                "{}: no IPv4 packet from {}",
+                path.display(),
+                a.attacker.map_or("any host".into(), |ip| ip.to_string())
+            )
+        })?;
+        let rewritten = frames
+            .iter_mut()
+            .map(|f| infect::rewrite(&mut f.data, &from, &device))
+            .filter(|&changed| changed)
+            .count();
+        println!(
+            "infect: {}: {} of {} packets name the attacker {} ({}) → the device {} ({})",
+            path.display(),
+            rewritten,
+            frames.len(),
+            from.ip,
+            format_mac(u64_of(from.mac)),
+            device.ip,
+            format_mac(u64_of(device.mac))
+        );
+        attacks.push(frames);
+    }
+    let start = match (a.start, a.start_at) {
+        (_, Some(t)) if t.is_finite() && t >= 0.0 => Start::At((t * 1e9).round() as u64),
+        (_, Some(t)) => bail!("--start-at {t} is not a time"),
+        (share, None) => Start::Share(share.unwrap_or(0.5)),
+    };
+    let merged = infect::merge(benign, attacks, start)?;
+    write_capture(&a.out, &merged.frames)?;
+    let labels = a.labels.clone().unwrap_or_else(|| labels_path_for(&a.out));
+    write_labels(&labels, &merged.frames, &a.attack)?;
+    let attack_packets = merged.frames.iter().filter(|(_, o)| *o != Origin::Benign).count();
+    println!(
+        "infect: wrote {} ({} packets, {attack_packets} attack, from {:.3} to {:.3} s) and {}",
+        a.out.display(),
+        merged.frames.len(),
+        merged.attack_start_ns as f64 * 1e-9,
+        merged.attack_end_ns as f64 * 1e-9,
+        labels.display()
+    );
+    Ok(())
+}
+
+fn u64_of(mac: [u8; 6]) -> u64 {
+    mac.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+}
+
+fn write_capture(path: &Path, frames: &[(OwnedFrame, Origin)]) -> anyhow::Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let snaplen = frames.iter().map(|(f, _)| f.data.len() as u32).max().unwrap_or(0).max(65_535);
+    let header = PcapHeader {
+        snaplen,
+        datalink: DataLink::ETHERNET,
+        ts_resolution: TsResolution::NanoSecond,
+        endianness: Endianness::Little,
+        ..PcapHeader::default()
+    };
+    let mut w = PcapWriter::with_header(std::io::BufWriter::new(file), header)?;
+    for (f, _) in frames {
+        let orig_len = f.orig_len.max(f.data.len() as u32);
+        w.write_packet(&PcapPacket::new(Duration::from_nanos(f.ts_ns), orig_len, &f.data))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    w.into_writer().flush().with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+fn write_labels(path: &Path, frames: &[(OwnedFrame, Origin)], attacks: &[PathBuf]) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))?;
+    w.write_record(["packet", "label", "source"])?;
+    for (i, (_, origin)) in frames.iter().enumerate() {
+        let (label, source) = match origin {
+            Origin::Benign => ("benign", String::new()),
+            Origin::Attack(k) => ("attack", source_name(&attacks[*k])),
+        };
+        w.write_record([i.to_string().as_str(), label, &source])?;
+    }
+    w.flush()?;
+    Ok(())
+}
