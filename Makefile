@@ -4,7 +4,7 @@ CARGO ?= cargo
 RUNS  ?= runs
 METAPU := target/release/metapu
 
-.PHONY: setup build demo train-synthetic results-synthetic iot-model iot-results test lint bench soak clean-runs
+.PHONY: setup build demo train-synthetic results-synthetic iot-model iot-results real-results test lint bench soak clean-runs
 
 setup:
 	@bash scripts/setup.sh
@@ -58,6 +58,18 @@ iot-results: build | $(RUNS)
 	echo '{"source": [], "validation": [], "target": ["danmini_doorbell"]}' > $(RUNS)/danmini.split.json
 	$(METAPU) eval --data ../shared/data/nbaiot/raw --split $(RUNS)/danmini.split.json --model $(IOT_MODEL) \
 		--methods ours,ours-no-prior,ours-true-prior,nnpu --target-repeats 20 --out $(RUNS)/eval-iot-danmini
+
+# docs/results.md, "Real traffic": real captures made infected with real attacks
+# (scripts/real-data.sh), streamed through the daemon's engine, the peers on the same
+# streams, and the paper's protocol against nnPU (about 20 minutes on two cores).
+REAL := $(RUNS)/real
+real-results: build | $(RUNS)
+	bash scripts/bench-setup.sh
+	rm -rf $(REAL) && bash scripts/real-data.sh $(REAL)/captures
+	target/release/metapu-lab real-traffic --captures $(REAL)/captures --model $(IOT_MODEL) --out $(REAL)
+	$(METAPU) eval --data $(REAL)/real.csv --split $(REAL)/real.split.json --model $(IOT_MODEL) \
+		--methods ours,ours-no-prior,ours-true-prior,nnpu --target-repeats 3 --out $(REAL)/eval
+	.venv-bench/bin/python scripts/real-results.py $(REAL) docs/results.md
 
 test: setup
 	$(CARGO) fmt --check

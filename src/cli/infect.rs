@@ -22,6 +22,10 @@ pub struct InfectArgs {
     /// The device's benign captures (pcap or pcapng, Ethernet), merged by time.
     #[arg(long, required = true, num_args = 1..)]
     benign: Vec<PathBuf>,
+    /// Place the benign captures one after the other in the given order (each
+    /// keeping its own timing, 1 s apart) instead of at their recorded times.
+    #[arg(long)]
+    concatenate: bool,
     /// The device's MAC address.
     #[arg(long)]
     device_mac: String,
@@ -48,6 +52,10 @@ pub struct InfectArgs {
     #[arg(long)]
     labels: Option<PathBuf>,
 }
+
+/// Between concatenated captures: longer than a packet gap inside a session, far
+/// shorter than the damped statistics' memory (λ = 0.01: about 100 s).
+const CONCATENATION_GAP_NS: u64 = 1_000_000_000;
 
 /// `x.pcap` → `x.labels.csv`.
 pub fn labels_path_for(out: &Path) -> PathBuf {
@@ -78,10 +86,12 @@ fn source_name(path: &Path) -> String {
 
 pub fn run(a: InfectArgs) -> anyhow::Result<()> {
     let mac = infect::mac_bytes(parse_mac(&a.device_mac)?);
-    let mut benign = Vec::new();
-    for path in &a.benign {
-        benign.extend(read_ethernet(path)?);
-    }
+    let captures = a.benign.iter().map(|p| read_ethernet(p)).collect::<anyhow::Result<Vec<_>>>()?;
+    let benign: Vec<OwnedFrame> = if a.concatenate {
+        infect::concatenate(captures, CONCATENATION_GAP_NS)
+    } else {
+        captures.into_iter().flatten().collect()
+    };
     let ip = match a.device_ip {
         Some(ip) => ip,
         None => infect::device_ip(&benign, mac).with_context(|| {

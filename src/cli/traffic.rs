@@ -14,11 +14,11 @@ use metapu::data::split::Split;
 use metapu::data::{csv_tasks, Label};
 use metapu::traffic::capture::CaptureReader;
 use metapu::traffic::devices::DeviceMap;
-use metapu::traffic::frame::frame_macs;
+use metapu::traffic::extract::{read_labels, Devices, Extractor, Routed};
+use metapu::traffic::feature_names;
 use metapu::traffic::profiles::{Attack, DeviceType};
 use metapu::traffic::replay::{self, Replayer, Step};
 use metapu::traffic::simulate::{self, FleetConfig};
-use metapu::traffic::{feature_names, AfterImage};
 
 use super::feed::{Feed, Format, Pacer};
 
@@ -90,41 +90,19 @@ pub struct ExtractArgs {
     format: Format,
 }
 
-/// `metapu datasets infect`'s label file: a label per packet record, in order.
-fn read_packet_labels(path: &std::path::Path) -> anyhow::Result<Vec<Label>> {
-    let mut reader = csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut labels = Vec::new();
-    for (i, record) in reader.records().enumerate() {
-        let record = record.with_context(|| format!("{}: row {}", path.display(), i + 2))?;
-        let bad = |what: &str| anyhow::anyhow!("{}:{}: {what}", path.display(), i + 2);
-        if record.get(0).and_then(|p| p.trim().parse::<usize>().ok()) != Some(i) {
-            return Err(bad(&format!("expected packet {i} (rows in packet order, from 0)")));
-        }
-        labels.push(match record.get(1).map(str::trim) {
-            Some("benign") => Label::Positive,
-            Some("attack") => Label::Negative,
-            other => return Err(bad(&format!("label {other:?} is neither benign nor attack"))),
-        });
-    }
-    Ok(labels)
-}
-
 pub fn extract(a: ExtractArgs) -> anyhow::Result<()> {
     let mut reader = CaptureReader::open(&a.pcap)?;
-    let split = match (&a.device_mac[..], &a.devices) {
-        ([], None) => None,
-        (_, Some(path)) => Some(DeviceMap::from_file(path)?),
-        (macs, None) => Some(DeviceMap::from_macs(macs)?),
-    };
-    let labels = a.labels.as_deref().map(read_packet_labels).transpose()?;
-    let names: Vec<String> = match &split {
-        Some(map) => map.devices().iter().map(|d| d.name.clone()).collect(),
-        None => vec![a.device.clone().unwrap_or_else(|| {
+    let devices = match (&a.device_mac[..], &a.devices) {
+        ([], None) => Devices::Whole(a.device.clone().unwrap_or_else(|| {
             a.pcap.file_stem().map_or("device".into(), |s| s.to_string_lossy().into_owned())
-        })],
+        })),
+        (_, Some(path)) => Devices::Split(DeviceMap::from_file(path)?),
+        (macs, None) => Devices::Split(DeviceMap::from_macs(macs)?),
     };
-    let mut extractors: Vec<AfterImage> = names.iter().map(|_| AfterImage::new()).collect();
-    let tasks_csv = split.is_some() || labels.is_some();
+    let tasks_csv = matches!(devices, Devices::Split(_)) || a.labels.is_some();
+    let labels = a.labels.as_deref().map(read_labels).transpose()?;
+    let mut extractor = Extractor::new(devices, labels);
+    let names = extractor.names().to_vec();
     let started = Instant::now();
     let mut csv_out = match &a.out {
         Some(path) => {
@@ -142,83 +120,44 @@ pub fn extract(a: ExtractArgs) -> anyhow::Result<()> {
         Some(topic) => Some(Feed::connect(&a.brokers, topic)?),
         None => None,
     };
-    let (mut packets, mut unparsed, mut unlisted) = (0u64, 0u64, 0u64);
-    let mut rows = vec![0u64; names.len()];
-    let mut row = Vec::new();
     while let Some(frame) = reader.next_frame()? {
-        packets += 1;
-        let Some(p) = frame.packet() else {
-            unparsed += 1;
-            continue;
-        };
-        let targets = match &split {
-            None => [Some(0), None],
-            Some(map) => {
-                let (src, dst) = frame_macs(frame.link, frame.data);
-                if src.is_none() && dst.is_none() {
-                    bail!(
-                        "{}: packet {} is {:?}, which names no MAC address to tell devices apart by",
-                        a.pcap.display(),
-                        frame.index,
-                        frame.link
-                    );
-                }
-                map.route(src, dst)
-            }
-        };
-        if targets == [None, None] {
-            unlisted += 1;
-            continue;
-        }
-        let label = match &labels {
-            Some(l) => *l.get(frame.index as usize).with_context(|| {
-                format!(
-                    "{}: no label for packet {} of {}",
-                    a.labels.as_ref().map_or("".into(), |p| p.display().to_string()),
-                    frame.index,
-                    a.pcap.display()
-                )
-            })?,
-            None => Label::Unlabeled,
-        };
-        for d in targets.into_iter().flatten() {
-            row.clear();
-            extractors[d].push(&p, &mut row);
+        let routed = extractor.route(&frame).with_context(|| a.pcap.display().to_string())?;
+        let Some(Routed { packet, label, devices }) = routed else { continue };
+        for d in devices.into_iter().flatten() {
+            let row = extractor.features(d, &packet);
             if let Some(w) = csv_out.as_mut() {
                 if tasks_csv {
-                    let label = match label {
-                        Label::Positive => "1",
-                        Label::Negative => "0",
-                        Label::Unlabeled => "",
-                    };
                     w.write_field(&names[d])?;
-                    w.write_field(label)?;
+                    w.write_field(csv_tasks::label_field(label))?;
                 }
                 w.write_record(row.iter().map(|v| v.to_string()))?;
             }
             if let Some(feed) = &feed {
-                feed.send(&names[d], &a.format.encode(&names[d], p.ts, &row, false))?;
+                feed.send(&names[d], &a.format.encode(&names[d], packet.ts, row, false))?;
             }
-            rows[d] += 1;
         }
     }
     if let Some(mut w) = csv_out {
         w.flush()?;
     }
     let secs = started.elapsed().as_secs_f64();
-    let total: u64 = rows.iter().sum();
+    let counts = &extractor.counts;
+    let total: u64 = counts.rows.iter().sum();
     println!(
-        "extract: {packets} packets → {total} rows of 115 features in {secs:.2} s ({:.0} packets/s)",
-        packets as f64 / secs.max(1e-9)
+        "extract: {} packets → {total} rows of 115 features in {secs:.2} s ({:.0} packets/s)",
+        counts.packets,
+        counts.packets as f64 / secs.max(1e-9)
     );
-    if unparsed > 0 || unlisted > 0 || reader.truncated() {
+    if counts.unparsed > 0 || counts.unlisted > 0 || reader.truncated() {
         println!(
-            "extract: {unparsed} packets too short to parse, {unlisted} of no listed device (dropped){}",
+            "extract: {} packets too short to parse, {} of no listed device (dropped){}",
+            counts.unparsed,
+            counts.unlisted,
             if reader.truncated() { "; the last record was cut short and left out" } else { "" }
         );
     }
-    if split.is_some() {
-        for (name, n) in names.iter().zip(&rows) {
+    if names.len() > 1 || tasks_csv {
+        for (name, n) in names.iter().zip(&counts.rows) {
             println!("extract: {name:<24} {n:>9} rows");
         }
     }

@@ -112,6 +112,15 @@ pub fn load(path: &Path, skip_bad_rows: bool) -> Result<TaskSet, DataError> {
     Ok(TaskSet { feature_names, tasks, skipped_rows: skipped })
 }
 
+/// A label as the CSV writes it.
+pub fn label_field(label: Label) -> &'static str {
+    match label {
+        Label::Positive => "1",
+        Label::Negative => "0",
+        Label::Unlabeled => "",
+    }
+}
+
 /// Write tasks as a labeled-task CSV.
 pub fn write(set: &TaskSet, out: &mut impl Write) -> std::io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
@@ -121,12 +130,7 @@ pub fn write(set: &TaskSet, out: &mut impl Write) -> std::io::Result<()> {
     let dim = set.dim();
     for t in &set.tasks {
         for i in 0..t.len() {
-            let label = match t.labels[i] {
-                Label::Positive => "1",
-                Label::Negative => "0",
-                Label::Unlabeled => "",
-            };
-            let mut rec = vec![t.id.clone(), label.to_string()];
+            let mut rec = vec![t.id.clone(), label_field(t.labels[i]).to_string()];
             rec.extend(t.row(i, dim).iter().map(|v| v.to_string()));
             w.write_record(&rec)?;
         }

@@ -15,6 +15,7 @@ pub mod plot;
 pub mod report;
 pub mod single;
 pub mod stats;
+pub mod stream;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;

@@ -195,6 +195,20 @@ pub fn attacker(frames: &[OwnedFrame], ip: Option<Ipv4Addr>) -> Option<Identity>
     Some(Identity { mac, ip: addr })
 }
 
+/// Captures one after the other in the given order, each keeping its own packet
+/// timing and starting `gap_ns` after the previous one's last packet: a device's
+/// setup sessions, recorded days apart, as one stretch of traffic.
+pub fn concatenate(captures: Vec<Vec<OwnedFrame>>, gap_ns: u64) -> Vec<OwnedFrame> {
+    let mut out: Vec<OwnedFrame> = Vec::with_capacity(captures.iter().map(Vec::len).sum());
+    for mut capture in captures {
+        capture.sort_by_key(|f| f.ts_ns);
+        let Some(origin) = capture.first().map(|f| f.ts_ns) else { continue };
+        let start = out.last().map_or(origin, |f| f.ts_ns + gap_ns);
+        out.extend(capture.into_iter().map(|f| OwnedFrame { ts_ns: f.ts_ns - origin + start, ..f }));
+    }
+    out
+}
+
 /// Where the attack begins in the device's timeline.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Start {
@@ -450,6 +464,15 @@ mod tests {
         assert_eq!(merge(benign.clone(), vec![], Start::Share(1.5)).err(), Some(InfectError::Share(1.5)));
         assert_eq!(merge(vec![], vec![], Start::Share(0.5)).err(), Some(InfectError::NoBenign));
         assert_eq!(merge(benign, vec![vec![]], Start::Share(0.5)).err(), Some(InfectError::EmptyAttack(0)));
+    }
+
+    #[test]
+    fn concatenated_captures_follow_each_other_with_their_own_timing() {
+        let days_later = vec![frame(900_000_000, 2), frame(900_000_500, 2)];
+        let first = vec![frame(1_000, 1), frame(1_400, 1)];
+        let got: Vec<(u64, u8)> =
+            concatenate(vec![first, vec![], days_later], 100).iter().map(|f| (f.ts_ns, f.data[0])).collect();
+        assert_eq!(got, [(1_000, 1), (1_400, 1), (1_500, 2), (2_000, 2)]);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 pub mod afterimage;
 pub mod capture;
 pub mod devices;
+pub mod extract;
 pub mod frame;
 pub mod infect;
 pub mod packet;

@@ -1,0 +1,189 @@
+//! `metapu-lab`: experiments that measure the product, kept out of the operator's
+//! `metapu` command. `real-traffic` reads infected real captures (from
+//! `scripts/real-data.sh`), streams each device through the daemon's engine, and
+//! writes the labeled rows for the paper's protocol (`metapu eval --model`) and the
+//! peers (`scripts/real-results.py`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+
+use metapu::daemon::config::DaemonConfig;
+use metapu::data::split::Split;
+use metapu::data::{csv_tasks, Label};
+use metapu::eval::stream::{self, DeviceOutcome, DeviceStream, StreamConfig};
+use metapu::model::{default_device, file};
+use metapu::traffic::capture::CaptureReader;
+use metapu::traffic::devices::{parse_mac, Device, DeviceMap};
+use metapu::traffic::extract::{read_labels, Devices, Extractor, Routed};
+use metapu::traffic::feature_names;
+
+#[derive(Debug, Parser)]
+#[command(name = "metapu-lab", version, about = "Experiments that measure metapu (not for operators)")]
+struct Lab {
+    #[command(subcommand)]
+    command: LabCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum LabCommand {
+    /// Real captures made infected → labeled rows, and each device streamed through
+    /// the daemon's engine with its first benign records labeled normal.
+    RealTraffic(RealTrafficArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RealTrafficArgs {
+    /// A folder of `NAME.pcap`, `NAME.labels.csv` and `NAME.mac` (scripts/real-data.sh).
+    #[arg(long)]
+    captures: PathBuf,
+    #[arg(long)]
+    model: PathBuf,
+    /// Writes real.csv, real.split.json, stream.json and scores-ours.csv here.
+    #[arg(long)]
+    out: PathBuf,
+    /// Benign records labeled normal at each device's start.
+    #[arg(long, default_value_t = 10)]
+    labeled: usize,
+    /// Rows of each class a device needs to enter the protocol's targets.
+    #[arg(long, default_value_t = 50)]
+    min_rows: usize,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt().with_writer(std::io::stderr).init();
+    match Lab::parse().command {
+        LabCommand::RealTraffic(a) => real_traffic(a),
+    }
+}
+
+/// One infected capture's device: its records in capture order.
+fn device_stream(dir: &Path, name: &str) -> anyhow::Result<DeviceStream> {
+    let pcap = dir.join(format!("{name}.pcap"));
+    let mac_file = dir.join(format!("{name}.mac"));
+    let mac =
+        parse_mac(&std::fs::read_to_string(&mac_file).with_context(|| mac_file.display().to_string())?)?;
+    let labels = read_labels(&dir.join(format!("{name}.labels.csv")))?;
+    let map = DeviceMap::new(vec![Device { name: name.to_string(), mac }])?;
+    let mut extractor = Extractor::new(Devices::Split(map), Some(labels));
+    let mut reader = CaptureReader::open(&pcap)?;
+    let mut s = DeviceStream { name: name.to_string(), ts: Vec::new(), rows: Vec::new(), labels: Vec::new() };
+    while let Some(frame) = reader.next_frame()? {
+        let Some(Routed { packet, label, .. }) =
+            extractor.route(&frame).with_context(|| pcap.display().to_string())?
+        else {
+            continue;
+        };
+        s.rows.extend_from_slice(extractor.features(0, &packet));
+        s.ts.push(packet.ts);
+        s.labels.push(label);
+    }
+    Ok(s)
+}
+
+fn count(s: &DeviceStream, l: Label) -> usize {
+    s.labels.iter().filter(|&&x| x == l).count()
+}
+
+fn real_traffic(a: RealTrafficArgs) -> anyhow::Result<()> {
+    let mut names: Vec<String> = std::fs::read_dir(&a.captures)
+        .with_context(|| a.captures.display().to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    if names.is_empty() {
+        bail!("{}: no NAME.pcap files", a.captures.display());
+    }
+    let streams = names.iter().map(|n| device_stream(&a.captures, n)).collect::<anyhow::Result<Vec<_>>>()?;
+    std::fs::create_dir_all(&a.out)?;
+    write_rows(&a.out.join("real.csv"), &streams)?;
+    let (targets, streaming_only): (Vec<&DeviceStream>, Vec<&DeviceStream>) = streams
+        .iter()
+        .partition(|s| count(s, Label::Positive) >= a.min_rows && count(s, Label::Negative) >= a.min_rows);
+    let split = Split { target: targets.iter().map(|s| s.name.clone()).collect(), ..Split::default() };
+    split.save(&a.out.join("real.split.json"))?;
+    println!(
+        "real-traffic: {} devices; {} with ≥ {} rows of each class are protocol targets, {} streaming only",
+        streams.len(),
+        targets.len(),
+        a.min_rows,
+        streaming_only.len()
+    );
+
+    let model = file::load(&a.model, default_device())?;
+    let cfg = StreamConfig::from_daemon(&DaemonConfig::defaults(), a.labeled);
+    let outcomes = stream::run(model, &streams, &cfg);
+    write_scores(&a.out.join("scores-ours.csv"), &streams, &outcomes)?;
+    let report = serde_json::json!({
+        "labeled": a.labeled,
+        "min_rows": a.min_rows,
+        "protocol_targets": split.target,
+        "devices": outcomes.iter().map(|o| serde_json::json!({
+            "device": o.name,
+            "benign": o.benign,
+            "benign_alerts": o.benign_alerts,
+            "benign_unscored": o.benign_unscored,
+            "attack": o.attack,
+            "attack_alerts": o.attack_alerts,
+            "attack_unscored": o.attack_unscored,
+            "first_alert": o.first_alert,
+        })).collect::<Vec<_>>(),
+    });
+    std::fs::write(a.out.join("stream.json"), serde_json::to_string_pretty(&report)?)?;
+    print_summary(&outcomes);
+    Ok(())
+}
+
+fn write_rows(path: &Path, streams: &[DeviceStream]) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_path(path).with_context(|| path.display().to_string())?;
+    let mut header = vec!["task".to_string(), "label".to_string()];
+    header.extend(feature_names());
+    w.write_record(header)?;
+    for s in streams {
+        let dim = s.rows.len() / s.labels.len().max(1);
+        for (i, &l) in s.labels.iter().enumerate() {
+            w.write_field(&s.name)?;
+            w.write_field(csv_tasks::label_field(l))?;
+            w.write_record(s.rows[i * dim..(i + 1) * dim].iter().map(|v| v.to_string()))?;
+        }
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Per record, in the stream's order: device, 1 for attack, the anomaly score (0.5
+/// while the device had no classifier), as `benches/peers.py` reads them.
+fn write_scores(path: &Path, streams: &[DeviceStream], outcomes: &[DeviceOutcome]) -> anyhow::Result<()> {
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(path).with_context(|| path.display().to_string())?);
+    writeln!(out, "device,label,score")?;
+    for (s, o) in streams.iter().zip(outcomes) {
+        for (l, score) in s.labels.iter().zip(&o.scores) {
+            let score = if score.is_nan() { 0.5 } else { *score };
+            writeln!(out, "{},{},{score}", s.name, u8::from(*l == Label::Negative))?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn print_summary(outcomes: &[DeviceOutcome]) {
+    let sum = |f: fn(&DeviceOutcome) -> usize| outcomes.iter().map(f).sum::<usize>();
+    let (benign, alerts) = (sum(|o| o.benign), sum(|o| o.benign_alerts));
+    let (attack, hits) = (sum(|o| o.attack), sum(|o| o.attack_alerts));
+    let mut firsts: Vec<usize> = outcomes.iter().filter_map(|o| o.first_alert).collect();
+    firsts.sort_unstable();
+    let attacked = outcomes.iter().filter(|o| o.attack > 0).count();
+    println!(
+        "real-traffic stream: benign FPR {:.2} % ({alerts} of {benign}), attack TPR {:.2} % ({hits} of {attack}); \
+         {} of {attacked} attacked devices alerted, median first alert at attack record {}",
+        100.0 * alerts as f64 / benign.max(1) as f64,
+        100.0 * hits as f64 / attack.max(1) as f64,
+        firsts.len(),
+        firsts.get(firsts.len() / 2).map_or("-".into(), |v| v.to_string())
+    );
+}

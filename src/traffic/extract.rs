@@ -1,0 +1,152 @@
+//! A capture's packets → feature rows per device: which devices a packet belongs to
+//! (the whole capture is one device, or a LAN capture is split by MAC), its label
+//! (from `metapu datasets infect`'s label file), and each device's own AfterImage.
+//! `metapu extract` and the real-traffic experiment read captures through this.
+
+use std::path::{Path, PathBuf};
+
+use crate::data::Label;
+
+use super::capture::Frame;
+use super::devices::DeviceMap;
+use super::frame::{frame_macs, Link};
+use super::{AfterImage, Packet};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExtractError {
+    #[error("packet {index} is {link:?}, which names no MAC address to tell devices apart by")]
+    NoMac { index: u64, link: Link },
+    #[error("no label for packet {0}")]
+    NoLabel(u64),
+    #[error("{}: {reason}", path.display())]
+    Labels { path: PathBuf, reason: String },
+}
+
+/// Whose packets a capture holds.
+pub enum Devices {
+    /// The capture is one device's, under this name.
+    Whole(String),
+    /// A LAN capture: the listed devices' packets, each to its own device.
+    Split(DeviceMap),
+}
+
+/// A packet and the devices (one or two) it gives a row to.
+pub struct Routed {
+    pub packet: Packet,
+    pub label: Label,
+    pub devices: [Option<usize>; 2],
+}
+
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Counts {
+    pub packets: u64,
+    /// Frames too short for their headers.
+    pub unparsed: u64,
+    /// Packets of no listed device, dropped.
+    pub unlisted: u64,
+    /// Rows per device.
+    pub rows: Vec<u64>,
+}
+
+pub struct Extractor {
+    names: Vec<String>,
+    split: Option<DeviceMap>,
+    labels: Option<Vec<Label>>,
+    states: Vec<AfterImage>,
+    row: Vec<f32>,
+    pub counts: Counts,
+}
+
+impl Extractor {
+    pub fn new(devices: Devices, labels: Option<Vec<Label>>) -> Self {
+        let (names, split) = match devices {
+            Devices::Whole(name) => (vec![name], None),
+            Devices::Split(map) => (map.devices().iter().map(|d| d.name.clone()).collect(), Some(map)),
+        };
+        let states = names.iter().map(|_| AfterImage::new()).collect();
+        let counts = Counts { rows: vec![0; names.len()], ..Counts::default() };
+        Self { names, split, labels, states, row: Vec::new(), counts }
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The devices a frame gives rows to, or `None` when it gives none (too short to
+    /// parse, or of no listed device).
+    pub fn route(&mut self, frame: &Frame) -> Result<Option<Routed>, ExtractError> {
+        self.counts.packets += 1;
+        let Some(packet) = frame.packet() else {
+            self.counts.unparsed += 1;
+            return Ok(None);
+        };
+        let devices = match &self.split {
+            None => [Some(0), None],
+            Some(map) => {
+                let (src, dst) = frame_macs(frame.link, frame.data);
+                if src.is_none() && dst.is_none() {
+                    return Err(ExtractError::NoMac { index: frame.index, link: frame.link });
+                }
+                map.route(src, dst)
+            }
+        };
+        if devices == [None, None] {
+            self.counts.unlisted += 1;
+            return Ok(None);
+        }
+        let label = match &self.labels {
+            Some(labels) => *labels.get(frame.index as usize).ok_or(ExtractError::NoLabel(frame.index))?,
+            None => Label::Unlabeled,
+        };
+        Ok(Some(Routed { packet, label, devices }))
+    }
+
+    /// The packet's row for one of its devices, after that device's statistics took it.
+    pub fn features(&mut self, device: usize, packet: &Packet) -> &[f32] {
+        self.row.clear();
+        self.states[device].push(packet, &mut self.row);
+        self.counts.rows[device] += 1;
+        &self.row
+    }
+}
+
+/// `metapu datasets infect`'s label file (`packet,label,source`): a label per packet
+/// record, in order (benign → positive, attack → negative).
+pub fn read_labels(path: &Path) -> Result<Vec<Label>, ExtractError> {
+    let bad = |line: usize, reason: String| ExtractError::Labels {
+        path: path.into(),
+        reason: format!("line {line}: {reason}"),
+    };
+    let mut reader = csv::Reader::from_path(path)
+        .map_err(|e| ExtractError::Labels { path: path.into(), reason: e.to_string() })?;
+    let mut labels = Vec::new();
+    for (i, record) in reader.records().enumerate() {
+        let record = record.map_err(|e| bad(i + 2, e.to_string()))?;
+        if record.get(0).and_then(|p| p.trim().parse::<usize>().ok()) != Some(i) {
+            return Err(bad(i + 2, format!("expected packet {i} (rows in packet order, from 0)")));
+        }
+        labels.push(match record.get(1).map(str::trim) {
+            Some("benign") => Label::Positive,
+            Some("attack") => Label::Negative,
+            other => return Err(bad(i + 2, format!("label {other:?} is neither benign nor attack"))),
+        });
+    }
+    Ok(labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_files_are_read_in_packet_order_and_bad_ones_name_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.labels.csv");
+        std::fs::write(&path, "packet,label,source\n0,benign,\n1,attack,synscan.pcap\n").unwrap();
+        assert_eq!(read_labels(&path).unwrap(), [Label::Positive, Label::Negative]);
+        std::fs::write(&path, "packet,label,source\n0,benign,\n2,attack,synscan.pcap\n").unwrap();
+        assert!(read_labels(&path).unwrap_err().to_string().contains("line 3: expected packet 1"));
+        std::fs::write(&path, "packet,label,source\n0,evil,\n").unwrap();
+        assert!(read_labels(&path).unwrap_err().to_string().contains("line 2: label Some(\"evil\")"));
+    }
+}
