@@ -243,6 +243,12 @@ fn infect_puts_a_real_scan_on_a_device_and_extract_labels_it() {
         .collect();
     let (lo, hi) = (benign_times[0], benign_times[benign_times.len() - 1]);
     assert!((merged[attack_rows[0]].1 - (lo + hi) / 2.0).abs() < 1e-3);
+    // And keeps its own timing: every gap between its packets as captured.
+    let shifted: Vec<f64> = attack_rows.iter().map(|&i| merged[i].1).collect();
+    for (k, (a, b)) in attack_recs.iter().zip(attack_recs.iter().skip(1)).enumerate() {
+        let (want, got) = (b.1 - a.1, shifted[k + 1] - shifted[k]);
+        assert!((want - got).abs() < 2e-6, "gap {k}: {want} s captured, {got} s merged");
+    }
 
     let csv = dir.path().join("rows.csv");
     let labels_path = out.with_extension("labels.csv");

@@ -16,6 +16,40 @@ pub enum DatasetsCommand {
     /// Make a device look infected: real attack packets rewritten to come from the
     /// device, merged into its benign captures; a capture and per-packet labels.
     Infect(super::infect::InfectArgs),
+    /// A simulated attack's packets alone, as a capture to merge with `infect`.
+    Attack(AttackArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AttackArgs {
+    /// The attack (N-BaIoT names: mirai.scan … gafgyt.combo).
+    #[arg(long)]
+    kind: metapu::traffic::profiles::Attack,
+    /// How long it runs (seconds).
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// The capture (classic pcap, Ethernet).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+fn attack_capture(a: AttackArgs) -> anyhow::Result<()> {
+    use metapu::traffic::pcap::PcapWriter;
+    use metapu::traffic::simulate;
+    anyhow::ensure!(a.duration.is_finite() && a.duration > 0.0, "--duration must be positive");
+    let (device, packets) = simulate::attack_packets(a.kind, a.duration, a.seed);
+    let (mac, gateway) = simulate::device_macs(&device);
+    let file = std::fs::File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let mut w = PcapWriter::new(std::io::BufWriter::new(file))?;
+    for p in &packets {
+        let to = if p.packet.src_mac == mac { gateway } else { mac };
+        w.write(&p.packet, to, p.proto)?;
+    }
+    w.finish()?;
+    println!("attack: {} packets of {} over {} s → {}", packets.len(), a.kind, a.duration, a.out.display());
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -138,6 +172,7 @@ pub fn run(cmd: DatasetsCommand) -> anyhow::Result<()> {
     match cmd {
         DatasetsCommand::Compare(a) => compare(a),
         DatasetsCommand::Infect(a) => super::infect::run(a),
+        DatasetsCommand::Attack(a) => attack_capture(a),
         DatasetsCommand::Synthetic(a) => {
             let (set, split) = synthetic::generate(&SyntheticConfig::default(), a.seed);
             let mut file = std::io::BufWriter::new(

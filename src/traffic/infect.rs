@@ -254,8 +254,9 @@ pub fn merge(
     for (k, mut attack) in attacks.into_iter().enumerate() {
         attack.sort_by_key(|f| f.ts_ns);
         let origin = attack.first().ok_or(InfectError::EmptyAttack(k))?.ts_ns;
+        let base = cursor;
         for mut f in attack {
-            f.ts_ns = f.ts_ns - origin + cursor;
+            f.ts_ns = f.ts_ns - origin + base;
             cursor = cursor.max(f.ts_ns);
             frames.push((f, Origin::Attack(k)));
         }
@@ -438,7 +439,7 @@ mod tests {
     #[test]
     fn attacks_start_where_asked_keep_their_timing_and_follow_each_other() {
         let benign = vec![frame(1_000, 0), frame(3_000, 0), frame(2_000, 0), frame(11_000, 0)];
-        let first = vec![frame(500_000, 1), frame(500_300, 1)];
+        let first = vec![frame(500_000, 1), frame(500_100, 1), frame(500_300, 1)];
         let second = vec![frame(9, 2), frame(10, 2)];
         let m = merge(benign.clone(), vec![first, second], Start::Share(0.5)).unwrap();
         let got: Vec<(u64, Origin)> = m.frames.iter().map(|(f, o)| (f.ts_ns, *o)).collect();
@@ -449,6 +450,7 @@ mod tests {
                 (2_000, Origin::Benign),
                 (3_000, Origin::Benign),
                 (6_000, Origin::Attack(0)),
+                (6_100, Origin::Attack(0)),
                 (6_300, Origin::Attack(0)),
                 (6_300, Origin::Attack(1)),
                 (6_301, Origin::Attack(1)),

@@ -369,13 +369,38 @@ impl Generator {
     }
 }
 
+/// A simulated device's MAC and its gateway's.
+pub fn device_macs(device: &DevicePlan) -> (u64, u64) {
+    let host = (device.index % 250) as u8 + 2;
+    let subnet = (device.index / 250 % 256) as u8;
+    let mac = 0x02_00_00_00_00_00u64 | ((device.index as u64) << 8) | u64::from(host);
+    (mac, 0x02_00_00_ff_00_01u64 | (u64::from(subnet) << 16))
+}
+
+/// The packets of `attack` alone (the bot's own and its command-and-control
+/// replies), from a simulated device attacked for `duration_s`: attack kinds that no
+/// real capture covers, to merge into real devices with `metapu datasets infect`.
+pub fn attack_packets(attack: Attack, duration_s: f64, seed: u64) -> (DevicePlan, Vec<SimPacket>) {
+    let cfg = FleetConfig {
+        devices: 1,
+        attacks: vec![attack],
+        duration_s,
+        seed,
+        attacked_share: 1.0,
+        attack_start: (0.0, 0.0),
+        ..FleetConfig::default()
+    };
+    let device = plan(&cfg).remove(0);
+    let packets = device_packets(&cfg, &device).into_iter().filter(|p| p.attack).collect();
+    (device, packets)
+}
+
 /// Every packet of one device, in time order.
 pub fn device_packets(cfg: &FleetConfig, device: &DevicePlan) -> Vec<SimPacket> {
     let mut rng = device_rng(cfg.seed, device.index);
     let host = (device.index % 250) as u8 + 2;
     let subnet = (device.index / 250 % 256) as u8;
-    let mac = 0x02_00_00_00_00_00u64 | ((device.index as u64) << 8) | u64::from(host);
-    let gateway_mac = 0x02_00_00_ff_00_01u64 | (u64::from(subnet) << 16);
+    let (mac, gateway_mac) = device_macs(device);
     // Devices start their capture at different moments of the first minute.
     let t0 = cfg.start_ts + rng.gen_range(0.0..60.0);
     let mut g = Generator {
@@ -491,6 +516,19 @@ mod tests {
 
     fn small(seed: u64) -> FleetConfig {
         FleetConfig { devices: 5, duration_s: 120.0, seed, attacked_share: 1.0, ..FleetConfig::default() }
+    }
+
+    #[test]
+    fn an_attack_capture_holds_the_attack_alone_from_its_start() {
+        let (device, packets) = attack_packets(Attack::MiraiUdp, 5.0, 7);
+        assert!(packets.len() > 1000, "a flood: {}", packets.len());
+        assert!(packets.iter().all(|p| p.attack));
+        let (first, last) = (packets[0].packet.ts, packets[packets.len() - 1].packet.ts);
+        assert!(last - first <= 5.0 && last - first > 4.0, "{first}..{last}");
+        let (mac, _) = device_macs(&device);
+        let sent = packets.iter().filter(|p| p.packet.src_mac == mac).count();
+        assert!(sent * 10 > packets.len() * 9, "the bot sends it: {sent} of {}", packets.len());
+        assert_eq!(attack_packets(Attack::MiraiUdp, 5.0, 7).1, packets, "deterministic by seed");
     }
 
     #[test]
