@@ -182,6 +182,33 @@ fn a_lan_capture_is_split_by_device_each_with_its_own_features() {
         }
         assert!(task.labels.iter().all(|&l| l == Label::Unlabeled));
     }
+    // To Kafka: the same rows, each device's keyed by its name, in capture order.
+    let broker = support::Broker::start();
+    let boot = broker.bootstrap();
+    metapu(&[
+        "extract",
+        "--pcap",
+        path.to_str().unwrap(),
+        "--devices",
+        devices.to_str().unwrap(),
+        "--topic",
+        "lan.features",
+        "--brokers",
+        &boot,
+    ]);
+    let total: usize = set.tasks.iter().map(|t| t.len()).sum();
+    let got = support::read_all_partitions(&boot, "lan.features", std::time::Duration::from_secs(30), total);
+    assert_eq!(got.len(), total);
+    for task in &set.tasks {
+        let mine: Vec<&Vec<u8>> =
+            got.iter().filter(|(k, _)| k.as_deref() == Some(task.id.as_str())).map(|(_, v)| v).collect();
+        assert_eq!(mine.len(), task.len(), "{}", task.id);
+        let first: serde_json::Value = serde_json::from_slice(mine[0]).unwrap();
+        assert_eq!(first["device"], task.id.as_str());
+        let features: Vec<f32> =
+            first["features"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+        assert_eq!(features, task.row(0, 115), "{}: the first row", task.id);
+    }
     let err = metapu_refused(&[
         "extract",
         "--pcap",
