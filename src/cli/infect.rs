@@ -13,7 +13,7 @@ use pcap_file::{DataLink, Endianness, TsResolution};
 
 use metapu::traffic::capture::CaptureReader;
 use metapu::traffic::devices::{format_mac, parse_mac};
-use metapu::traffic::frame::Link;
+use metapu::traffic::frame::{mac_of_bytes, Link};
 use metapu::traffic::infect::{self, Identity, Origin, OwnedFrame, Start};
 
 #[derive(Debug, Args)]
@@ -123,9 +123,9 @@ pub fn run(a: InfectArgs) -> anyhow::Result<()> {
             rewritten,
             frames.len(),
             from.ip,
-            format_mac(u64_of(from.mac)),
+            format_mac(mac_of_bytes(&from.mac)),
             device.ip,
-            format_mac(u64_of(device.mac))
+            format_mac(mac_of_bytes(&device.mac))
         );
         attacks.push(frames);
     }
@@ -148,10 +148,6 @@ pub fn run(a: InfectArgs) -> anyhow::Result<()> {
         labels.display()
     );
     Ok(())
-}
-
-fn u64_of(mac: [u8; 6]) -> u64 {
-    mac.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
 }
 
 fn write_capture(path: &Path, frames: &[(OwnedFrame, Origin)]) -> anyhow::Result<()> {

@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use super::frame::mac_of_bytes;
+
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceListError {
     #[error("'{0}' is not a MAC address (six hex pairs: 20:f8:5e:ca:91:52)")]
@@ -25,8 +27,9 @@ pub fn parse_mac(s: &str) -> Result<u64, DeviceListError> {
     let valid = parts.len() == 6 && parts.iter().all(|p| p.len() == 2);
     let bytes: Option<Vec<u8>> =
         valid.then(|| parts.iter().map(|p| u8::from_str_radix(p, 16).ok()).collect()).flatten();
-    let bytes = bytes.ok_or_else(|| DeviceListError::Mac(s.trim().to_string()))?;
-    Ok(bytes.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
+    let bytes: [u8; 6] =
+        bytes.and_then(|b| b.try_into().ok()).ok_or_else(|| DeviceListError::Mac(s.trim().to_string()))?;
+    Ok(mac_of_bytes(&bytes))
 }
 
 pub fn format_mac(mac: u64) -> String {

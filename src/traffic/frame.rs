@@ -36,9 +36,24 @@ pub fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
 
-/// Six bytes as a MAC address in the low 48 bits.
+/// A MAC address's bytes as one number, in the low 48 bits.
+pub fn mac_of_bytes(bytes: &[u8; 6]) -> u64 {
+    bytes.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x))
+}
+
+/// Six bytes at `at` as a MAC address.
 pub fn mac_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(b.get(at..at + 6)?.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x)))
+    Some(mac_of_bytes(b.get(at..at + 6)?.try_into().ok()?))
+}
+
+/// Past any 802.1Q / 802.1ad tags: the inner ethertype and where its payload starts,
+/// given the outer ethertype and the offset just after it.
+pub fn skip_vlan_tags(f: &[u8], mut ethertype: u16, mut at: usize) -> Option<(u16, usize)> {
+    while ethertype == 0x8100 || ethertype == 0x88a8 {
+        ethertype = u16_at(f, at + 2)?;
+        at += 4;
+    }
+    Some((ethertype, at))
 }
 
 /// The sending and (where the link type records it) receiving MAC of a frame.
@@ -54,7 +69,7 @@ pub fn frame_macs(link: Link, f: &[u8]) -> (Option<u64>, Option<u64>) {
 
 /// The packet fields AfterImage needs, or `None` for a frame too short to carry them.
 pub fn packet_of_frame(link: Link, f: &[u8], ts: f64, len: u32) -> Option<Packet> {
-    let (src_mac, dst_mac, mut ethertype, mut at) = match link {
+    let (src_mac, dst_mac, ethertype, at) = match link {
         Link::Ethernet => (mac_at(f, 6)?, Some(mac_at(f, 0)?), u16_at(f, 12)?, 14),
         Link::LinuxCooked => (mac_at(f, 6)?, None, u16_at(f, 14)?, 16),
         Link::LinuxCookedV2 => (mac_at(f, 12)?, None, u16_at(f, 0)?, 20),
@@ -63,10 +78,7 @@ pub fn packet_of_frame(link: Link, f: &[u8], ts: f64, len: u32) -> Option<Packet
             (0, None, if version == 6 { 0x86dd } else { 0x0800 }, 0)
         }
     };
-    while ethertype == 0x8100 || ethertype == 0x88a8 {
-        ethertype = u16_at(f, at + 2)?;
-        at += 4;
-    }
+    let (ethertype, at) = skip_vlan_tags(f, ethertype, at)?;
     let mut p = Packet { ts, src_mac, src: host_of_mac(src_mac), dst: 0, src_port: 0, dst_port: 0, len };
     p.dst = host_of_mac(dst_mac.unwrap_or(0));
     let (proto, l4) = match ethertype {

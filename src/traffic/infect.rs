@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-use super::frame::u16_at;
+use super::frame::{skip_vlan_tags, u16_at};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum InfectError {
@@ -41,14 +41,9 @@ pub fn mac_bytes(mac: u64) -> [u8; 6] {
     mac.to_be_bytes()[2..].try_into().expect("6 bytes")
 }
 
-/// The ethertype after any 802.1Q / 802.1ad tags and where its payload starts.
+/// An Ethernet frame's ethertype after any VLAN tags and where its payload starts.
 fn ethertype(f: &[u8]) -> Option<(u16, usize)> {
-    let (mut kind, mut at) = (u16_at(f, 12)?, 14);
-    while kind == 0x8100 || kind == 0x88a8 {
-        kind = u16_at(f, at + 2)?;
-        at += 4;
-    }
-    Some((kind, at))
+    skip_vlan_tags(f, u16_at(f, 12)?, 14)
 }
 
 fn ones_add(a: u16, b: u16) -> u16 {
