@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 
 use metapu::daemon::config::DaemonConfig;
 use metapu::data::split::Split;
-use metapu::data::{csv_tasks, Label};
+use metapu::data::{csv_tasks, Label, Task};
 use metapu::eval::stream::{self, DeviceOutcome, DeviceStream, StreamConfig};
 use metapu::model::{default_device, file};
 use metapu::traffic::capture::CaptureReader;
@@ -69,22 +69,22 @@ fn device_stream(dir: &Path, name: &str) -> anyhow::Result<DeviceStream> {
     let map = DeviceMap::new(vec![Device { name: name.to_string(), mac }])?;
     let mut extractor = Extractor::new(Devices::Split(map), Some(labels));
     let mut reader = CaptureReader::open(&pcap)?;
-    let mut s = DeviceStream { name: name.to_string(), ts: Vec::new(), rows: Vec::new(), labels: Vec::new() };
+    let mut s = DeviceStream { task: Task::new(name), ts: Vec::new() };
     while let Some(frame) = reader.next_frame()? {
         let Some(Routed { packet, label, .. }) =
             extractor.route(&frame).with_context(|| pcap.display().to_string())?
         else {
             continue;
         };
-        s.rows.extend_from_slice(extractor.features(0, &packet));
+        s.task.x.extend_from_slice(extractor.features(0, &packet));
+        s.task.labels.push(label);
         s.ts.push(packet.ts);
-        s.labels.push(label);
     }
     Ok(s)
 }
 
 fn count(s: &DeviceStream, l: Label) -> usize {
-    s.labels.iter().filter(|&&x| x == l).count()
+    s.task.indices_of(l).len()
 }
 
 fn real_traffic(a: RealTrafficArgs) -> anyhow::Result<()> {
@@ -104,7 +104,7 @@ fn real_traffic(a: RealTrafficArgs) -> anyhow::Result<()> {
     let (targets, streaming_only): (Vec<&DeviceStream>, Vec<&DeviceStream>) = streams
         .iter()
         .partition(|s| count(s, Label::Positive) >= a.min_rows && count(s, Label::Negative) >= a.min_rows);
-    let split = Split { target: targets.iter().map(|s| s.name.clone()).collect(), ..Split::default() };
+    let split = Split { target: targets.iter().map(|s| s.task.id.clone()).collect(), ..Split::default() };
     split.save(&a.out.join("real.split.json"))?;
     println!(
         "real-traffic: {} devices; {} with ≥ {} rows of each class are protocol targets, {} streaming only",
@@ -139,19 +139,10 @@ fn real_traffic(a: RealTrafficArgs) -> anyhow::Result<()> {
 }
 
 fn write_rows(path: &Path, streams: &[DeviceStream]) -> anyhow::Result<()> {
-    let mut w = csv::Writer::from_path(path).with_context(|| path.display().to_string())?;
-    let mut header = vec!["task".to_string(), "label".to_string()];
-    header.extend(feature_names());
-    w.write_record(header)?;
-    for s in streams {
-        let dim = s.rows.len() / s.labels.len().max(1);
-        for (i, &l) in s.labels.iter().enumerate() {
-            w.write_field(&s.name)?;
-            w.write_field(csv_tasks::label_field(l))?;
-            w.write_record(s.rows[i * dim..(i + 1) * dim].iter().map(|v| v.to_string()))?;
-        }
-    }
-    w.flush()?;
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(path).with_context(|| path.display().to_string())?);
+    csv_tasks::write_tasks(&feature_names(), streams.iter().map(|s| &s.task), &mut out)?;
+    out.flush()?;
     Ok(())
 }
 
@@ -162,9 +153,9 @@ fn write_scores(path: &Path, streams: &[DeviceStream], outcomes: &[DeviceOutcome
         std::io::BufWriter::new(std::fs::File::create(path).with_context(|| path.display().to_string())?);
     writeln!(out, "device,label,score")?;
     for (s, o) in streams.iter().zip(outcomes) {
-        for (l, score) in s.labels.iter().zip(&o.scores) {
+        for (l, score) in s.task.labels.iter().zip(&o.scores) {
             let score = if score.is_nan() { 0.5 } else { *score };
-            writeln!(out, "{},{},{score}", s.name, u8::from(*l == Label::Negative))?;
+            writeln!(out, "{},{},{score}", s.task.id, u8::from(*l == Label::Negative))?;
         }
     }
     out.flush()?;

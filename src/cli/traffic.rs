@@ -108,10 +108,7 @@ pub fn extract(a: ExtractArgs) -> anyhow::Result<()> {
         Some(path) => {
             let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
             let mut w = csv::Writer::from_writer(std::io::BufWriter::new(f));
-            let mut header =
-                if tasks_csv { vec!["task".to_string(), "label".to_string()] } else { Vec::new() };
-            header.extend(feature_names());
-            w.write_record(header)?;
+            w.write_record(if tasks_csv { csv_tasks::header(&feature_names()) } else { feature_names() })?;
             Some(w)
         }
         None => None,

@@ -121,14 +121,28 @@ pub fn label_field(label: Label) -> &'static str {
     }
 }
 
+/// The labeled-task CSV's header: `task`, `label`, then the features.
+pub fn header(feature_names: &[String]) -> Vec<String> {
+    let mut header = vec!["task".to_string(), "label".to_string()];
+    header.extend(feature_names.iter().cloned());
+    header
+}
+
 /// Write tasks as a labeled-task CSV.
 pub fn write(set: &TaskSet, out: &mut impl Write) -> std::io::Result<()> {
+    write_tasks(&set.feature_names, &set.tasks, out)
+}
+
+/// Write tasks of `feature_names.len()` features as a labeled-task CSV.
+pub fn write_tasks<'a>(
+    feature_names: &[String],
+    tasks: impl IntoIterator<Item = &'a Task>,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
-    let mut header = vec!["task".to_string(), "label".to_string()];
-    header.extend(set.feature_names.iter().cloned());
-    w.write_record(&header)?;
-    let dim = set.dim();
-    for t in &set.tasks {
+    w.write_record(header(feature_names))?;
+    let dim = feature_names.len();
+    for t in tasks {
         for i in 0..t.len() {
             let mut rec = vec![t.id.clone(), label_field(t.labels[i]).to_string()];
             rec.extend(t.row(i, dim).iter().map(|v| v.to_string()));

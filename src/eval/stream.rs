@@ -11,17 +11,14 @@ use crate::daemon::devices::WindowSizes;
 use crate::daemon::engine::{run_adaptation, Engine, Verdict};
 use crate::daemon::output::Source;
 use crate::daemon::record::FeatureRecord;
-use crate::data::Label;
+use crate::data::{Label, Task};
 use crate::model::Model;
 
-/// One device's labeled records in capture order.
+/// One device's labeled records in capture order (the task's id names the device).
 pub struct DeviceStream {
-    pub name: String,
+    pub task: Task,
     /// Capture time of each record, seconds.
     pub ts: Vec<f64>,
-    /// Row-major features.
-    pub rows: Vec<f32>,
-    pub labels: Vec<Label>,
 }
 
 /// The daemon's settings that shape what it decides, and the onboarding.
@@ -98,7 +95,7 @@ pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<De
         .iter()
         .map(|d| {
             let out = run_device(&mut engine, d, dim, cfg, offset);
-            offset += d.labels.len() as i64;
+            offset += d.task.len() as i64;
             out
         })
         .collect()
@@ -111,11 +108,11 @@ fn run_device(
     cfg: &StreamConfig,
     offset: i64,
 ) -> DeviceOutcome {
-    let n = d.labels.len();
+    let (task, n) = (&d.task, d.task.len());
     let mut out =
-        DeviceOutcome { name: d.name.clone(), scores: vec![f32::NAN; n], ..DeviceOutcome::default() };
+        DeviceOutcome { name: task.id.clone(), scores: vec![f32::NAN; n], ..DeviceOutcome::default() };
     let mut benign_seen = 0;
-    out.known = d
+    out.known = task
         .labels
         .iter()
         .map(|&l| {
@@ -141,9 +138,9 @@ fn run_device(
         }
         let records: Vec<FeatureRecord> = (start..end)
             .map(|i| FeatureRecord {
-                device: d.name.clone(),
+                device: task.id.clone(),
                 ts: d.ts[i],
-                features: d.rows[i * dim..(i + 1) * dim].to_vec(),
+                features: task.row(i, dim).to_vec(),
                 known_normal: out.known[i],
             })
             .collect();
@@ -160,7 +157,7 @@ fn run_device(
                 }
                 Verdict::Unknown | Verdict::Shed => None,
             };
-            match (d.labels[i], out.known[i]) {
+            match (task.labels[i], out.known[i]) {
                 (_, true) | (Label::Unlabeled, _) => {}
                 (Label::Positive, false) => {
                     out.benign += 1;
