@@ -5,6 +5,7 @@ eval/results.md from `metapu eval --model`). Text outside the
 <!-- real-traffic:begin --> / <!-- real-traffic:end --> markers is kept.
 Usage: real-results.py OUT docs/results.md"""
 
+import csv
 import json
 import os
 import sys
@@ -62,8 +63,6 @@ def stream_table(rows):
 def peer_table(out_dir, labeled):
     data = load_stream(os.path.join(out_dir, "real.csv"))
     ours = defaultdict(list)
-    import csv
-
     with open(os.path.join(out_dir, "scores-ours.csv")) as f:
         for row in csv.DictReader(f):
             ours[row["device"]].append(float(row["score"]))
@@ -112,14 +111,13 @@ def peer_table(out_dir, labeled):
 def protocol_tables(out_dir):
     text = open(os.path.join(out_dir, "eval", "results.md")).read().splitlines()
     # The headline table and the breakdowns by N_p and π, without the run's own title.
-    keep, tables = [], 0
+    keep = []
     for line in text[1:]:
         if line.startswith("#### Time"):
             break
         if line.startswith("#### "):
             line = "**" + line[5:] + "**"
         keep.append(line)
-        tables += line.startswith("|---")
     return "\n".join(keep).strip()
 
 
