@@ -153,7 +153,17 @@ impl DaemonConfig {
                     .with_list_parse_key("kafka.input_topics"),
             );
         }
-        let cfg: Self = builder.build()?.try_deserialize()?;
+        let mut cfg: Self = builder.build()?.try_deserialize()?;
+        if sources.environment {
+            let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+            let vars: Vec<(String, String)> = std::env::vars_os()
+                .filter_map(|(n, v)| Some((n.into_string().ok()?, v.into_string().ok()?)))
+                .collect();
+            for (key, origin) in super::secrets::apply(&mut cfg.kafka.options, credentials.as_deref(), &vars)?
+            {
+                tracing::info!(option = %key, from = %origin, "kafka secret set");
+            }
+        }
         cfg.validate()?;
         Ok(cfg)
     }

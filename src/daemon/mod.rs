@@ -1,7 +1,7 @@
 //! `metapu run`: the streaming daemon. Kafka in; alerts, priors, dead letters and
 //! (optionally) scores out; Prometheus metrics; systemd integration.
 //!
-//! - [`config`] — layered configuration
+//! - [`config`] — layered configuration; `secrets` — librdkafka secrets from credentials or the environment
 //! - [`record`] — input decoding and validation
 //! - [`windows`], [`devices`] — per-device windows and the device table
 //! - [`engine`] — scoring and adaptation without Kafka
@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod notify;
 pub mod output;
 pub mod record;
+mod secrets;
 pub mod service;
 pub mod snapshot;
 pub mod windows;
