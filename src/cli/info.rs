@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use metapu::model::{default_device, file};
+use metapu::model::{compute_report, file};
 
 #[derive(Debug, Args)]
 pub struct InfoArgs {
@@ -11,9 +11,11 @@ pub struct InfoArgs {
 }
 
 pub fn run(a: InfoArgs) -> anyhow::Result<()> {
-    let model = file::load(&a.model, default_device())?;
+    let (device, compute, _) = compute_report();
+    let model = file::load(&a.model, device)?;
     let c = &model.net.config;
     println!("model        {}", a.model.display());
+    println!("compute      {compute}");
     println!(
         "features     {} ({} … {})",
         c.input_dim,

@@ -13,10 +13,24 @@ mod train;
 
 use clap::{Parser, Subcommand};
 
+// The build's compute as a literal for `--version` ("0.1.0 (cuda build)").
+#[cfg(feature = "cuda")]
+macro_rules! build_kind {
+    () => {
+        "cuda"
+    };
+}
+#[cfg(not(feature = "cuda"))]
+macro_rules! build_kind {
+    () => {
+        "cpu"
+    };
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "metapu",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", build_kind!(), " build)"),
     about = "Few-shot anomaly detection for IoT fleets by meta-learned PU classification"
 )]
 pub struct Cli {

@@ -89,7 +89,12 @@ pub fn load_model(path: &std::path::Path) -> Result<LoadedModel, file::ModelFile
     use sha2::{Digest, Sha256};
     let bytes =
         std::fs::read(path).map_err(|source| file::ModelFileError::Read { path: path.into(), source })?;
-    let device = crate::model::default_device();
+    let (device, compute, fallback) = crate::model::compute_report();
+    if fallback {
+        tracing::warn!(compute = %compute, "adapting and scoring on the CPU");
+    } else {
+        tracing::info!(compute = %compute, "adapting and scoring");
+    }
     let scoring = file::from_bytes(&bytes, path, device)?;
     let adapting = file::from_bytes(&bytes, path, device)?;
     let version = Sha256::digest(&bytes)[..6].iter().map(|b| format!("{b:02x}")).collect();

@@ -83,6 +83,24 @@ pub fn default_device() -> Device {
     }
 }
 
+/// Where adaptation and scoring run, in words for the start-up log and `metapu info`;
+/// `fallback` is true for a CUDA build that found no usable GPU (an operator who
+/// installed the GPU build wants to hear that, loudly).
+pub fn compute_report() -> (Device, String, bool) {
+    let device = default_device();
+    match device {
+        Device::Cuda(i) => (device, format!("GPU (CUDA device {i} of {})", tch::Cuda::device_count()), false),
+        _ if cfg!(feature = "cuda") => (
+            device,
+            "CPU: this CUDA build found no usable GPU (no NVIDIA driver, no device, or none visible to \
+             the service)"
+                .to_string(),
+            true,
+        ),
+        _ => (device, "CPU".to_string(), false),
+    }
+}
+
 fn check_rows(rows: &[f32], dim: usize, task: usize) -> Result<(), ModelError> {
     if rows.len() % dim != 0 {
         return Err(ModelError::Dimension { expected: dim, found: rows.len(), task });
