@@ -1,0 +1,86 @@
+"""The real-traffic benchmark split into validation and target devices, so that a choice
+(an estimator, a recipe, a threshold) is made on validation devices only and reported on
+the others (issue #37). Validation, fixed before any variant was tried: every third device
+of each network, from the first, in name order (5 of Kitsune's 13 hosts, 9 of IoT
+Sentinel's 25 devices); a device's streams (one per attack) go together.
+
+    python3 scripts/real-validation.py RUN_DIR [RUN_DIR …]
+
+RUN_DIR is a `metapu-lab real-traffic --out` folder (stream.json, scores-ours.csv),
+optionally with the protocol's `eval/results.json` of `metapu eval --out RUN_DIR/eval`.
+"""
+import csv
+import json
+import os
+import sys
+
+
+def device(stream):
+    return stream.rsplit(".", 1)[0]
+
+
+def validation_devices(streams):
+    names = sorted({device(s) for s in streams})
+    chosen = set()
+    for network in ("kitsune-", "sentinel-"):
+        chosen |= set([n for n in names if n.startswith(network)][0::3])
+    return chosen
+
+
+def streaming(rows, keep):
+    rows = [r for r in rows if keep(device(r["device"]))]
+    benign, false_alarms = sum(r["benign"] for r in rows), sum(r["benign_alerts"] for r in rows)
+    attack, detected = sum(r["attack"] for r in rows), sum(r["attack_alerts"] for r in rows)
+    late = sum(1 for r in rows if not r["attack_alerts"] or (r["first_alert"] or 0) > 10)
+    return (f"FPR {100 * false_alarms / benign:5.2f} %, TPR {100 * detected / attack:5.2f} %, "
+            f"first alert after record 10 or never: {late} of {len(rows)} streams")
+
+
+def protocol(run, keep):
+    out = []
+    for method in run["methods"]:
+        pairs = [(a, e) for a, e in zip(method["accuracies"], run["episodes"]) if keep(device(e["task"]))]
+        if not pairs:
+            continue
+        mean = sum(a for a, _ in pairs) / len(pairs)
+        high = [a for a, e in pairs if e["prior"] == 0.8]
+        out.append(f"{method['method']} {100 * mean:.2f} % (π = 0.8: {100 * sum(high) / len(high):.2f} %)")
+    return "; ".join(out)
+
+
+def before_and_after_attack(path):
+    """Benign FPR before a stream's first attack record and after it (scores-ours.csv:
+    label 1 = attack; score = anomaly score, above 0.5 = alert)."""
+    streams = {}
+    for row in csv.DictReader(open(path)):
+        streams.setdefault(row["device"], []).append((row["label"] == "1", float(row["score"]) > 0.5))
+    counts = {"before": [0, 0], "after": [0, 0]}
+    for records in streams.values():
+        start = next((i for i, (attack, _) in enumerate(records) if attack), len(records))
+        for i, (attack, alert) in enumerate(records):
+            if not attack:
+                part = counts["before" if i < start else "after"]
+                part[0] += 1
+                part[1] += alert
+    return ", ".join(f"{k} the attack starts {100 * a / n:.1f} % of {n}" for k, (n, a) in counts.items())
+
+
+def main():
+    for run_dir in sys.argv[1:]:
+        rows = json.load(open(os.path.join(run_dir, "stream.json")))["devices"]
+        chosen = validation_devices(r["device"] for r in rows)
+        parts = (("validation", lambda d: d in chosen), ("target", lambda d: d not in chosen))
+        print(run_dir)
+        scores = os.path.join(run_dir, "scores-ours.csv")
+        if os.path.exists(scores):
+            print(f"  all streams: benign FPR {before_and_after_attack(scores)}")
+        results = os.path.join(run_dir, "eval", "results.json")
+        run = json.load(open(results))["runs"][0] if os.path.exists(results) else None
+        for name, keep in parts:
+            print(f"  {name:10s} streaming: {streaming(rows, keep)}")
+            if run:
+                print(f"  {name:10s} protocol:  {protocol(run, keep)}")
+
+
+if __name__ == "__main__":
+    main()
