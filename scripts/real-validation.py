@@ -1,13 +1,16 @@
 """The real-traffic benchmark split into validation and target devices, so that a choice
-(an estimator, a recipe, a threshold) is made on validation devices only and reported on
-the others (issue #37). Validation, fixed before any variant was tried: every third device
-of each network, from the first, in name order (5 of Kitsune's 13 hosts, 9 of IoT
-Sentinel's 25 devices); a device's streams (one per attack) go together.
+(an estimator, a recipe, a seed, a threshold) is made on validation devices only and
+reported on the others (issue #37). Validation, fixed before any variant was tried: every
+third device of each network, from the first, in name order (5 of Kitsune's 13 hosts, 9
+of IoT Sentinel's 25 devices); a device's streams (one per attack) go together.
 
     python3 scripts/real-validation.py RUN_DIR [RUN_DIR …]
 
-RUN_DIR is a `metapu-lab real-traffic --out` folder (stream.json, scores-ours.csv),
-optionally with the protocol's `eval/results.json` of `metapu eval --out RUN_DIR/eval`.
+RUN_DIR is a `metapu-lab real-traffic --out` folder (stream.json, scores-ours.csv) of all
+devices or of some (a captures folder holding only the validation devices' files runs
+in a third of the time), optionally with `eval/results.json` (`metapu eval --out
+RUN_DIR/eval` on its real.csv) and `danmini/results.json` (the Danmini rows, as
+`make iot-results`).
 """
 import csv
 import json
@@ -19,12 +22,12 @@ def device(stream):
     return stream.rsplit(".", 1)[0]
 
 
-def validation_devices(streams):
-    names = sorted({device(s) for s in streams})
-    chosen = set()
-    for network in ("kitsune-", "sentinel-"):
-        chosen |= set([n for n in names if n.startswith(network)][0::3])
-    return chosen
+VALIDATION = {
+    "kitsune-00166c7f8220", "kitsune-34ea34f10483", "kitsune-48022e018315", "kitsune-50c7bf1c9cc6",
+    "kitsune-e0b94d087123", "sentinel-Aria", "sentinel-D-LinkDoorSensor", "sentinel-D-LinkSiren",
+    "sentinel-EdimaxPlug1101W", "sentinel-EdnetCam2", "sentinel-HueBridge", "sentinel-TP-LinkPlugHS100",
+    "sentinel-WeMoSwitch", "sentinel-iKettle2",
+}
 
 
 def streaming(rows, keep):
@@ -66,10 +69,9 @@ def before_and_after_attack(path):
 
 
 def main():
+    parts = (("validation", lambda d: d in VALIDATION), ("target", lambda d: d not in VALIDATION))
     for run_dir in sys.argv[1:]:
         rows = json.load(open(os.path.join(run_dir, "stream.json")))["devices"]
-        chosen = validation_devices(r["device"] for r in rows)
-        parts = (("validation", lambda d: d in chosen), ("target", lambda d: d not in chosen))
         print(run_dir)
         scores = os.path.join(run_dir, "scores-ours.csv")
         if os.path.exists(scores):
@@ -77,9 +79,15 @@ def main():
         results = os.path.join(run_dir, "eval", "results.json")
         run = json.load(open(results))["runs"][0] if os.path.exists(results) else None
         for name, keep in parts:
+            if not any(keep(device(r["device"])) for r in rows):
+                continue
             print(f"  {name:10s} streaming: {streaming(rows, keep)}")
             if run:
                 print(f"  {name:10s} protocol:  {protocol(run, keep)}")
+        danmini = os.path.join(run_dir, "danmini", "results.json")
+        if os.path.exists(danmini):
+            methods = json.load(open(danmini))["summary"]["methods"]
+            print("  Danmini:   " + "; ".join(f"{m['method']} {100 * m['mean_accuracy']:.2f} %" for m in methods))
 
 
 if __name__ == "__main__":
