@@ -55,11 +55,19 @@ async fn serve(cfg: DaemonConfig) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
+    let finished = daemon.finished();
+    tokio::pin!(finished);
     loop {
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = hup.recv() => daemon.send(Control::Reload),
+            // The pipeline ended without being asked: exit non-zero (systemd restarts
+            // the unit) instead of idling until the watchdog notices.
+            () = &mut finished => {
+                daemon.wait().await?;
+                anyhow::bail!("the daemon's pipeline stopped without being asked to");
+            }
         }
     }
     tracing::info!(limit_s = limit.as_secs(), "signal received; stopping");

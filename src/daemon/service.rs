@@ -41,7 +41,13 @@ pub enum DaemonError {
     FeatureCount { path: std::path::PathBuf, found: usize, expected: usize },
     #[error("http listener on {addr}: {source}")]
     Http { addr: String, source: std::io::Error },
+    #[error("the service thread panicked: {0}")]
+    Panicked(String),
 }
+
+/// A lock poisoned by a thread that panicked while holding it: the daemon's state can no
+/// longer be trusted, so the service stops rather than carrying on without it.
+const POISONED: &str = "a daemon thread panicked while holding a lock";
 
 /// Requests to a running daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +63,16 @@ pub struct Daemon {
     pub ready: Arc<AtomicBool>,
     control: mpsc::UnboundedSender<Control>,
     thread: std::thread::JoinHandle<Result<(), DaemonError>>,
+    finished: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Marks the service thread finished when dropped: on return and on a panic alike.
+struct FinishedOnDrop(tokio::sync::watch::Sender<bool>);
+
+impl Drop for FinishedOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(true);
+    }
 }
 
 impl Daemon {
@@ -70,9 +86,29 @@ impl Daemon {
         self.wait().await
     }
 
+    /// Resolves once the service thread has ended, asked to or not (`serve` exits on it
+    /// rather than keeping a process alive whose pipeline is gone).
+    pub fn finished(&self) -> impl std::future::Future<Output = ()> + 'static {
+        let mut finished = self.finished.clone();
+        async move {
+            let _ = finished.wait_for(|done| *done).await;
+        }
+    }
+
+    /// The service thread's result; its panic becomes an error, never `Ok`.
     pub async fn wait(self) -> Result<(), DaemonError> {
         let thread = self.thread;
-        tokio::task::spawn_blocking(move || thread.join().unwrap_or(Ok(()))).await.unwrap_or(Ok(()))
+        let joined = tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .map_err(|e| DaemonError::Panicked(e.to_string()))?;
+        joined.map_err(|panic| {
+            let text = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            DaemonError::Panicked(text)
+        })?
     }
 }
 
@@ -193,9 +229,11 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     };
     // The service owns non-`Sync` torch state, so it runs on a thread of its own with
     // a single-threaded runtime; HTTP stays on the caller's runtime.
+    let (finished_tx, finished) = tokio::sync::watch::channel(false);
     let thread = std::thread::Builder::new()
         .name("metapu-service".into())
         .spawn(move || {
+            let _finished = FinishedOnDrop(finished_tx);
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -206,7 +244,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         })
         .map_err(|source| DaemonError::Http { addr: "service thread".into(), source })?;
     drop(http_task);
-    Ok(Daemon { http_addr, metrics, ready, control: control_tx, thread })
+    Ok(Daemon { http_addr, metrics, ready, control: control_tx, thread, finished })
 }
 
 struct Service {
@@ -460,7 +498,7 @@ impl Service {
                 outputs.push(Output {
                     topic: self.cfg.kafka.deadletter_topic.clone(),
                     key: c.message.key().map(|k| String::from_utf8_lossy(k).into_owned()),
-                    value: serde_json::to_vec(&dl).unwrap_or_default(),
+                    value: serde_json::to_vec(&dl).expect("outputs serialise"),
                 });
             }
         }
@@ -490,7 +528,7 @@ impl Service {
                     out.push(Output {
                         topic: self.cfg.kafka.alerts_topic.clone(),
                         key: Some(r.device.clone()),
-                        value: serde_json::to_vec(&alert).unwrap_or_default(),
+                        value: serde_json::to_vec(&alert).expect("outputs serialise"),
                     });
                 }
                 (Some(posterior), if anomalous { "anomalous" } else { "normal" })
@@ -507,7 +545,7 @@ impl Service {
             out.push(Output {
                 topic: self.cfg.kafka.scores_topic.clone(),
                 key: Some(r.device.clone()),
-                value: serde_json::to_vec(&s).unwrap_or_default(),
+                value: serde_json::to_vec(&s).expect("outputs serialise"),
             });
         }
     }
@@ -537,7 +575,7 @@ impl Service {
         if offsets.is_empty() {
             return;
         }
-        let assigned = self.shared.assignment.lock().map(|a| a.clone()).unwrap_or_default();
+        let assigned = self.shared.assignment.lock().expect(POISONED).clone();
         for (topic, partition, offset) in offsets {
             // Never store offsets of partitions that moved away meanwhile.
             if !assigned.iter().any(|(t, p)| t == topic && p == partition) {
@@ -577,7 +615,7 @@ impl Service {
                 time: output::unix_now(),
                 model_version: self.version.clone(),
             };
-            outputs.push((device.clone(), serde_json::to_vec(&update).unwrap_or_default()));
+            outputs.push((device.clone(), serde_json::to_vec(&update).expect("outputs serialise")));
         }
         self.engine.install(done.states);
         // Prior updates are informational: sent without holding up scoring.
@@ -655,8 +693,7 @@ impl Service {
     }
 
     async fn handle_assignment_events(&mut self, consumer: &StreamConsumer<DaemonContext>) {
-        let events: Vec<AssignmentEvent> =
-            self.shared.events.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
+        let events: Vec<AssignmentEvent> = std::mem::take(&mut *self.shared.events.lock().expect(POISONED));
         if !events.is_empty() {
             // Outputs of records from revoked partitions are settled while we still own them.
             self.settle(consumer, true).await;
@@ -665,12 +702,8 @@ impl Service {
             match event {
                 AssignmentEvent::Assigned(parts) => self.restore(&parts).await,
                 AssignmentEvent::Revoked(parts) => {
-                    let still: BTreeSet<i32> = self
-                        .shared
-                        .assignment
-                        .lock()
-                        .map(|a| a.iter().map(|(_, p)| *p).collect())
-                        .unwrap_or_default();
+                    let still: BTreeSet<i32> =
+                        self.shared.assignment.lock().expect(POISONED).iter().map(|(_, p)| *p).collect();
                     let gone: Vec<i32> =
                         parts.iter().map(|(_, p)| *p).filter(|p| !still.contains(p)).collect();
                     let devices = self.engine.devices.on_partitions(&gone);
