@@ -121,7 +121,11 @@ fn a_bad_model_stops_start_up_with_a_clear_message() {
         let (ok, err) = metapu(&[&["run"], args.as_slice()].concat());
         assert!(!ok, "{args:?} started");
         assert!(err.contains(&expected), "{args:?}: {err}");
+        // Each cause once, not repeated by the error chain.
+        assert_eq!(err.matches(&expected).count(), 1, "{args:?}: {err}");
     }
+    let (_, err) = metapu(&["run", "--model", "/nonexistent/model.safetensors"]);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 }
 
 #[test]
