@@ -9,11 +9,6 @@ use std::time::{Duration, Instant};
 
 use support::*;
 
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success();
-    assert!(ok, "kill {sig} {pid}");
-}
-
 fn notifications(socket: &UnixDatagram, until: &str, limit: Duration) -> Vec<String> {
     let started = Instant::now();
     let mut got = Vec::new();

@@ -48,20 +48,21 @@ async fn packaged_binary_detects_real_doorbell_rows() {
     let dir = tempfile::tempdir().unwrap();
     let (config, log) = (dir.path().join("metapu.toml"), dir.path().join("daemon.log"));
     std::fs::write(&config, cfg.to_toml()).unwrap();
-    let mut daemon = Command::new(&bin)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("the packaged metapu starts");
+    let mut daemon = KillOnDrop(
+        Command::new(&bin)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .arg("run")
+            .arg("--config")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("the packaged metapu starts"),
+    );
     replay_and_check(&broker.bootstrap(), &cfg, &bin, true).await;
-    let term = Command::new("kill").args(["-TERM", &daemon.id().to_string()]).status().unwrap();
-    assert!(term.success());
-    let status = daemon.wait().unwrap();
+    signal(daemon.0.id(), "-TERM");
+    let status = daemon.0.wait().unwrap();
     assert!(status.success(), "daemon exit {status}: {}", std::fs::read_to_string(&log).unwrap_or_default());
 }
 

@@ -125,12 +125,7 @@ pub fn load_model(path: &std::path::Path) -> Result<LoadedModel, file::ModelFile
     use sha2::{Digest, Sha256};
     let bytes =
         std::fs::read(path).map_err(|source| file::ModelFileError::Read { path: path.into(), source })?;
-    let (device, compute, fallback) = crate::model::compute_report();
-    if fallback {
-        tracing::warn!(compute = %compute, "adapting and scoring on the CPU");
-    } else {
-        tracing::info!(compute = %compute, "adapting and scoring");
-    }
+    let device = crate::model::default_device();
     let scoring = file::from_bytes(&bytes, path, device)?;
     let adapting = file::from_bytes(&bytes, path, device)?;
     let version = Sha256::digest(&bytes)[..6].iter().map(|b| format!("{b:02x}")).collect();
@@ -148,6 +143,13 @@ async fn partition_count(cfg: &DaemonConfig, topic: &str) -> Option<i32> {
 
 /// Start the daemon: load the model, bind HTTP, connect to Kafka, run.
 pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
+    // Once at start (a reload loads onto the same device).
+    let (_, compute, fallback) = crate::model::compute_report();
+    if fallback {
+        tracing::warn!(compute = %compute, "adapting and scoring on the CPU");
+    } else {
+        tracing::info!(compute = %compute, "adapting and scoring");
+    }
     let loaded = load_model(&cfg.model.path)?;
     let expected = cfg.model.features;
     if expected != 0 && loaded.scoring.dim() != expected {

@@ -266,6 +266,12 @@ pub async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
     cond()
 }
 
+/// Send `sig` (as `kill` spells it: "-TERM") to a process.
+pub fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
 /// A child process killed when dropped, so a failing test leaves no daemon behind.
 pub struct KillOnDrop(pub std::process::Child);
 
