@@ -37,12 +37,18 @@ fi
 objcopy --strip-debug target/release/metapu "$stage/metapu"
 "$tools/patchelf" --set-rpath '$ORIGIN/../lib/metapu' "$stage/metapu"
 
-sed "s|^path = \"/var/lib/metapu/model.safetensors\"|path = \"$model_dest\"|" config/default.toml >"$stage/metapu.toml"
+# The packaged header replaces default.toml's leading comment block, whatever its length.
+{
+  cat <<'EOF'
+# metapu daemon configuration, installed by the package (a conffile: upgrades keep your
+# changes). Every key with its default; METAPU__SECTION__KEY variables override it.
+# `metapu check-config` validates and prints the effective configuration. Set
+# kafka.brokers, then `systemctl enable --now metapu`.
+EOF
+  awk 'header && /^#/ {next} {header = 0; print}' header=1 config/default.toml |
+    sed "s|^path = \"/var/lib/metapu/model.safetensors\"|path = \"$model_dest\"|"
+} >"$stage/metapu.toml"
 grep -q "^path = \"$model_dest\"" "$stage/metapu.toml" || { echo "package: model.path not set in metapu.toml" >&2; exit 1; }
-sed -i '1,4c # metapu daemon configuration, installed by the package (a conffile: upgrades keep your\
-# changes). Every key with its default; METAPU__SECTION__KEY variables override it.\
-# `metapu check-config` validates and prints the effective configuration. Set\
-# kafka.brokers, then `systemctl enable --now metapu`.' "$stage/metapu.toml"
 
 "$tools/cargo-deb" --no-build --no-strip --output "$deb"
 
