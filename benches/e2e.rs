@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use metapu::broker::{self, LocalBroker};
 use metapu::daemon::config::DaemonConfig;
-use metapu::daemon::{kafka, record, service};
+use metapu::daemon::{self, kafka, record};
 use metapu::traffic::simulate::{fleet_tasks, FleetConfig};
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
@@ -123,7 +123,7 @@ async fn main() {
         };
         send_all(&payloads[..warm]);
 
-        let daemon = service::start(cfg.clone()).await.expect("daemon starts");
+        let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
         let m = &daemon.metrics;
         let limit = Instant::now() + Duration::from_secs(120);
         while (m.records_consumed.get() < warm as u64 || m.adaptations.get() < labeled_devices as u64)

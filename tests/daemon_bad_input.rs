@@ -7,7 +7,7 @@ mod support;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use metapu::daemon::service;
+use metapu::daemon;
 use metapu::daemon::snapshot::Snapshot;
 use metapu::data::Label;
 use rdkafka::config::ClientConfig;
@@ -146,7 +146,7 @@ async fn each_kind_of_bad_input_is_dead_lettered_counted_and_harmless() {
     cfg.adaptation.interval_ms = 3_600_000;
     cfg.adaptation.after_records = 20;
     let input = cfg.kafka.input_topics[0].clone();
-    let daemon = service::start(cfg.clone()).await.expect("daemon starts");
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
     let p = producer(&boot);
     let big: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", &boot)

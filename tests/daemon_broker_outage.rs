@@ -6,7 +6,7 @@ mod support;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use metapu::daemon::service;
+use metapu::daemon;
 use metapu::data::Label;
 use support::*;
 
@@ -22,7 +22,7 @@ async fn a_broker_outage_is_reported_and_survived_without_loss() {
     let mut cfg = daemon_config(&boot, "outage");
     cfg.model.threshold = 1.0; // alerts whatever the model's quality: this is about delivery
     let input = cfg.kafka.input_topics[0].clone();
-    let daemon = service::start(cfg.clone()).await.expect("daemon starts");
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
     let p = producer(&boot);
     let (normal, attack) = (fx.rows(0, Label::Positive), fx.rows(0, Label::Negative));
     let row = |i: usize| if i % 2 == 1 { attack[i].clone() } else { normal[i].clone() };

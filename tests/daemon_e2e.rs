@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use metapu::daemon::service;
+use metapu::daemon;
 use metapu::data::Label;
 use support::*;
 
@@ -16,7 +16,7 @@ async fn records_flow_to_alerts_priors_and_dead_letters_and_state_survives_a_res
     let boot = broker.bootstrap();
     let cfg = daemon_config(&boot, "e2e");
     let input = cfg.kafka.input_topics[0].clone();
-    let daemon = service::start(cfg.clone()).await.expect("daemon starts");
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
 
     let p = producer(&boot);
     let normal = fx.rows(0, Label::Positive);
@@ -97,7 +97,7 @@ async fn records_flow_to_alerts_priors_and_dead_letters_and_state_survives_a_res
 
     // Restart: dev-a's windows come back from the state topic, so it is adapted again
     // without any new known-normal record.
-    let daemon = service::start(cfg.clone()).await.expect("daemon restarts");
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon restarts");
     send_record(&p, &input, "dev-a", 500.0, &normal[60], false).await;
     let restored = wait_until(Duration::from_secs(30), || {
         let body = http_get(daemon.http_addr, "/metrics").1;

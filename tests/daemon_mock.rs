@@ -6,7 +6,7 @@ mod support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use metapu::daemon::service;
+use metapu::daemon;
 use metapu::data::Label;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
@@ -38,7 +38,7 @@ async fn known_normal_then_mixed_traffic_gives_alerts() {
     let cluster = mock("m1", 1);
     let boot = cluster.bootstrap_servers();
     let cfg = daemon_config(&boot, "m1");
-    let daemon = service::start(cfg.clone()).await.unwrap();
+    let daemon = daemon::start(cfg.clone()).await.unwrap();
     let p = producer(&boot);
     let (normal, attack) = (fx.rows(1, Label::Positive), fx.rows(1, Label::Negative));
     for (i, row) in normal.iter().take(8).enumerate() {
@@ -93,7 +93,7 @@ async fn two_daemons_through_a_rebalance_score_every_record() {
     let cluster = mock("m2", 4);
     let boot = cluster.bootstrap_servers();
     let cfg = daemon_config(&boot, "m2");
-    let a = service::start(cfg.clone()).await.unwrap();
+    let a = daemon::start(cfg.clone()).await.unwrap();
     let p = producer(&boot);
     let normal = fx.rows(2, Label::Positive);
     let mut sent = 0;
@@ -103,7 +103,7 @@ async fn two_daemons_through_a_rebalance_score_every_record() {
         let b = if round == 1 {
             let mut cfg_b = cfg.clone();
             cfg_b.http.listen = "127.0.0.1:0".into();
-            Some(service::start(cfg_b).await.unwrap())
+            Some(daemon::start(cfg_b).await.unwrap())
         } else {
             None
         };
@@ -135,7 +135,7 @@ async fn a_broker_outage_is_reported_and_survived() {
     let boot = cluster.bootstrap_servers();
     let mut cfg = daemon_config(&boot, "m3");
     cfg.kafka.options.insert("reconnect.backoff.max.ms".into(), "500".into());
-    let daemon = service::start(cfg).await.unwrap();
+    let daemon = daemon::start(cfg).await.unwrap();
     let p = producer(&boot);
     let normal = fx.rows(3, Label::Positive);
     send_record(&p, "m3.features", "plug", 0.0, &normal[0], true).await;
@@ -166,7 +166,7 @@ async fn a_model_reload_keeps_windows_and_a_bad_model_is_refused() {
     std::fs::copy(&fx.model_path, &model).unwrap();
     let mut cfg = daemon_config(&boot, "m4");
     cfg.model.path = model.clone();
-    let daemon = service::start(cfg).await.unwrap();
+    let daemon = daemon::start(cfg).await.unwrap();
     let p = producer(&boot);
     let normal = fx.rows(4, Label::Positive);
     for (i, row) in normal.iter().take(6).enumerate() {
@@ -177,7 +177,7 @@ async fn a_model_reload_keeps_windows_and_a_bad_model_is_refused() {
 
     // The same model again: accepted; the device is re-adapted from its kept windows
     // without any new record.
-    daemon.send(service::Control::Reload);
+    daemon.send(daemon::Control::Reload);
     let priors = read_topic(&boot, "m4.priors", Duration::from_secs(20), |m| m.len() >= 2);
     let last = json_values(&priors).pop().unwrap();
     assert_eq!((last["positive_window"].as_u64(), last["unlabeled_window"].as_u64()), (Some(3), Some(6)));
@@ -186,7 +186,7 @@ async fn a_model_reload_keeps_windows_and_a_bad_model_is_refused() {
 
     // A corrupt file: refused, counted, and the old model keeps scoring.
     std::fs::write(&model, b"garbage").unwrap();
-    daemon.send(service::Control::Reload);
+    daemon.send(daemon::Control::Reload);
     let refused = wait_until(Duration::from_secs(10), || {
         metric(&http_get(daemon.http_addr, "/metrics").1, "metapu_model_reloads_total{result=\"error\"}")
             == Some(1.0)
@@ -200,45 +200,4 @@ async fn a_model_reload_keeps_windows_and_a_bad_model_is_refused() {
     let scored = wait_until(Duration::from_secs(10), || scored_total() > before).await;
     assert!(scored, "the old model stopped scoring");
     daemon.shutdown().await.unwrap();
-}
-
-/// Batch outputs in flight: a batch's offsets are released only once every one of its
-/// outputs is acknowledged, oldest batch first, and a failed delivery is sent again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delivered_batches_release_their_offsets_in_order() {
-    use metapu::daemon::delivery::{Deliveries, Output};
-    use rdkafka::producer::FutureProducer;
-    use rdkafka::ClientConfig;
-
-    let cluster = mock("m9", 1);
-    let boot = cluster.bootstrap_servers();
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", &boot)
-        .set("message.timeout.ms", "1500")
-        .create()
-        .unwrap();
-    let mut deliveries = Deliveries::new(producer, 4);
-    let output = |i: u8| Output { topic: "m9.alerts".into(), key: Some(format!("k{i}")), value: vec![i] };
-
-    cluster.broker_down(1).unwrap();
-    deliveries.submit((0..3).map(output).collect(), vec![("in".into(), 0, 10)]);
-    deliveries.submit((3..5).map(output).collect(), vec![("in".into(), 0, 20)]);
-    let mut failed = 0;
-    let started = std::time::Instant::now();
-    while failed == 0 && started.elapsed() < Duration::from_secs(20) {
-        let settled = deliveries.poll();
-        assert!(settled.offsets.is_empty(), "offsets released before acknowledgement");
-        failed += settled.failed;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(failed > 0, "no delivery failed with the broker down");
-    assert_eq!(deliveries.in_flight(), 2);
-
-    cluster.broker_up(1).unwrap();
-    let offsets = deliveries.wait_all(|_| {}).await;
-    assert_eq!(offsets, vec![("in".to_string(), 0, 10), ("in".to_string(), 0, 20)]);
-    assert_eq!(deliveries.in_flight(), 0);
-    let got = read_topic(&boot, "m9.alerts", Duration::from_secs(20), |m| m.len() >= 5);
-    let values: HashSet<u8> = got.iter().map(|(_, v)| v[0]).collect();
-    assert_eq!(values, (0..5).collect(), "every output delivered at least once");
 }

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use metapu::daemon;
 use metapu::daemon::config::DaemonConfig;
-use metapu::daemon::service;
 use support::*;
 
 const BENIGN: usize = 299;
@@ -24,7 +24,7 @@ async fn real_doorbell_rows_detected_through_broker_and_daemon() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let broker = Broker::start();
     let cfg = doorbell_config(&broker.bootstrap(), "realrows", root.join("models/iot-default.safetensors"));
-    let daemon = service::start(cfg.clone()).await.expect("daemon starts");
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
     replay_and_check(&broker.bootstrap(), &cfg, Path::new(env!("CARGO_BIN_EXE_metapu")), false).await;
     daemon.shutdown().await.expect("clean shutdown");
 }

@@ -6,7 +6,7 @@ use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
 
 use metapu::daemon::config::{DaemonConfig, Sources};
-use metapu::daemon::service::{self, Control};
+use metapu::daemon::{self, Control};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -50,7 +50,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
 
 async fn serve(cfg: DaemonConfig) -> anyhow::Result<()> {
     let limit = Duration::from_secs(cfg.shutdown.timeout_s);
-    let daemon = service::start(cfg).await?;
+    let daemon = daemon::start(cfg).await?;
     tracing::info!(http = %daemon.http_addr, "metrics at http://{}/metrics", daemon.http_addr);
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;

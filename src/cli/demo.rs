@@ -21,7 +21,7 @@ use rdkafka::util::Timeout;
 
 use metapu::broker::{self, LocalBroker};
 use metapu::daemon::config::DaemonConfig;
-use metapu::daemon::{record, service};
+use metapu::daemon::{self, record};
 use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::data::{Label, TaskSet};
@@ -207,7 +207,7 @@ async fn demo(a: DemoArgs, bootstrap: String) -> anyhow::Result<()> {
     // delay: short session settings make the demo start scoring within seconds.
     cfg.kafka.options.insert("session.timeout.ms".into(), "6000".into());
     cfg.kafka.options.insert("heartbeat.interval.ms".into(), "500".into());
-    let daemon = service::start(cfg.clone()).await.context("starting the daemon")?;
+    let daemon = daemon::start(cfg.clone()).await.context("starting the daemon")?;
     println!("demo: daemon running; metrics at http://{}/metrics (also /healthz, /readyz)", daemon.http_addr);
     println!(
         "demo: {} devices, {:.0} records/s; a third come under attack after {} s; Ctrl-C stops everything",

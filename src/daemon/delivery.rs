@@ -140,6 +140,7 @@ impl Deliveries {
     }
 
     /// Wait for every batch in flight; their offsets, oldest first.
+    #[cfg(test)]
     pub async fn wait_all(&mut self, mut on_failure: impl FnMut(usize)) -> Vec<PartitionOffset> {
         let mut offsets = Vec::new();
         while !self.batches.is_empty() {
@@ -181,4 +182,73 @@ fn check(batch: &mut Batch) -> usize {
         }
     }
     failed
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::mocking::MockCluster;
+    use rdkafka::ClientConfig;
+
+    use super::*;
+
+    /// Every value on partition 0 of `topic`, until `n` arrived or 20 s passed.
+    fn read_values(bootstrap: &str, topic: &str, n: usize) -> Vec<u8> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", "delivery-reader")
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("consumer");
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, rdkafka::Offset::Beginning).expect("partition");
+        consumer.assign(&tpl).expect("assign");
+        let (started, mut out) = (Instant::now(), Vec::new());
+        while started.elapsed() < Duration::from_secs(20) && out.len() < n {
+            if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+                out.push(m.payload().unwrap_or_default()[0]);
+            }
+        }
+        out
+    }
+
+    /// A batch's offsets are released only once every one of its outputs is
+    /// acknowledged, oldest batch first, and a failed delivery is sent again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn delivered_batches_release_their_offsets_in_order() {
+        let cluster = MockCluster::new(1).expect("mock cluster");
+        cluster.create_topic("alerts", 1, 1).expect("topic");
+        let boot = cluster.bootstrap_servers();
+        let producer: FutureProducer = ClientConfig::new()
+            .set("bootstrap.servers", &boot)
+            .set("message.timeout.ms", "1500")
+            .create()
+            .expect("producer");
+        let mut deliveries = Deliveries::new(producer, 4);
+        let output = |i: u8| Output { topic: "alerts".into(), key: Some(format!("k{i}")), value: vec![i] };
+
+        cluster.broker_down(1).expect("broker down");
+        deliveries.submit((0..3).map(output).collect(), vec![("in".into(), 0, 10)]);
+        deliveries.submit((3..5).map(output).collect(), vec![("in".into(), 0, 20)]);
+        let mut failed = 0;
+        let started = Instant::now();
+        while failed == 0 && started.elapsed() < Duration::from_secs(20) {
+            let settled = deliveries.poll();
+            assert!(settled.offsets.is_empty(), "offsets released before acknowledgement");
+            failed += settled.failed;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(failed > 0, "no delivery failed with the broker down");
+        assert_eq!(deliveries.in_flight(), 2);
+
+        cluster.broker_up(1).expect("broker up");
+        let offsets = deliveries.wait_all(|_| {}).await;
+        assert_eq!(offsets, vec![("in".to_string(), 0, 10), ("in".to_string(), 0, 20)]);
+        assert_eq!(deliveries.in_flight(), 0);
+        let values: HashSet<u8> = read_values(&boot, "alerts", 5).into_iter().collect();
+        assert_eq!(values, (0..5).collect(), "every output delivered at least once");
+    }
 }

@@ -1,7 +1,6 @@
 //! HTTP endpoints: `/metrics` (Prometheus text), `/healthz` (the process answers),
 //! `/readyz` (consuming with a model; 503 during broker outages and start-up).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -10,12 +9,13 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
+use super::health::Health;
 use super::metrics::Metrics;
 
 #[derive(Clone)]
-pub struct HttpState {
-    pub metrics: Arc<Metrics>,
-    pub ready: Arc<AtomicBool>,
+pub(crate) struct HttpState {
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) health: Arc<Health>,
 }
 
 async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
@@ -27,14 +27,14 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(s): State<HttpState>) -> (StatusCode, &'static str) {
-    if s.ready.load(Ordering::Relaxed) {
+    if s.health.is_ready() {
         (StatusCode::OK, "ready\n")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
     }
 }
 
-pub fn router(state: HttpState) -> Router {
+pub(crate) fn router(state: HttpState) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
@@ -43,7 +43,7 @@ pub fn router(state: HttpState) -> Router {
 }
 
 /// Bind and serve until `shutdown` resolves. Returns the bound address (port 0 → actual).
-pub async fn serve(
+pub(crate) async fn serve(
     listen: &str,
     state: HttpState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,

@@ -2,7 +2,6 @@
 //! statistics), topic creation and reading the state changelog.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,7 +14,10 @@ use rdkafka::message::Message;
 use rdkafka::statistics::Statistics;
 use rdkafka::{Offset, TopicPartitionList};
 
+use tokio::sync::mpsc;
+
 use super::config::KafkaConfig;
+use super::health::Health;
 
 /// Client properties shared by consumers and producers: brokers plus pass-through options.
 pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
@@ -30,25 +32,51 @@ pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
     c
 }
 
-/// Assignment changes seen by the consumer, for the service loop to act on.
+/// Assignment changes seen by the consumer, sent to the service loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AssignmentEvent {
+pub(crate) enum AssignmentEvent {
     Assigned(Vec<(String, i32)>),
     Revoked(Vec<(String, i32)>),
 }
 
-/// Shared between librdkafka's callbacks and the service loop.
+/// The input partitions assigned to this member now; updated in the rebalance
+/// callbacks, read when storing offsets (never for a partition that moved away).
 #[derive(Default)]
-pub struct Shared {
-    pub events: Mutex<Vec<AssignmentEvent>>,
-    pub assignment: Mutex<Vec<(String, i32)>>,
-    pub lag: AtomicI64,
-    /// Set when librdkafka reports every broker down; cleared on the next good fetch.
-    pub brokers_down: AtomicBool,
+pub(crate) struct Assignment(Mutex<Vec<(String, i32)>>);
+
+/// A lock poisoned by a thread that panicked while holding it: the daemon's state can
+/// no longer be trusted, so it stops rather than carrying on without it.
+pub(crate) const POISONED: &str = "a daemon thread panicked while holding a lock";
+
+impl Assignment {
+    pub(crate) fn contains(&self, topic: &str, partition: i32) -> bool {
+        self.0.lock().expect(POISONED).iter().any(|(t, p)| t == topic && *p == partition)
+    }
+
+    pub(crate) fn partitions(&self) -> Vec<i32> {
+        self.0.lock().expect(POISONED).iter().map(|(_, p)| *p).collect()
+    }
+
+    fn add(&self, parts: &[(String, i32)]) {
+        let mut current = self.0.lock().expect(POISONED);
+        for p in parts {
+            if !current.contains(p) {
+                current.push(p.clone());
+            }
+        }
+    }
+
+    fn remove(&self, parts: &[(String, i32)]) {
+        self.0.lock().expect(POISONED).retain(|p| !parts.contains(p));
+    }
 }
 
-pub struct DaemonContext {
-    pub shared: Arc<Shared>,
+/// The consumer's context: librdkafka's callbacks report broker state and lag to
+/// [`Health`], keep [`Assignment`] current and send assignment events to the loop.
+pub(crate) struct DaemonContext {
+    pub(crate) health: Arc<Health>,
+    pub(crate) assignment: Arc<Assignment>,
+    pub(crate) events: mpsc::UnboundedSender<AssignmentEvent>,
 }
 
 fn partitions(list: &TopicPartitionList) -> Vec<(String, i32)> {
@@ -64,12 +92,12 @@ impl ClientContext for DaemonContext {
             .filter(|p| p.partition >= 0 && p.consumer_lag >= 0)
             .map(|p| p.consumer_lag)
             .sum();
-        self.shared.lag.store(lag, Ordering::Relaxed);
+        self.health.set_lag(lag);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
         if matches!(error.rdkafka_error_code(), Some(RDKafkaErrorCode::AllBrokersDown)) {
-            self.shared.brokers_down.store(true, Ordering::Relaxed);
+            self.health.brokers_down();
         }
         tracing::warn!(%error, reason, "kafka client error");
     }
@@ -84,22 +112,17 @@ impl ConsumerContext for DaemonContext {
                 tracing::debug!(error = %e, "commit on revoke");
             }
             let revoked = partitions(list);
-            self.shared.assignment.lock().map(|mut a| a.retain(|p| !revoked.contains(p))).ok();
-            self.shared.events.lock().map(|mut e| e.push(AssignmentEvent::Revoked(revoked))).ok();
+            self.assignment.remove(&revoked);
+            // The loop is gone only while the daemon stops; nothing is left to act then.
+            let _ = self.events.send(AssignmentEvent::Revoked(revoked));
         }
     }
 
     fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(list) = rebalance {
             let assigned = partitions(list);
-            if let Ok(mut a) = self.shared.assignment.lock() {
-                for p in &assigned {
-                    if !a.contains(p) {
-                        a.push(p.clone());
-                    }
-                }
-            }
-            self.shared.events.lock().map(|mut e| e.push(AssignmentEvent::Assigned(assigned))).ok();
+            self.assignment.add(&assigned);
+            let _ = self.events.send(AssignmentEvent::Assigned(assigned));
         }
     }
 }

@@ -1,0 +1,240 @@
+//! Starting a daemon and the handle to a running one: load the model, bind HTTP,
+//! connect to Kafka, assemble the service's parts and run them on a thread of their
+//! own; control requests in, the service's result out.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::producer::FutureProducer;
+use tokio::sync::mpsc;
+
+use crate::model::file;
+
+use super::config::DaemonConfig;
+use super::detector::{load_model, Detector, LoadedModel};
+use super::devices::WindowSizes;
+use super::engine::Engine;
+use super::health::Health;
+use super::http::{self, HttpState};
+use super::kafka::{self, Assignment, DaemonContext};
+use super::metrics::Metrics;
+use super::outbox::Outbox;
+use super::pipeline::Pipeline;
+use super::service::Service;
+use super::state::StateStore;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("model: {0}")]
+    Model(#[from] file::ModelFileError),
+    #[error("kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+    #[error(
+        "model {path} takes {found} features per record; the configuration (model.features) says {expected}"
+    )]
+    FeatureCount { path: std::path::PathBuf, found: usize, expected: usize },
+    #[error("http listener on {addr}: {source}")]
+    Http { addr: String, source: std::io::Error },
+    #[error("starting the {what}: {source}")]
+    Spawn { what: &'static str, source: std::io::Error },
+    #[error("the service thread panicked: {0}")]
+    Panicked(String),
+    #[error("the adaptation thread ended while the daemon ran")]
+    AdapterGone,
+}
+
+/// Requests to a running daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    Shutdown,
+    /// Load the model file again (SIGHUP).
+    Reload,
+}
+
+/// A running daemon: its HTTP address, metrics and a control channel.
+pub struct Daemon {
+    pub http_addr: SocketAddr,
+    pub metrics: Arc<Metrics>,
+    control: mpsc::UnboundedSender<Control>,
+    thread: std::thread::JoinHandle<Result<(), DaemonError>>,
+    finished: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Marks the service thread finished when dropped: on return and on a panic alike.
+struct FinishedOnDrop(tokio::sync::watch::Sender<bool>);
+
+impl Drop for FinishedOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(true);
+    }
+}
+
+impl Daemon {
+    pub fn send(&self, c: Control) {
+        // A send fails only once the service has ended, which `finished` reports.
+        let _ = self.control.send(c);
+    }
+
+    /// Ask for a clean shutdown and wait for it.
+    pub async fn shutdown(self) -> Result<(), DaemonError> {
+        self.send(Control::Shutdown);
+        self.wait().await
+    }
+
+    /// Resolves once the service thread has ended, asked to or not (`serve` exits on it
+    /// rather than keeping a process alive whose pipeline is gone).
+    pub fn finished(&self) -> impl std::future::Future<Output = ()> + 'static {
+        let mut finished = self.finished.clone();
+        async move {
+            let _ = finished.wait_for(|done| *done).await;
+        }
+    }
+
+    /// The service thread's result; its panic becomes an error, never `Ok`.
+    pub async fn wait(self) -> Result<(), DaemonError> {
+        let thread = self.thread;
+        let joined = tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .map_err(|e| DaemonError::Panicked(e.to_string()))?;
+        joined.map_err(|panic| {
+            let text = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            DaemonError::Panicked(text)
+        })?
+    }
+}
+
+/// A topic's partition count from broker metadata (a blocking call, run off the runtime).
+async fn partition_count(cfg: &DaemonConfig, topic: &str) -> Option<i32> {
+    let (kc, topic) = (cfg.kafka.clone(), topic.to_string());
+    tokio::task::spawn_blocking(move || kafka::partition_count(&kc, &topic, Duration::from_secs(5)))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Create our topics where the broker lacks them; the state topic gets as many
+/// partitions as the first input topic. Returns the state topic's partition count.
+async fn ensure_topics(cfg: &DaemonConfig) -> i32 {
+    let k = &cfg.kafka;
+    let input_partitions = partition_count(cfg, &k.input_topics[0]).await.unwrap_or(1);
+    let mut topics: Vec<(&str, i32)> = k.input_topics.iter().map(|t| (t.as_str(), 1)).collect();
+    topics.extend([
+        (k.alerts_topic.as_str(), 1),
+        (k.priors_topic.as_str(), 1),
+        (k.deadletter_topic.as_str(), 1),
+        (k.state_topic.as_str(), input_partitions),
+    ]);
+    if k.publish_scores {
+        topics.push((k.scores_topic.as_str(), 1));
+    }
+    if let Err(e) = kafka::ensure_topics(k, &topics, Duration::from_secs(10)).await {
+        tracing::warn!(error = %e, "could not ensure topics; relying on the broker's auto-creation");
+    }
+    partition_count(cfg, &k.state_topic).await.unwrap_or(input_partitions)
+}
+
+/// Start the daemon: load the model, bind HTTP, connect to Kafka, run.
+pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
+    // Once at start (a reload loads onto the same device).
+    let (_, compute, fallback) = crate::model::compute_report();
+    if fallback {
+        tracing::warn!(compute = %compute, "adapting and scoring on the CPU");
+    } else {
+        tracing::info!(compute = %compute, "adapting and scoring");
+    }
+    let LoadedModel { scoring, adapting, version } = load_model(&cfg.model.path)?;
+    let expected = cfg.model.features;
+    if expected != 0 && scoring.dim() != expected {
+        let (path, found) = (cfg.model.path.clone(), scoring.dim());
+        return Err(DaemonError::FeatureCount { path, found, expected });
+    }
+    let metrics = Arc::new(Metrics::new());
+    metrics.set_model(&version, scoring.dim(), scoring.net.config.task_dim);
+    let health = Arc::new(Health::new(Arc::clone(&metrics)));
+    let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (http_addr, _http_task) = http::serve(
+        &cfg.http.listen,
+        HttpState { metrics: Arc::clone(&metrics), health: Arc::clone(&health) },
+        async move {
+            let _ = http_stop_rx.await;
+        },
+    )
+    .await
+    .map_err(|source| DaemonError::Http { addr: cfg.http.listen.clone(), source })?;
+
+    let assignment = Arc::new(Assignment::default());
+    let (assignments_tx, assignments) = mpsc::unbounded_channel();
+    let context = DaemonContext {
+        health: Arc::clone(&health),
+        assignment: Arc::clone(&assignment),
+        events: assignments_tx,
+    };
+    let consumer: StreamConsumer<DaemonContext> = kafka::base_config(&cfg.kafka)
+        .set("group.id", &cfg.kafka.group_id)
+        .set("enable.auto.commit", "true")
+        .set("auto.commit.interval.ms", "1000")
+        // Offsets are stored by hand, only after the batch's outputs are acknowledged.
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", &cfg.kafka.auto_offset_reset)
+        .set("statistics.interval.ms", "5000")
+        .create_with_context(context)?;
+    let producer: FutureProducer = kafka::base_config(&cfg.kafka)
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "30000")
+        .create()?;
+    let state_partitions = ensure_topics(&cfg).await;
+    let topics: Vec<&str> = cfg.kafka.input_topics.iter().map(String::as_str).collect();
+    consumer.subscribe(&topics)?;
+
+    let sizes = WindowSizes {
+        positive: cfg.windows.positive,
+        unlabeled: cfg.windows.unlabeled,
+        bootstrap_positives: cfg.windows.bootstrap_positives,
+    };
+    let mut engine = Engine::new(scoring, sizes, cfg.devices.max_tracked, cfg.model.threshold);
+    engine.max_per_device = cfg.scoring.max_per_device;
+    let service = Service {
+        detector: Detector::new(engine, adapting, version, cfg.adaptation.batch_size),
+        pipeline: Pipeline::new(&cfg.kafka, cfg.scoring.max_per_device),
+        outbox: Outbox::new(producer.clone(), assignment, Arc::clone(&metrics), Arc::clone(&health)),
+        state: StateStore::new(
+            cfg.kafka.clone(),
+            producer.clone(),
+            state_partitions,
+            cfg.state.snapshot_interval_s,
+            Arc::clone(&metrics),
+        ),
+        health,
+        metrics: Arc::clone(&metrics),
+        consumer,
+        assignments,
+        producer,
+        started: Instant::now(),
+        cfg,
+    };
+    let (control, control_rx) = mpsc::unbounded_channel();
+    // The service owns non-`Sync` torch state, so it runs on a thread of its own with
+    // a single-threaded runtime; HTTP stays on the caller's runtime.
+    let (finished_tx, finished) = tokio::sync::watch::channel(false);
+    let thread = std::thread::Builder::new()
+        .name("metapu-service".into())
+        .spawn(move || {
+            let _finished = FinishedOnDrop(finished_tx);
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|source| DaemonError::Spawn { what: "service runtime", source })?;
+            let result = runtime.block_on(service.run(control_rx));
+            let _ = http_stop_tx.send(());
+            result
+        })
+        .map_err(|source| DaemonError::Spawn { what: "service thread", source })?;
+    Ok(Daemon { http_addr, metrics, control, thread, finished })
+}

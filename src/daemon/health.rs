@@ -1,0 +1,140 @@
+//! Whether the daemon is ready: one type for the readiness flag `/readyz` reads, its
+//! `metapu_ready` gauge and what librdkafka says about the brokers, so the three never
+//! disagree. Shared by the service loop, the HTTP server and the Kafka callbacks.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::producer::{FutureProducer, Producer};
+
+use super::metrics::Metrics;
+
+pub(crate) struct Health {
+    ready: AtomicBool,
+    brokers_down: AtomicBool,
+    metrics: Arc<Metrics>,
+}
+
+impl Health {
+    /// Not ready until the service loop starts consuming.
+    pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
+        metrics.ready.set(0.0);
+        Self { ready: AtomicBool::new(false), brokers_down: AtomicBool::new(false), metrics }
+    }
+
+    pub(crate) fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+        self.metrics.ready.set(if ready { 1.0 } else { 0.0 });
+    }
+
+    /// The service loop is consuming.
+    pub(crate) fn started(&self) {
+        self.set_ready(true);
+    }
+
+    /// The service is shutting down: not ready, whatever the brokers say.
+    pub(crate) fn stopping(&self) {
+        self.set_ready(false);
+    }
+
+    /// librdkafka reports every broker down, or outputs could not be delivered:
+    /// not ready until messages flow again or the brokers answer.
+    pub(crate) fn brokers_down(&self) {
+        self.brokers_down.store(true, Ordering::Relaxed);
+        self.set_ready(false);
+    }
+
+    /// A message arrived: the brokers are up (readiness follows at the next refresh).
+    pub(crate) fn message_received(&self) {
+        self.brokers_down.store(false, Ordering::Relaxed);
+    }
+
+    /// The consumer lag from librdkafka's statistics.
+    pub(crate) fn set_lag(&self, lag: i64) {
+        self.metrics.consumer_lag.set(lag);
+    }
+
+    /// Re-derive readiness. With the brokers reported down and no message for a second
+    /// to prove them back, ask for metadata (a blocking call, run off the runtime).
+    pub(crate) async fn refresh(&self, last_message: Instant, producer: &FutureProducer) {
+        let mut down = self.brokers_down.load(Ordering::Relaxed);
+        if down && last_message.elapsed() > Duration::from_secs(1) {
+            let producer = producer.clone();
+            let answered = tokio::task::spawn_blocking(move || {
+                producer.client().fetch_metadata(None, Duration::from_millis(500)).is_ok()
+            })
+            .await
+            .unwrap_or(false);
+            if answered {
+                self.brokers_down.store(false, Ordering::Relaxed);
+                down = false;
+            }
+        }
+        self.set_ready(!down);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gauge(m: &Metrics) -> f64 {
+        m.ready.get()
+    }
+
+    #[test]
+    fn flag_and_gauge_move_together() {
+        let metrics = Arc::new(Metrics::new());
+        let health = Health::new(Arc::clone(&metrics));
+        assert!(!health.is_ready());
+        assert_eq!(gauge(&metrics), 0.0);
+        health.started();
+        assert!(health.is_ready());
+        assert_eq!(gauge(&metrics), 1.0);
+        health.brokers_down();
+        assert!(!health.is_ready());
+        assert_eq!(gauge(&metrics), 0.0);
+        health.message_received();
+        assert!(!health.is_ready(), "readiness returns at the next refresh, not on one message");
+        health.started();
+        health.stopping();
+        assert!(!health.is_ready());
+        assert_eq!(gauge(&metrics), 0.0);
+    }
+
+    #[tokio::test]
+    async fn refresh_after_a_message_makes_ready_without_asking_the_brokers() {
+        let metrics = Arc::new(Metrics::new());
+        let health = Health::new(Arc::clone(&metrics));
+        health.brokers_down();
+        health.message_received();
+        // No broker listens here; with a message just received, refresh must not ask.
+        let producer: FutureProducer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:1")
+            .create()
+            .expect("a producer needs no broker to be created");
+        health.refresh(Instant::now(), &producer).await;
+        assert!(health.is_ready());
+        assert_eq!(gauge(&metrics), 1.0);
+    }
+
+    #[tokio::test]
+    async fn brokers_still_down_keep_it_unready() {
+        let metrics = Arc::new(Metrics::new());
+        let health = Health::new(Arc::clone(&metrics));
+        health.started();
+        health.brokers_down();
+        let producer: FutureProducer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:1")
+            .create()
+            .expect("a producer needs no broker to be created");
+        health.refresh(Instant::now() - Duration::from_secs(5), &producer).await;
+        assert!(!health.is_ready());
+        assert_eq!(gauge(&metrics), 0.0);
+    }
+}

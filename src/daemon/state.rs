@@ -1,0 +1,208 @@
+//! Device state on the state topic: paced background snapshots of changed windows,
+//! snapshots awaited on revocation and shutdown, failed ones retried, and windows
+//! restored (and adapted) when partitions are assigned.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::util::Timeout;
+use tokio::sync::mpsc;
+
+use super::config::KafkaConfig;
+use super::devices::DeviceTable;
+use super::engine::{run_adaptation, AdaptJob, Engine};
+use super::events;
+use super::kafka;
+use super::metrics::Metrics;
+use super::snapshot::Snapshot;
+
+/// An encoded snapshot: device, state partition, bytes.
+type Encoded = (String, i32, Vec<u8>);
+
+pub(crate) struct StateStore {
+    kafka: KafkaConfig,
+    producer: FutureProducer,
+    /// The state topic's partition count; an input partition p is kept in p mod this.
+    partitions: i32,
+    interval_ms: u64,
+    metrics: Arc<Metrics>,
+    /// Devices whose background snapshot failed, to be marked for another try.
+    failures: (mpsc::UnboundedSender<Vec<String>>, mpsc::UnboundedReceiver<Vec<String>>),
+}
+
+impl StateStore {
+    pub(crate) fn new(
+        kafka: KafkaConfig,
+        producer: FutureProducer,
+        partitions: i32,
+        snapshot_interval_s: u64,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            kafka,
+            producer,
+            partitions: partitions.max(1),
+            interval_ms: snapshot_interval_s.max(1) * 1000,
+            metrics,
+            failures: mpsc::unbounded_channel(),
+        }
+    }
+
+    fn state_partition(&self, input_partition: i32) -> i32 {
+        input_partition.rem_euclid(self.partitions)
+    }
+
+    /// One housekeeping tick's share of the paced background snapshots: changed devices
+    /// whose last snapshot is `state.snapshot_interval_s` old, at most the fleet's size
+    /// spread over the interval (twice over, to catch up). Writing every window at once
+    /// would stall consumption for seconds on a large fleet. Sends are not awaited
+    /// here; failures come back through `failures` and are retried.
+    pub(crate) fn snapshot_due(&mut self, devices: &mut DeviceTable, now_ms: u64, tick: Duration) {
+        while let Ok(failed) = self.failures.1.try_recv() {
+            mark_unsnapshotted(devices, &failed);
+        }
+        let budget =
+            (2 * devices.len() as u64 * tick.as_millis() as u64).div_ceil(self.interval_ms).max(16) as usize;
+        let due: Vec<String> = devices
+            .iter()
+            .filter(|(_, d)| d.unsnapshotted && now_ms.saturating_sub(d.last_snapshot_ms) >= self.interval_ms)
+            .take(budget)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let records = self.encode(devices, &due, now_ms);
+        if records.is_empty() {
+            return;
+        }
+        let (producer, topic, metrics) =
+            (self.producer.clone(), self.kafka.state_topic.clone(), Arc::clone(&self.metrics));
+        let failures = self.failures.0.clone();
+        tokio::spawn(async move {
+            let failed = send(&producer, &topic, &metrics, &records).await;
+            if !failed.is_empty() {
+                let _ = failures.send(failed);
+            }
+        });
+    }
+
+    /// Write snapshots of changed devices (or of `only`) and wait for their
+    /// acknowledgement (revocation, shutdown).
+    pub(crate) async fn snapshot(&mut self, devices: &mut DeviceTable, only: Option<&[String]>, now_ms: u64) {
+        let ids: Vec<String> = match only {
+            Some(ids) => ids.to_vec(),
+            None => devices.iter().filter(|(_, d)| d.unsnapshotted).map(|(id, _)| id.clone()).collect(),
+        };
+        let records = self.encode(devices, &ids, now_ms);
+        if records.is_empty() {
+            return;
+        }
+        let failed = send(&self.producer, &self.kafka.state_topic, &self.metrics, &records).await;
+        mark_unsnapshotted(devices, &failed);
+    }
+
+    /// Encoded snapshots of the given devices, marked as snapshotted now.
+    fn encode(&self, devices: &mut DeviceTable, ids: &[String], now_ms: u64) -> Vec<Encoded> {
+        let dim = devices.dim();
+        let mut records = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(d) = devices.get_mut(id) {
+                d.unsnapshotted = false;
+                d.last_snapshot_ms = now_ms;
+                let snap = Snapshot {
+                    dim,
+                    positive: d.positive.rows().to_vec(),
+                    unlabeled: d.unlabeled.rows().to_vec(),
+                    seen: d.seen,
+                    last_source: d.last_source.clone(),
+                };
+                records.push((id.clone(), self.state_partition(d.partition), snap.encode()));
+            }
+        }
+        records
+    }
+
+    /// Read the state topic for newly assigned partitions; keep in-memory windows where
+    /// we have them (they are newer). Restored devices are adapted here, before any of
+    /// their records is scored: a restart must not leave them `unknown` until the next
+    /// adaptation round.
+    pub(crate) async fn restore(
+        &self,
+        engine: &mut Engine,
+        parts: &[(String, i32)],
+        now_ms: u64,
+        batch_size: usize,
+    ) {
+        let wanted: BTreeSet<i32> = parts.iter().map(|(_, p)| self.state_partition(*p)).collect();
+        let (kc, list) = (self.kafka.clone(), wanted.into_iter().collect::<Vec<i32>>());
+        let read = tokio::task::spawn_blocking(move || {
+            kafka::read_changelog(&kc, &list, Duration::from_secs(2), Duration::from_secs(20))
+        })
+        .await;
+        let entries = match read {
+            Ok(Ok(entries)) => entries,
+            Ok(Err(e)) => return events::state_restore_failed(&e.to_string()),
+            Err(e) => return events::state_restore_failed(&e.to_string()),
+        };
+        let started = Instant::now();
+        let assigned: Vec<i32> = parts.iter().map(|(_, p)| *p).collect();
+        let mut restored = Vec::new();
+        for (device, (state_partition, bytes)) in entries {
+            if engine.devices.get(&device).is_some() {
+                continue;
+            }
+            match Snapshot::decode(&bytes) {
+                Ok(s) if s.dim == engine.devices.dim() => {
+                    let partition = s.last_source.as_ref().map(|l| l.partition).unwrap_or_else(|| {
+                        assigned
+                            .iter()
+                            .copied()
+                            .find(|p| self.state_partition(*p) == state_partition)
+                            .unwrap_or(0)
+                    });
+                    engine.devices.restore(&device, &s, partition, now_ms);
+                    restored.push(device);
+                }
+                Ok(_) => tracing::warn!(device, "snapshot has another feature count; ignored"),
+                Err(e) => tracing::warn!(device, error = %e, "bad snapshot; ignored"),
+            }
+        }
+        if restored.is_empty() {
+            return;
+        }
+        let mut jobs = Vec::with_capacity(restored.len());
+        for device in &restored {
+            if let Some((positive, unlabeled)) = engine.devices.take_windows(device) {
+                if !positive.is_empty() {
+                    jobs.push(AdaptJob { device: device.clone(), positive, unlabeled });
+                }
+            }
+        }
+        let states = run_adaptation(&engine.model, &jobs, batch_size);
+        let adapted = states.len();
+        engine.install(states);
+        events::state_restored(&self.metrics, restored.len(), adapted, started.elapsed().as_secs_f64());
+    }
+}
+
+fn mark_unsnapshotted(devices: &mut DeviceTable, ids: &[String]) {
+    for id in ids {
+        if let Some(d) = devices.get_mut(id) {
+            d.unsnapshotted = true;
+        }
+    }
+}
+
+/// Send encoded snapshots and wait for their acknowledgement; counts them and returns
+/// the devices whose snapshot failed.
+async fn send(producer: &FutureProducer, topic: &str, metrics: &Metrics, records: &[Encoded]) -> Vec<String> {
+    let sends = records.iter().map(|(id, partition, bytes)| {
+        let rec = FutureRecord::to(topic).key(id).payload(bytes).partition(*partition);
+        producer.send(rec, Timeout::After(Duration::from_secs(30)))
+    });
+    let results = futures::future::join_all(sends).await;
+    let failed: Vec<String> =
+        records.iter().zip(&results).filter(|(_, r)| r.is_err()).map(|((id, _, _), _)| id.clone()).collect();
+    events::snapshots_sent(metrics, results.len() - failed.len(), failed.len());
+    failed
+}
