@@ -140,11 +140,10 @@ async fn each_kind_of_bad_input_is_dead_lettered_counted_and_harmless() {
     let broker = Broker::start();
     let boot = broker.bootstrap();
     let mut cfg = daemon_config(&boot, "bad");
-    // Adapt a device only once it has 20 new records: each is adapted once on its 20
-    // onboarding records, and the probes below (4 per device) are all scored under
-    // that same classifier.
+    // No adaptation in the background: each device is adapted once, before its first
+    // record is scored, and the probes below are all scored under that classifier.
     cfg.adaptation.interval_ms = 3_600_000;
-    cfg.adaptation.after_records = 20;
+    cfg.adaptation.after_records = 1_000_000;
     let input = cfg.kafka.input_topics[0].clone();
     let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
     let p = producer(&boot);

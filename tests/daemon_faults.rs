@@ -92,7 +92,7 @@ fn a_flooding_device_gets_its_share_of_a_batch_and_no_more() {
     let (mut flood_taken, mut quiet_scored, mut quiet_total) = (0, 0, 0);
     for (r, v) in batch.iter().zip(&verdicts) {
         if r.device == "flood" {
-            flood_taken += usize::from(*v != Verdict::Shed);
+            flood_taken += usize::from(*v != Verdict::Deferred);
         } else {
             quiet_total += 1;
             quiet_scored += usize::from(matches!(v, Verdict::Scored { .. }));
@@ -103,6 +103,6 @@ fn a_flooding_device_gets_its_share_of_a_batch_and_no_more() {
     assert_eq!(e.devices.get("flood").unwrap().unlabeled.len(), 8, "shed records stay out of the windows");
     // No limit: everything is taken.
     let mut unlimited = engine(0);
-    let taken = feed(&mut unlimited, &batch, 0).iter().filter(|v| **v != Verdict::Shed).count();
+    let taken = feed(&mut unlimited, &batch, 0).iter().filter(|v| **v != Verdict::Deferred).count();
     assert_eq!(taken, batch.len());
 }

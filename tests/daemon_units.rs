@@ -248,10 +248,16 @@ fn the_engine_scores_only_adapted_devices() {
         known_normal: normal,
     };
     let (r1, r2, r3) = (rec("p", 0.1, true), rec("p", 0.3, false), rec("q", 0.2, false));
-    let v = e.process(&[(&r1, &at(0, 0)), (&r2, &at(0, 1)), (&r3, &at(0, 2))], 0).verdicts;
-    assert_eq!(v, [Verdict::Unknown; 3], "nothing adapted yet");
+    let processed = e.process(&[(&r1, &at(0, 0)), (&r2, &at(0, 1)), (&r3, &at(0, 2))], 0);
+    let v = processed.verdicts;
+    assert!(v[..2].iter().all(|v| matches!(v, Verdict::Scored { .. })), "p adapted before scoring: {v:?}");
+    assert_eq!(v[2], Verdict::Unknown, "q has no positive: no classifier");
+    assert_eq!(processed.adapted, ["p"]);
+    assert!(e.adaptation_jobs(1, 100).is_empty(), "p's windows were just adapted; q has no positive");
+    let r4 = rec("p", 0.5, false);
+    e.process(&[(&r4, &at(0, 3))], 0);
     let jobs = e.adaptation_jobs(1, 100);
-    assert_eq!(jobs.len(), 1, "q has no positive: not adapted");
+    assert_eq!(jobs.len(), 1, "p changed since; q has no positive");
     assert_eq!(e.install(run_adaptation(&e.model, &jobs, 8)), 1);
     let v = e.score([&r2, &r3].into_iter());
     assert!(matches!(v[0], Verdict::Scored { posterior, .. } if (0.0..=1.0).contains(&posterior)));

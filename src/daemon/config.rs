@@ -20,6 +20,7 @@ pub struct DaemonConfig {
     pub scoring: ScoringConfig,
     pub devices: DeviceConfig,
     pub state: StateConfig,
+    pub incidents: IncidentsConfig,
     pub http: HttpConfig,
     pub shutdown: ShutdownConfig,
 }
@@ -33,12 +34,21 @@ pub struct KafkaConfig {
     pub alerts_topic: String,
     pub priors_topic: String,
     pub deadletter_topic: String,
+    pub incidents_topic: String,
     pub state_topic: String,
     pub scores_topic: String,
     pub publish_scores: bool,
     pub auto_offset_reset: String,
     #[serde(default)]
     pub options: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncidentsConfig {
+    /// A device sending traffic this long without a known-normal record is reported
+    /// (once) as unmonitored; 0 = never.
+    pub unmonitored_after_s: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,7 +82,7 @@ pub struct ScoringConfig {
     pub max_batch: usize,
     pub max_wait_ms: u64,
     pub max_message_bytes: usize,
-    /// Records of one device per micro-batch at most (0 = no limit); the rest are shed.
+    /// Records of one device per micro-batch at most (0 = no limit); the rest wait for the next.
     pub max_per_device: usize,
 }
 

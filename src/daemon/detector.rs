@@ -10,7 +10,7 @@ use super::adapter::{Adapter, Finished};
 use super::engine::Engine;
 use super::events;
 use super::metrics::Metrics;
-use super::output::{self, PriorUpdate};
+use super::output::PriorUpdate;
 
 pub(crate) struct Detector {
     pub(crate) engine: Engine,
@@ -64,22 +64,15 @@ impl Detector {
         }
         metrics.adaptation_seconds.observe(done.elapsed.as_secs_f64() / done.batches.max(1) as f64);
         metrics.adaptations.inc_by(done.states.len() as u64);
-        let mut updates = Vec::with_capacity(done.states.len());
-        for (device, state) in &done.states {
+        for (_, state) in &done.states {
             metrics.priors.observe(f64::from(state.prior));
-            let Some(d) = self.engine.devices.get(device) else { continue };
-            updates.push(PriorUpdate {
-                device: device.clone(),
-                prior: state.prior,
-                attack_share: 1.0 - state.prior,
-                positive_window: d.positive.len(),
-                unlabeled_window: d.unlabeled.len(),
-                time: output::unix_now(),
-                model_version: self.version.clone(),
-            });
         }
+        let devices: Vec<String> = done.states.iter().map(|(device, _)| device.clone()).collect();
         self.engine.install(done.states);
-        updates
+        devices
+            .iter()
+            .filter_map(|id| PriorUpdate::of(id, self.engine.devices.get(id)?, &self.version))
+            .collect()
     }
 
     /// Load the model file again (SIGHUP). A file that does not load or has another

@@ -36,6 +36,10 @@ pub struct Device {
     /// before it on the same topic-partition, after a crash or a rebalance) is scored
     /// again but does not enter the windows twice.
     pub last_source: Option<Source>,
+    /// When the device was first tracked (or restored), service clock, ms.
+    first_seen_ms: u64,
+    /// Reported once as sending traffic with no known-normal record.
+    unmonitored_reported: bool,
     last_seen_ms: u64,
     lru_key: u64,
 }
@@ -52,6 +56,8 @@ impl Device {
             last_snapshot_ms: 0,
             partition,
             last_source: None,
+            first_seen_ms: 0,
+            unmonitored_reported: false,
             last_seen_ms: 0,
             lru_key: 0,
         }
@@ -149,7 +155,9 @@ impl DeviceTable {
                 }
                 out.evicted += 1;
             }
-            self.devices.insert(id.to_string(), Device::new(self.dim, &self.sizes, source.partition));
+            let mut d = Device::new(self.dim, &self.sizes, source.partition);
+            d.first_seen_ms = now_ms;
+            self.devices.insert(id.to_string(), d);
         }
         let bootstrap = self.sizes.bootstrap_positives as u64;
         if let Some(d) = self.devices.get_mut(id) {
@@ -233,6 +241,7 @@ impl DeviceTable {
         d.seen = snapshot.seen;
         d.last_source = snapshot.last_source.clone();
         d.changed = usize::from(!d.positive.is_empty());
+        d.first_seen_ms = now_ms;
         if let Some(old) = self.devices.insert(id.to_string(), d) {
             self.recency.remove(&old.lru_key);
         }
@@ -242,6 +251,25 @@ impl DeviceTable {
                 break;
             }
         }
+    }
+
+    /// Devices that have sent traffic for `after_ms` without one known-normal record, so
+    /// they cannot be scored: how many there are, and those not reported before (now
+    /// marked reported) with their records seen and milliseconds since first seen.
+    pub fn unmonitored(&mut self, now_ms: u64, after_ms: u64) -> (usize, Vec<(String, u64, u64)>) {
+        let mut count = 0;
+        let mut due = Vec::new();
+        for (id, d) in self.devices.iter_mut() {
+            let since = now_ms.saturating_sub(d.first_seen_ms);
+            if d.positive.is_empty() && d.seen > 0 && since >= after_ms {
+                count += 1;
+                if !d.unmonitored_reported {
+                    d.unmonitored_reported = true;
+                    due.push((id.clone(), d.seen, since));
+                }
+            }
+        }
+        (count, due)
     }
 
     /// Forget every adapted state (after a model reload), keeping windows.

@@ -22,8 +22,9 @@ pub enum Verdict {
         prior: f32,
     },
     /// Over the device's share of this micro-batch (`scoring.max_per_device`): neither
-    /// windowed nor scored, so a flooding device cannot crowd out the others.
-    Shed,
+    /// windowed nor scored, so a flooding device cannot crowd out the others. The
+    /// caller holds it for a later batch.
+    Deferred,
 }
 
 /// What one micro-batch did.
@@ -35,6 +36,9 @@ pub struct Processed {
     pub evicted: usize,
     /// Redelivered records scored again but kept out of the windows.
     pub replayed: usize,
+    /// Devices adapted in this batch, before scoring: they had a known-normal record
+    /// but no classifier yet.
+    pub adapted: Vec<String>,
 }
 
 /// Windows handed to adaptation.
@@ -51,16 +55,21 @@ pub struct Engine {
     pub threshold: f32,
     /// Records of one device taken per micro-batch (0 = no limit).
     pub max_per_device: usize,
+    /// Devices per batched solve when devices are adapted before scoring.
+    pub adaptation_batch: usize,
 }
 
 impl Engine {
     pub fn new(model: Model, sizes: WindowSizes, max_tracked: usize, threshold: f32) -> Self {
         let devices = DeviceTable::new(model.dim(), sizes, max_tracked);
-        Self { model, devices, threshold, max_per_device: 0 }
+        Self { model, devices, threshold, max_per_device: 0, adaptation_batch: 32 }
     }
 
-    /// Add records to their devices' windows, then score them all in one forward.
-    /// A device's records beyond `max_per_device` in this batch are shed.
+    /// Add records to their devices' windows, adapt the devices that have a known-normal
+    /// record but no classifier yet, then score every record in one forward. A burst
+    /// after onboarding or a backlog after downtime is so scored, not left `unknown`
+    /// until the next adaptation round. A device's records beyond `max_per_device` in
+    /// this batch are deferred.
     pub fn process(&mut self, records: &[(&FeatureRecord, &Source)], now_ms: u64) -> Processed {
         let mut out = Processed::default();
         let mut taken: HashMap<&str, usize> = HashMap::new();
@@ -76,12 +85,34 @@ impl Engine {
             out.replayed += usize::from(seen.replayed);
             kept.push(i);
         }
-        out.verdicts = vec![Verdict::Shed; records.len()];
+        out.adapted = self.adapt_unready(kept.iter().map(|&i| records[i].0.device.as_str()));
+        out.verdicts = vec![Verdict::Deferred; records.len()];
         let scored = self.score(kept.iter().map(|&i| records[i].0));
         for (i, v) in kept.into_iter().zip(scored) {
             out.verdicts[i] = v;
         }
         out
+    }
+
+    /// Adapt, on the scoring model, the given devices that have a known-normal record
+    /// and no classifier. Returns the devices adapted.
+    fn adapt_unready<'a>(&mut self, devices: impl Iterator<Item = &'a str>) -> Vec<String> {
+        let mut unready: Vec<&str> = devices
+            .filter(|id| self.devices.get(id).is_some_and(|d| d.state.is_none() && !d.positive.is_empty()))
+            .collect();
+        unready.sort_unstable();
+        unready.dedup();
+        let jobs: Vec<AdaptJob> = unready
+            .into_iter()
+            .filter_map(|device| {
+                let (positive, unlabeled) = self.devices.take_windows(device)?;
+                Some(AdaptJob { device: device.to_string(), positive, unlabeled })
+            })
+            .collect();
+        let states = run_adaptation(&self.model, &jobs, self.adaptation_batch);
+        let adapted = states.iter().map(|(device, _)| device.clone()).collect();
+        self.install(states);
+        adapted
     }
 
     /// Score records under their devices' current classifiers.

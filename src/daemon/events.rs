@@ -12,11 +12,12 @@ pub(crate) fn deliveries_failed(metrics: &Metrics, health: &Health, failed: usiz
     health.brokers_down();
 }
 
-/// Informational outputs (prior updates) that were not delivered; not sent again.
-pub(crate) fn priors_failed(metrics: &Metrics, failed: usize) {
+/// Outputs sent without holding up scoring (prior updates, unmonitored devices) that
+/// were not delivered; not sent again.
+pub(crate) fn detached_failed(metrics: &Metrics, topic: &str, failed: usize) {
     if failed > 0 {
         metrics.produce_errors.inc_by(failed as u64);
-        tracing::warn!(failed, "prior updates not delivered");
+        tracing::warn!(failed, topic, "outputs not delivered");
     }
 }
 
@@ -29,18 +30,11 @@ pub(crate) fn snapshots_sent(metrics: &Metrics, written: usize, failed: usize) {
     }
 }
 
-/// A record refused on decode, or shed over its device's share of a batch: it goes to
-/// the dead-letter topic (not logged one by one: a bad producer would flood the log).
+/// A record refused on decode: it goes to the dead-letter topic (not logged one by
+/// one: a bad producer would flood the log).
 pub(crate) fn record_refused(metrics: &Metrics, kind: &str) {
-    if kind == SHED {
-        metrics.records_shed.inc();
-    } else {
-        metrics.records_invalid.with_label_values(&[kind]).inc();
-    }
+    metrics.records_invalid.with_label_values(&[kind]).inc();
 }
-
-/// The dead-letter kind of a record shed over its device's share of a batch.
-pub(crate) const SHED: &str = "device_over_budget";
 
 pub(crate) fn consume_failed(error: &rdkafka::error::KafkaError) {
     tracing::warn!(%error, "consume");
@@ -75,4 +69,19 @@ pub(crate) fn state_restored(metrics: &Metrics, restored: usize, adapted: usize,
 
 pub(crate) fn state_restore_failed(reason: &str) {
     tracing::warn!(reason, "state restore failed; devices start empty");
+}
+
+/// Devices newly found sending traffic with no known-normal record; the gauge holds all
+/// such devices.
+pub(crate) fn unmonitored(metrics: &Metrics, total: usize, new: &[(String, u64, u64)]) {
+    metrics.devices_unmonitored.set(total as i64);
+    for (device, records, since_ms) in new {
+        metrics.incidents.with_label_values(&["unmonitored"]).inc();
+        tracing::warn!(
+            device,
+            records,
+            since_s = since_ms / 1000,
+            "device unmonitored: no known-normal record"
+        );
+    }
 }

@@ -128,6 +128,7 @@ async fn ensure_topics(cfg: &DaemonConfig) -> i32 {
         (k.alerts_topic.as_str(), 1),
         (k.priors_topic.as_str(), 1),
         (k.deadletter_topic.as_str(), 1),
+        (k.incidents_topic.as_str(), 1),
         (k.state_topic.as_str(), input_partitions),
     ]);
     if k.publish_scores {
@@ -200,9 +201,10 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     };
     let mut engine = Engine::new(scoring, sizes, cfg.devices.max_tracked, cfg.model.threshold);
     engine.max_per_device = cfg.scoring.max_per_device;
+    engine.adaptation_batch = cfg.adaptation.batch_size;
     let service = Service {
         detector: Detector::new(engine, adapting, version, cfg.adaptation.batch_size),
-        pipeline: Pipeline::new(&cfg.kafka, cfg.scoring.max_per_device),
+        pipeline: Pipeline::new(&cfg.kafka, cfg.scoring.max_batch),
         outbox: Outbox::new(producer.clone(), assignment, Arc::clone(&metrics), Arc::clone(&health)),
         state: StateStore::new(
             cfg.kafka.clone(),

@@ -12,7 +12,7 @@ pub struct Metrics {
     pub records_scored: IntCounter,
     pub records_unknown: IntCounter,
     pub records_invalid: IntCounterVec,
-    pub records_shed: IntCounter,
+    pub records_deferred: IntCounter,
     pub records_redelivered: IntCounter,
     pub alerts: IntCounter,
     pub adaptations: IntCounter,
@@ -21,6 +21,8 @@ pub struct Metrics {
     pub batch_records: Histogram,
     pub priors: Histogram,
     pub devices_tracked: IntGauge,
+    pub devices_unmonitored: IntGauge,
+    pub incidents: IntCounterVec,
     pub devices_evicted: IntCounterVec,
     pub consumer_lag: IntGauge,
     pub produce_errors: IntCounter,
@@ -63,9 +65,9 @@ impl Metrics {
                 )
                 .expect("valid metric"),
             ),
-            records_shed: counter(
-                "metapu_records_shed_total",
-                "Records over a device's share of a micro-batch (scoring.max_per_device), sent to the dead-letter topic.",
+            records_deferred: counter(
+                "metapu_records_deferred_total",
+                "Deferrals of records over their device's share of a micro-batch (scoring.max_per_device) to the next.",
             ),
             records_redelivered: counter(
                 "metapu_records_redelivered_total",
@@ -96,6 +98,22 @@ impl Metrics {
             devices_tracked: register(
                 &r,
                 IntGauge::new("metapu_devices_tracked", "Devices with windows in memory.").expect("valid metric"),
+            ),
+            devices_unmonitored: register(
+                &r,
+                IntGauge::new(
+                    "metapu_devices_unmonitored",
+                    "Devices sending traffic for incidents.unmonitored_after_s without a known-normal record (not scored).",
+                )
+                .expect("valid metric"),
+            ),
+            incidents: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("metapu_incident_events_total", "Events published on the incidents topic."),
+                    &["event"],
+                )
+                .expect("valid metric"),
             ),
             devices_evicted: register(
                 &r,
@@ -150,6 +168,7 @@ impl Metrics {
         for reason in ["capacity", "idle", "revoked"] {
             self.devices_evicted.with_label_values(&[reason]);
         }
+        self.incidents.with_label_values(&["unmonitored"]);
         for result in ["ok", "error"] {
             self.model_reloads.with_label_values(&[result]);
         }

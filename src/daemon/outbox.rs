@@ -1,7 +1,7 @@
 //! What the service publishes, and the input offsets that publishing releases: batch
 //! outputs go through [`Deliveries`] and their offsets are stored once acknowledged
-//! (for partitions still assigned); informational outputs (prior updates) are sent
-//! without holding up scoring.
+//! (for partitions still assigned); informational outputs (prior updates, unmonitored
+//! devices) are sent without holding up scoring.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,7 +86,7 @@ impl Outbox {
                     .send(FutureRecord::to(&topic).key(k).payload(v), Timeout::After(Duration::from_secs(30)))
             });
             let failed = futures::future::join_all(sends).await.iter().filter(|r| r.is_err()).count();
-            events::priors_failed(&metrics, failed);
+            events::detached_failed(&metrics, &topic, failed);
         });
     }
 

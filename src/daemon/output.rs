@@ -44,6 +44,41 @@ pub struct PriorUpdate {
     pub model_version: String,
 }
 
+impl PriorUpdate {
+    /// The update for a device just adapted; `None` if it has no classifier.
+    pub fn of(device: &str, d: &super::devices::Device, model_version: &str) -> Option<Self> {
+        let prior = d.state.as_ref()?.prior;
+        Some(Self {
+            device: device.to_string(),
+            prior,
+            attack_share: 1.0 - prior,
+            positive_window: d.positive.len(),
+            unlabeled_window: d.unlabeled.len(),
+            time: unix_now(),
+            model_version: model_version.to_string(),
+        })
+    }
+}
+
+/// Events on the incidents topic (key = device), told apart by `"event"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum IncidentEvent {
+    /// A device sends traffic but has no known-normal record, so none of it is scored:
+    /// reported once per device (again after a restart).
+    Unmonitored {
+        device: String,
+        /// Records seen from the device.
+        records: u64,
+        /// Seconds since its first record (this daemon's view).
+        since_s: f64,
+        /// Unix seconds.
+        time: f64,
+        /// What is wrong and what to do, in words.
+        message: String,
+    },
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeadLetter {
     pub reason: String,

@@ -12,7 +12,7 @@ use super::delivery::{Output, PartitionOffset};
 use super::engine::{Engine, Verdict};
 use super::events;
 use super::metrics::Metrics;
-use super::output::{self, Alert, DeadLetter, ScoreRecord, Source};
+use super::output::{self, Alert, DeadLetter, PriorUpdate, ScoreRecord, Source};
 use super::record::{self, FeatureRecord};
 
 /// One consumed message with its decode result.
@@ -54,76 +54,123 @@ pub(crate) fn decode_batch(messages: Vec<OwnedMessage>, dim: usize, max_bytes: u
     })
 }
 
-/// Highest offset per input partition of a micro-batch.
-pub(crate) fn highest_offsets(batch: &[Consumed]) -> Vec<PartitionOffset> {
+/// The offsets a processed micro-batch releases: per input partition its highest
+/// offset, but below every record still deferred on that partition (a deferred record
+/// is scored by a later batch, and its offset must not be committed before).
+pub(crate) fn releasable_offsets(batch: &[Consumed], deferred: &[Consumed]) -> Vec<PartitionOffset> {
     let mut highest: HashMap<(&str, i32), i64> = HashMap::new();
     for c in batch {
         let e = highest.entry((c.source.topic.as_str(), c.source.partition)).or_insert(c.source.offset);
         *e = (*e).max(c.source.offset);
     }
-    highest.into_iter().map(|((t, p), o)| (t.to_string(), p, o)).collect()
+    for c in deferred {
+        if let Some(e) = highest.get_mut(&(c.source.topic.as_str(), c.source.partition)) {
+            *e = (*e).min(c.source.offset - 1);
+        }
+    }
+    highest.into_iter().filter(|(_, o)| *o >= 0).map(|((t, p), o)| (t.to_string(), p, o)).collect()
 }
 
-/// Where a batch's outputs go.
+/// Where a batch's outputs go, and the records deferred to the next batch.
 pub(crate) struct Pipeline {
     alerts_topic: String,
+    priors_topic: String,
     deadletter_topic: String,
     /// `None` unless `kafka.publish_scores`.
     scores_topic: Option<String>,
-    /// For the dead letter of a shed record (`scoring.max_per_device`).
-    max_per_device: usize,
+    /// Records over their device's share of a batch (`scoring.max_per_device`), oldest
+    /// first: they lead the next batch.
+    deferred: Vec<Consumed>,
+    /// Deferred records held at most before the service stops consuming (backpressure).
+    max_deferred: usize,
 }
 
 impl Pipeline {
-    pub(crate) fn new(kafka: &KafkaConfig, max_per_device: usize) -> Self {
+    pub(crate) fn new(kafka: &KafkaConfig, max_deferred: usize) -> Self {
         Self {
             alerts_topic: kafka.alerts_topic.clone(),
+            priors_topic: kafka.priors_topic.clone(),
             deadletter_topic: kafka.deadletter_topic.clone(),
             scores_topic: kafka.publish_scores.then(|| kafka.scores_topic.clone()),
-            max_per_device,
+            deferred: Vec::new(),
+            max_deferred: max_deferred.max(1),
         }
     }
 
-    /// Score a decoded micro-batch and build its outputs, in input order.
+    /// Records wait for a later batch.
+    pub(crate) fn has_deferred(&self) -> bool {
+        !self.deferred.is_empty()
+    }
+
+    /// As many records wait as the pipeline holds: consume no more until they are scored.
+    pub(crate) fn backlogged(&self) -> bool {
+        self.deferred.len() >= self.max_deferred
+    }
+
+    /// Forget deferred records of partitions that moved away (their offsets were never
+    /// committed: the new owner reads them).
+    pub(crate) fn drop_deferred(&mut self, partitions: &[(String, i32)]) {
+        self.deferred
+            .retain(|c| !partitions.iter().any(|(t, p)| *t == c.source.topic && *p == c.source.partition));
+    }
+
+    /// Score the deferred records and then a decoded micro-batch; its outputs in input
+    /// order (then the prior updates of devices adapted before scoring), and the input
+    /// offsets they release once acknowledged.
     pub(crate) fn run(
-        &self,
+        &mut self,
         engine: &mut Engine,
-        batch: &[Consumed],
+        fresh: Vec<Consumed>,
         now_ms: u64,
         model_version: &str,
         metrics: &Metrics,
-    ) -> Vec<Output> {
+    ) -> (Vec<Output>, Vec<PartitionOffset>) {
         let started = Instant::now();
+        let mut batch = std::mem::take(&mut self.deferred);
+        batch.extend(fresh);
         let valid: Vec<(&FeatureRecord, &Source)> =
             batch.iter().filter_map(|c| c.decoded.as_ref().ok().map(|r| (r, &c.source))).collect();
         let processed = engine.process(&valid, now_ms);
         events::devices_evicted(metrics, "capacity", processed.evicted);
         metrics.records_redelivered.inc_by(processed.replayed as u64);
+        metrics.adaptations.inc_by(processed.adapted.len() as u64);
         metrics.scoring_seconds.observe(started.elapsed().as_secs_f64());
         metrics.batch_records.observe(batch.len() as f64);
 
         let mut outputs = Vec::new();
         let mut verdicts = processed.verdicts.into_iter();
+        let mut done = Vec::with_capacity(batch.len());
         for c in batch {
-            let refused = match &c.decoded {
+            match &c.decoded {
                 Ok(r) => match verdicts.next().expect("one verdict per valid record") {
-                    Verdict::Shed => Some((
-                        events::SHED,
-                        format!("over {} records of one device in a batch", self.max_per_device),
-                    )),
-                    v => {
-                        self.record_outputs(r, &c.source, v, model_version, metrics, &mut outputs);
-                        None
+                    Verdict::Deferred => {
+                        self.deferred.push(c);
+                        continue;
                     }
+                    v => self.record_outputs(r, &c.source, v, model_version, metrics, &mut outputs),
                 },
-                Err(reason) => Some((reason.kind(), reason.to_string())),
-            };
-            if let Some((kind, reason)) = refused {
-                events::record_refused(metrics, kind);
-                outputs.push(self.dead_letter(c, kind, reason));
+                Err(reason) => {
+                    events::record_refused(metrics, reason.kind());
+                    outputs.push(self.dead_letter(&c, reason.kind(), reason.to_string()));
+                }
+            }
+            done.push(c);
+        }
+        metrics.records_deferred.inc_by(self.deferred.len() as u64);
+        for device in &processed.adapted {
+            if let Some(update) =
+                engine.devices.get(device).and_then(|d| PriorUpdate::of(device, d, model_version))
+            {
+                metrics.priors.observe(f64::from(update.prior));
+                outputs.push(Output {
+                    topic: self.priors_topic.clone(),
+                    key: Some(device.clone()),
+                    value: serde_json::to_vec(&update).expect("outputs serialise"),
+                });
             }
         }
-        outputs
+        let offsets = releasable_offsets(&done, &self.deferred);
+        (outputs, offsets)
     }
 
     fn dead_letter(&self, c: &Consumed, kind: &str, reason: String) -> Output {
@@ -153,7 +200,7 @@ impl Pipeline {
         out: &mut Vec<Output>,
     ) {
         let (score, decision) = match verdict {
-            Verdict::Unknown | Verdict::Shed => {
+            Verdict::Unknown | Verdict::Deferred => {
                 metrics.records_unknown.inc();
                 (None, "unknown")
             }
@@ -193,5 +240,121 @@ impl Pipeline {
                 value: serde_json::to_vec(&s).expect("outputs serialise"),
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rdkafka::Timestamp;
+
+    use super::*;
+    use crate::daemon::config::DaemonConfig;
+    use crate::daemon::devices::WindowSizes;
+    use crate::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
+
+    fn engine(max_per_device: usize) -> Engine {
+        tch::manual_seed(1);
+        let model = Model {
+            net: MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu),
+            preprocess: Preprocessor::identity(PreprocessKind::None, 2),
+            feature_names: vec!["a".into(), "b".into()],
+            provenance: Provenance::default(),
+        };
+        let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0 };
+        let mut e = Engine::new(model, sizes, 10, 0.5);
+        e.max_per_device = max_per_device;
+        e
+    }
+
+    fn message(partition: i32, offset: i64, payload: &[u8]) -> OwnedMessage {
+        OwnedMessage::new(
+            Some(payload.to_vec()),
+            None,
+            "in".into(),
+            Timestamp::NotAvailable,
+            partition,
+            offset,
+            None,
+        )
+    }
+
+    fn consumed(messages: Vec<OwnedMessage>) -> Vec<Consumed> {
+        decode_batch(messages, 2, 1024)
+    }
+
+    fn pipeline() -> Pipeline {
+        let mut kafka = DaemonConfig::defaults().kafka;
+        kafka.publish_scores = true;
+        Pipeline::new(&kafka, 100)
+    }
+
+    fn record(device: &str, offset: i64, normal: bool) -> OwnedMessage {
+        let label = if normal { r#", "label": "normal""# } else { "" };
+        let json = format!(r#"{{"device": "{device}", "ts": {offset}, "features": [0.1, 0.2]{label}}}"#);
+        message(0, offset, json.as_bytes())
+    }
+
+    fn topics(outputs: &[Output]) -> Vec<&str> {
+        outputs.iter().map(|o| o.topic.as_str()).collect()
+    }
+
+    #[test]
+    fn released_offsets_stop_below_a_deferred_record() {
+        let batch = consumed((10..=20).map(|o| message(0, o, b"x")).chain([message(1, 7, b"x")]).collect());
+        let deferred = consumed(vec![message(0, 15, b"x"), message(0, 18, b"x"), message(2, 0, b"x")]);
+        let mut released = releasable_offsets(&batch, &deferred);
+        released.sort();
+        assert_eq!(released, vec![("in".to_string(), 0, 14), ("in".to_string(), 1, 7)]);
+        let first_deferred = consumed(vec![message(0, 0, b"x")]);
+        assert!(releasable_offsets(&consumed(vec![message(0, 3, b"x")]), &first_deferred).is_empty());
+    }
+
+    /// A device over its share of a batch: the rest lead the next batches, in order, and
+    /// the batch releases offsets only below them; every record is scored in the end.
+    #[test]
+    fn records_over_a_share_wait_for_the_next_batch_and_hold_back_offsets() {
+        let metrics = Metrics::new();
+        let (mut engine, mut pipeline) = (engine(2), pipeline());
+        let fresh = consumed((0..5).map(|o| record("a", o, o == 0)).collect());
+        let (outputs, offsets) = pipeline.run(&mut engine, fresh, 0, "v", &metrics);
+        assert_eq!(topics(&outputs), ["metapu.scores", "metapu.scores", "metapu.priors"]);
+        assert_eq!(offsets, vec![("in".to_string(), 0, 1)]);
+        assert!(pipeline.has_deferred());
+        let (outputs, offsets) = pipeline.run(&mut engine, Vec::new(), 0, "v", &metrics);
+        assert_eq!((outputs.len(), offsets), (2, vec![("in".to_string(), 0, 3)]));
+        let (outputs, offsets) =
+            pipeline.run(&mut engine, consumed(vec![record("b", 5, false)]), 0, "v", &metrics);
+        assert_eq!((outputs.len(), offsets), (2, vec![("in".to_string(), 0, 5)]));
+        assert!(!pipeline.has_deferred());
+        assert_eq!(metrics.records_deferred.get(), 3 + 1, "deferrals counted per batch");
+        assert_eq!(
+            engine.devices.get("a").map(|d| d.seen),
+            Some(5),
+            "every record of a entered its windows once"
+        );
+    }
+
+    /// The first records of a device with a known-normal record are scored, not
+    /// `unknown`: it is adapted before scoring. Bad input becomes a dead letter.
+    #[test]
+    fn a_new_device_is_adapted_before_scoring_and_bad_input_is_dead_lettered() {
+        let metrics = Metrics::new();
+        let (mut engine, mut pipeline) = (engine(0), pipeline());
+        let mut messages: Vec<OwnedMessage> = (0..4).map(|o| record("a", o, o == 0)).collect();
+        messages.push(record("c", 4, false));
+        messages.push(message(0, 5, b"{not json"));
+        let (outputs, _) = pipeline.run(&mut engine, consumed(messages), 0, "v", &metrics);
+        let decisions: Vec<String> = outputs
+            .iter()
+            .filter(|o| o.topic == "metapu.scores")
+            .map(|o| serde_json::from_slice::<ScoreRecord>(&o.value).expect("a score record").decision)
+            .collect();
+        assert!(decisions[..4].iter().all(|d| d != "unknown"), "{decisions:?}");
+        assert_eq!(decisions[4], "unknown", "a device with no known-normal record cannot be scored");
+        assert_eq!(topics(&outputs)[5..], ["metapu.deadletter", "metapu.priors"]);
+        let update: PriorUpdate = serde_json::from_slice(&outputs[6].value).expect("a prior update");
+        assert_eq!((update.device.as_str(), update.positive_window, update.unlabeled_window), ("a", 1, 4));
+        assert_eq!(metrics.adaptations.get(), 1);
+        assert_eq!(metrics.records_invalid.with_label_values(&["malformed"]).get(), 1);
     }
 }

@@ -23,7 +23,8 @@ use super::kafka::{AssignmentEvent, DaemonContext};
 use super::metrics::Metrics;
 use super::notify;
 use super::outbox::Outbox;
-use super::pipeline::{decode_batch, highest_offsets, Pipeline};
+use super::output::{unix_now, IncidentEvent};
+use super::pipeline::{decode_batch, Pipeline};
 use super::state::StateStore;
 
 /// Period of the loop's housekeeping (adaptation, snapshots, health).
@@ -120,8 +121,8 @@ impl Service {
                 done = self.detector.adapted() => self.installed(done.ok_or(DaemonError::AdapterGone)?),
                 Some(event) = self.assignments.recv() => self.on_assignment(event).await,
                 _ = housekeeping.tick() => self.housekeeping(&mut timers).await,
-                _ = Gathering::due(gathering.deadline) => self.process(gathering.take()).await,
-                m = self.consumer.recv() => match m {
+                // While a batch's worth of records waits for its turn, take no more.
+                m = self.consumer.recv(), if !self.pipeline.backlogged() => match m {
                     Ok(m) => {
                         timers.message = Instant::now();
                         self.health.message_received();
@@ -144,9 +145,16 @@ impl Service {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 },
+                // A started batch at its deadline; deferred records at once.
+                _ = Gathering::due(gathering.deadline.or_else(|| self.pipeline.has_deferred().then(tokio::time::Instant::now))) => {
+                    self.process(gathering.take()).await
+                }
             }
         }
         self.process(gathering.take()).await;
+        while self.pipeline.has_deferred() {
+            self.process(Vec::new()).await;
+        }
         self.shutdown().await;
         Ok(())
     }
@@ -159,7 +167,7 @@ impl Service {
         while let Ok(event) = self.assignments.try_recv() {
             self.on_assignment(event).await;
         }
-        if messages.is_empty() {
+        if messages.is_empty() && !self.pipeline.has_deferred() {
             return;
         }
         self.metrics.records_consumed.inc_by(messages.len() as u64);
@@ -167,8 +175,8 @@ impl Service {
             decode_batch(messages, self.detector.engine.model.dim(), self.cfg.scoring.max_message_bytes);
         let now_ms = self.now_ms();
         let (engine, version) = self.detector.engine_and_version();
-        let outputs = self.pipeline.run(engine, &batch, now_ms, version, &self.metrics);
-        self.outbox.submit(outputs, highest_offsets(&batch));
+        let (outputs, offsets) = self.pipeline.run(engine, batch, now_ms, version, &self.metrics);
+        self.outbox.submit(outputs, offsets);
         self.outbox.settle(&self.consumer, false).await;
     }
 
@@ -191,6 +199,7 @@ impl Service {
                 self.state.restore(&mut self.detector.engine, &parts, now_ms, batch_size).await
             }
             AssignmentEvent::Revoked(parts) => {
+                self.pipeline.drop_deferred(&parts);
                 let still = self.consumer.context().assignment.partitions();
                 let gone: Vec<i32> = parts.iter().map(|(_, p)| *p).filter(|p| !still.contains(p)).collect();
                 let devices = &mut self.detector.engine.devices;
@@ -218,6 +227,7 @@ impl Service {
         self.state.snapshot_due(&mut self.detector.engine.devices, now_ms, HOUSEKEEPING);
         if t.idle.elapsed() >= Duration::from_secs(1) {
             self.evict_idle(now_ms);
+            self.report_unmonitored(now_ms);
             t.idle = Instant::now();
         }
         if let Some(every) = t.watchdog_every {
@@ -237,6 +247,36 @@ impl Service {
             let gone = self.detector.engine.devices.evict_idle(now_ms, idle_s * 1000);
             events::devices_evicted(&self.metrics, "idle", gone.len());
         }
+    }
+
+    /// Devices sending traffic without any known-normal record are not scored: each is
+    /// reported once on the incidents topic, and all are counted in a gauge.
+    fn report_unmonitored(&mut self, now_ms: u64) {
+        let after_s = self.cfg.incidents.unmonitored_after_s;
+        if after_s == 0 {
+            return;
+        }
+        let (total, new) = self.detector.engine.devices.unmonitored(now_ms, after_s * 1000);
+        events::unmonitored(&self.metrics, total, &new);
+        let records = new
+            .into_iter()
+            .map(|(device, records, since_ms)| {
+                let since_s = since_ms as f64 / 1000.0;
+                let message = format!(
+                    "device {device} sent {records} records in {since_s:.0} s and none is labeled normal: \
+                     it is not scored until some of its traffic is onboarded as known-normal"
+                );
+                let event = IncidentEvent::Unmonitored {
+                    device: device.clone(),
+                    records,
+                    since_s,
+                    time: unix_now(),
+                    message,
+                };
+                (device, serde_json::to_vec(&event).expect("outputs serialise"))
+            })
+            .collect();
+        self.outbox.send_detached(&self.cfg.kafka.incidents_topic, records);
     }
 
     async fn shutdown(mut self) {

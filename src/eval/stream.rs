@@ -90,6 +90,7 @@ pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<De
     let dim = model.dim();
     let mut engine = Engine::new(model, cfg.sizes, devices.len().max(1), cfg.threshold);
     engine.max_per_device = cfg.max_per_device;
+    engine.adaptation_batch = cfg.adapt_batch;
     let mut offset = 0i64;
     devices
         .iter()
@@ -124,9 +125,11 @@ fn run_device(
     let mut next_adapt = d.ts.first().copied().unwrap_or(0.0) + cfg.adapt_every_s;
     let mut start = 0;
     while start < n {
-        // A micro-batch: what arrives within the batching window, up to max_batch.
+        // A micro-batch: what arrives within the batching window, up to max_batch and
+        // the device's share of a batch (the daemon defers the rest to the next).
+        let cap = if cfg.max_per_device > 0 { cfg.max_batch.min(cfg.max_per_device) } else { cfg.max_batch };
         let mut end = start + 1;
-        while end < n && end - start < cfg.max_batch && d.ts[end] - d.ts[start] <= cfg.batch_window_s {
+        while end < n && end - start < cap && d.ts[end] - d.ts[start] <= cfg.batch_window_s {
             end += 1;
         }
         let now = d.ts[end - 1];
@@ -155,7 +158,7 @@ fn run_device(
                     out.scores[i] = 1.0 - posterior;
                     Some(anomalous)
                 }
-                Verdict::Unknown | Verdict::Shed => None,
+                Verdict::Unknown | Verdict::Deferred => None,
             };
             match (task.labels[i], out.known[i]) {
                 (_, true) | (Label::Unlabeled, _) => {}

@@ -134,6 +134,7 @@ pub fn daemon_config(bootstrap: &str, tag: &str) -> DaemonConfig {
     cfg.kafka.deadletter_topic = format!("{tag}.deadletter");
     cfg.kafka.state_topic = format!("{tag}.state");
     cfg.kafka.scores_topic = format!("{tag}.scores");
+    cfg.kafka.incidents_topic = format!("{tag}.incidents");
     cfg.kafka.publish_scores = true;
     cfg.kafka.options.insert("session.timeout.ms".into(), "6000".into());
     cfg.kafka.options.insert("heartbeat.interval.ms".into(), "500".into());
