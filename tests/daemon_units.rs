@@ -7,6 +7,7 @@ use metapu::daemon::adapter::Adapter;
 use metapu::daemon::config::{DaemonConfig, Sources};
 use metapu::daemon::devices::{DeviceTable, WindowSizes};
 use metapu::daemon::engine::{run_adaptation, Engine, Verdict};
+use metapu::daemon::incidents::{Decision, IncidentRules};
 use metapu::daemon::output::{alert_id, Source};
 use metapu::daemon::record::{decode, encode, encode_binary, InvalidRecord};
 use metapu::daemon::snapshot::{Snapshot, SnapshotError};
@@ -191,6 +192,7 @@ fn redelivered_records_do_not_enter_the_windows_twice() {
 #[test]
 fn snapshots_round_trip_and_reject_garbage() {
     let s = Snapshot {
+        incidents: Default::default(),
         dim: 2,
         positive: vec![1.0, 2.0],
         unlabeled: vec![3.0, 4.0, 5.0, 6.0],
@@ -200,6 +202,25 @@ fn snapshots_round_trip_and_reject_garbage() {
     assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
     let none = Snapshot { last_source: None, ..s.clone() };
     assert_eq!(Snapshot::decode(&none.encode()).unwrap(), none);
+    // An open incident travels with the windows (its clock fields restart at restore).
+    let rules = IncidentRules { open_k: 1, open_n: 1, update_interval_ms: 1, quiet_ms: 1, keep_records: 1 };
+    let mut with_incident = s.clone();
+    let d = Decision {
+        anomalous: true,
+        posterior: 0.2,
+        prior: 0.6,
+        ts: 5.0,
+        source: &at(3, 40),
+        features: &[1.0, 2.0],
+    };
+    assert!(with_incident.incidents.observe("a", d, &rules, 0, 1.5e9).is_some());
+    assert_eq!(Snapshot::decode(&with_incident.encode()).unwrap(), with_incident);
+    // The second layout (no incident state) still reads.
+    let mut v2 = s.encode();
+    v2[..4].copy_from_slice(b"MPS2");
+    let tail = 4 + serde_json::to_vec(&s.incidents).unwrap().len();
+    v2.truncate(v2.len() - tail);
+    assert_eq!(Snapshot::decode(&v2).unwrap(), s);
     // The first layout (no source) still reads.
     let mut v1 = b"MPS1".to_vec();
     for n in [2u32, 1, 0] {

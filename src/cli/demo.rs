@@ -203,6 +203,8 @@ async fn demo(a: DemoArgs, bootstrap: String) -> anyhow::Result<()> {
     cfg.http.listen = a.http.clone();
     cfg.adaptation.interval_ms = 500;
     cfg.state.snapshot_interval_s = 5;
+    // This demo still prints per-record alerts (showing incidents is the demo's rework).
+    cfg.kafka.publish_alerts = true;
     // The bundled broker completes a group join only after about a heartbeat-scaled
     // delay: short session settings make the demo start scoring within seconds.
     cfg.kafka.options.insert("session.timeout.ms".into(), "6000".into());

@@ -38,6 +38,8 @@ pub struct KafkaConfig {
     pub state_topic: String,
     pub scores_topic: String,
     pub publish_scores: bool,
+    /// One alert per anomalous record on `alerts_topic` (incidents are what analysts read).
+    pub publish_alerts: bool,
     pub auto_offset_reset: String,
     #[serde(default)]
     pub options: BTreeMap<String, String>,
@@ -46,6 +48,13 @@ pub struct KafkaConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IncidentsConfig {
+    /// Open an incident when `open_k` of a device's last `open_n` decisions are anomalous.
+    pub open_k: u32,
+    pub open_n: u32,
+    /// While open, an update at most this often (seconds).
+    pub update_interval_s: u64,
+    /// Close after this long without an anomalous decision (seconds).
+    pub quiet_s: u64,
     /// A device sending traffic this long without a known-normal record is reported
     /// (once) as unmonitored; 0 = never.
     pub unmonitored_after_s: u64,
@@ -199,6 +208,10 @@ impl DaemonConfig {
         }
         if self.adaptation.batch_size == 0 || self.scoring.max_batch == 0 {
             return invalid("adaptation.batch_size / scoring", "batch sizes must be at least 1");
+        }
+        let i = &self.incidents;
+        if !(1..=64).contains(&i.open_n) || i.open_k == 0 || i.open_k > i.open_n {
+            return invalid("incidents.open_k / open_n", "need 1 ≤ open_k ≤ open_n ≤ 64");
         }
         if self.devices.max_tracked == 0 {
             return invalid("devices.max_tracked", "must be at least 1");

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::model::TaskState;
 
+use super::incidents::IncidentTracker;
 use super::output::Source;
 use super::snapshot::Snapshot;
 use super::windows::{RowWindow, SharedRows};
@@ -40,6 +41,8 @@ pub struct Device {
     first_seen_ms: u64,
     /// Reported once as sending traffic with no known-normal record.
     unmonitored_reported: bool,
+    /// Its last decisions and open incident.
+    pub incidents: IncidentTracker,
     last_seen_ms: u64,
     lru_key: u64,
 }
@@ -58,6 +61,7 @@ impl Device {
             last_source: None,
             first_seen_ms: 0,
             unmonitored_reported: false,
+            incidents: IncidentTracker::default(),
             last_seen_ms: 0,
             lru_key: 0,
         }
@@ -242,6 +246,7 @@ impl DeviceTable {
         d.last_source = snapshot.last_source.clone();
         d.changed = usize::from(!d.positive.is_empty());
         d.first_seen_ms = now_ms;
+        d.incidents = snapshot.incidents.clone().restored(now_ms);
         if let Some(old) = self.devices.insert(id.to_string(), d) {
             self.recency.remove(&old.lru_key);
         }
@@ -270,6 +275,11 @@ impl DeviceTable {
             }
         }
         (count, due)
+    }
+
+    /// Devices with an open incident.
+    pub fn with_open_incidents(&self) -> Vec<String> {
+        self.devices.iter().filter(|(_, d)| d.incidents.open.is_some()).map(|(id, _)| id.clone()).collect()
     }
 
     /// Forget every adapted state (after a model reload), keeping windows.

@@ -2,6 +2,7 @@
 //! and its metric cannot drift apart.
 
 use super::health::Health;
+use super::incidents::Transition;
 use super::metrics::Metrics;
 
 /// Outputs of a micro-batch could not be delivered (they are sent again): counted, and
@@ -69,6 +70,22 @@ pub(crate) fn state_restored(metrics: &Metrics, restored: usize, adapted: usize,
 
 pub(crate) fn state_restore_failed(reason: &str) {
     tracing::warn!(reason, "state restore failed; devices start empty");
+}
+
+/// An incident opened, updated or closed.
+pub(crate) fn incident(metrics: &Metrics, device: &str, transition: &Transition) {
+    match transition {
+        Transition::Opened(i) => {
+            metrics.incidents.with_label_values(&["opened"]).inc();
+            tracing::info!(device, incident = %i.id, "incident opened");
+        }
+        Transition::Updated(_) => metrics.incidents.with_label_values(&["updated"]).inc(),
+        Transition::Closed(i, resolution) => {
+            metrics.incidents.with_label_values(&["closed"]).inc();
+            metrics.incidents_closed.with_label_values(&[resolution.as_str()]).inc();
+            tracing::info!(device, incident = %i.id, resolution = resolution.as_str(), records = i.records, "incident closed");
+        }
+    }
 }
 
 /// Devices newly found sending traffic with no known-normal record; the gauge holds all

@@ -18,6 +18,7 @@ use super::devices::WindowSizes;
 use super::engine::Engine;
 use super::health::Health;
 use super::http::{self, HttpState};
+use super::incidents::IncidentRules;
 use super::kafka::{self, Assignment, DaemonContext};
 use super::metrics::Metrics;
 use super::outbox::Outbox;
@@ -140,6 +141,17 @@ async fn ensure_topics(cfg: &DaemonConfig) -> i32 {
     partition_count(cfg, &k.state_topic).await.unwrap_or(input_partitions)
 }
 
+fn incident_rules(cfg: &DaemonConfig) -> IncidentRules {
+    let i = &cfg.incidents;
+    IncidentRules {
+        open_k: i.open_k,
+        open_n: i.open_n,
+        update_interval_ms: i.update_interval_s * 1000,
+        quiet_ms: i.quiet_s * 1000,
+        keep_records: cfg.windows.positive,
+    }
+}
+
 /// Start the daemon: load the model, bind HTTP, connect to Kafka, run.
 pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     // Once at start (a reload loads onto the same device).
@@ -204,7 +216,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     engine.adaptation_batch = cfg.adaptation.batch_size;
     let service = Service {
         detector: Detector::new(engine, adapting, version, cfg.adaptation.batch_size),
-        pipeline: Pipeline::new(&cfg.kafka, cfg.scoring.max_batch),
+        pipeline: Pipeline::new(&cfg.kafka, incident_rules(&cfg), cfg.scoring.max_batch),
         outbox: Outbox::new(producer.clone(), assignment, Arc::clone(&metrics), Arc::clone(&health)),
         state: StateStore::new(
             cfg.kafka.clone(),

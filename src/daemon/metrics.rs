@@ -23,6 +23,8 @@ pub struct Metrics {
     pub devices_tracked: IntGauge,
     pub devices_unmonitored: IntGauge,
     pub incidents: IntCounterVec,
+    pub incidents_open: IntGauge,
+    pub incidents_closed: IntCounterVec,
     pub devices_evicted: IntCounterVec,
     pub consumer_lag: IntGauge,
     pub produce_errors: IntCounter,
@@ -115,6 +117,18 @@ impl Metrics {
                 )
                 .expect("valid metric"),
             ),
+            incidents_open: register(
+                &r,
+                IntGauge::new("metapu_incidents_open", "Incidents open now.").expect("valid metric"),
+            ),
+            incidents_closed: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("metapu_incidents_closed_total", "Incidents closed, by resolution."),
+                    &["resolution"],
+                )
+                .expect("valid metric"),
+            ),
             devices_evicted: register(
                 &r,
                 IntCounterVec::new(
@@ -168,7 +182,10 @@ impl Metrics {
         for reason in ["capacity", "idle", "revoked"] {
             self.devices_evicted.with_label_values(&[reason]);
         }
-        self.incidents.with_label_values(&["unmonitored"]);
+        for event in ["opened", "updated", "closed", "unmonitored"] {
+            self.incidents.with_label_values(&[event]);
+        }
+        self.incidents_closed.with_label_values(&["quiet"]);
         for result in ["ok", "error"] {
             self.model_reloads.with_label_values(&[result]);
         }

@@ -29,6 +29,7 @@ mod events;
 mod handle;
 mod health;
 mod http;
+pub mod incidents;
 pub mod kafka;
 mod metrics;
 mod notify;

@@ -64,6 +64,9 @@ impl PriorUpdate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum IncidentEvent {
+    Opened(IncidentReport),
+    Updated(IncidentReport),
+    Closed(IncidentReport),
     /// A device sends traffic but has no known-normal record, so none of it is scored:
     /// reported once per device (again after a restart).
     Unmonitored {
@@ -77,6 +80,75 @@ pub enum IncidentEvent {
         /// What is wrong and what to do, in words.
         message: String,
     },
+}
+
+/// An incident as an analyst reads it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncidentReport {
+    pub incident_id: String,
+    pub device: String,
+    /// Unix seconds when it opened.
+    pub opened_at: f64,
+    /// Record timestamps (`ts`) of the opening and of the last anomalous record.
+    pub first_ts: f64,
+    pub last_ts: f64,
+    /// Records scored since it opened, and how many of them were anomalous.
+    pub records: u64,
+    pub anomalous: u64,
+    /// Anomaly score (1 − posterior of normal traffic) of the anomalous records.
+    pub peak_score: f32,
+    pub mean_score: f32,
+    /// The device's estimated share of attack traffic (1 − π̂) at its last record.
+    pub attack_share: f32,
+    /// The record that opened it.
+    pub opened_by: Source,
+    /// On `closed`: why (`quiet`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<String>,
+    pub model_version: String,
+    /// Unix seconds of this event.
+    pub time: f64,
+    /// One line in words.
+    pub summary: String,
+}
+
+impl IncidentReport {
+    pub fn of(
+        device: &str,
+        i: &super::incidents::Incident,
+        resolution: Option<&str>,
+        model_version: &str,
+    ) -> Self {
+        let state = match resolution {
+            None => "open".to_string(),
+            Some(r) => format!("closed ({r})"),
+        };
+        let summary = format!(
+            "device {device}: {} of {} records anomalous since the incident opened, peak score {:.2}; \
+             estimated attack share of its recent traffic {:.0} %; {state}",
+            i.anomalous,
+            i.records,
+            i.peak_score,
+            100.0 * i.attack_share
+        );
+        Self {
+            incident_id: i.id.clone(),
+            device: device.to_string(),
+            opened_at: i.opened_at,
+            first_ts: i.first_ts,
+            last_ts: i.last_ts,
+            records: i.records,
+            anomalous: i.anomalous,
+            peak_score: i.peak_score,
+            mean_score: i.mean_score(),
+            attack_share: i.attack_share,
+            opened_by: i.opened_by.clone(),
+            resolution: resolution.map(str::to_string),
+            model_version: model_version.to_string(),
+            time: unix_now(),
+            summary,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,8 +11,11 @@ use super::config::KafkaConfig;
 use super::delivery::{Output, PartitionOffset};
 use super::engine::{Engine, Verdict};
 use super::events;
+use super::incidents::{Decision, IncidentRules, Transition};
 use super::metrics::Metrics;
-use super::output::{self, Alert, DeadLetter, PriorUpdate, ScoreRecord, Source};
+use super::output::{
+    self, Alert, DeadLetter, IncidentEvent, IncidentReport, PriorUpdate, ScoreRecord, Source,
+};
 use super::record::{self, FeatureRecord};
 
 /// One consumed message with its decode result.
@@ -71,9 +74,13 @@ pub(crate) fn releasable_offsets(batch: &[Consumed], deferred: &[Consumed]) -> V
     highest.into_iter().filter(|(_, o)| *o >= 0).map(|((t, p), o)| (t.to_string(), p, o)).collect()
 }
 
-/// Where a batch's outputs go, and the records deferred to the next batch.
+/// Where a batch's outputs go, the incident rules, and the records deferred to the
+/// next batch.
 pub(crate) struct Pipeline {
-    alerts_topic: String,
+    /// `None` unless `kafka.publish_alerts`.
+    alerts_topic: Option<String>,
+    incidents_topic: String,
+    pub(crate) rules: IncidentRules,
     priors_topic: String,
     deadletter_topic: String,
     /// `None` unless `kafka.publish_scores`.
@@ -86,9 +93,11 @@ pub(crate) struct Pipeline {
 }
 
 impl Pipeline {
-    pub(crate) fn new(kafka: &KafkaConfig, max_deferred: usize) -> Self {
+    pub(crate) fn new(kafka: &KafkaConfig, rules: IncidentRules, max_deferred: usize) -> Self {
         Self {
-            alerts_topic: kafka.alerts_topic.clone(),
+            alerts_topic: kafka.publish_alerts.then(|| kafka.alerts_topic.clone()),
+            incidents_topic: kafka.incidents_topic.clone(),
+            rules,
             priors_topic: kafka.priors_topic.clone(),
             deadletter_topic: kafka.deadletter_topic.clone(),
             scores_topic: kafka.publish_scores.then(|| kafka.scores_topic.clone()),
@@ -147,7 +156,29 @@ impl Pipeline {
                         self.deferred.push(c);
                         continue;
                     }
-                    v => self.record_outputs(r, &c.source, v, model_version, metrics, &mut outputs),
+                    v => {
+                        self.record_outputs(r, &c.source, v, model_version, metrics, &mut outputs);
+                        if let Verdict::Scored { posterior, anomalous, prior } = v {
+                            // A record labeled normal never counts towards an incident:
+                            // the operator said what it is.
+                            let anomalous = anomalous && !r.known_normal;
+                            let decision = Decision {
+                                anomalous,
+                                posterior,
+                                prior,
+                                ts: r.ts,
+                                source: &c.source,
+                                features: &r.features,
+                            };
+                            let tracker = engine.devices.get_mut(&r.device).map(|d| &mut d.incidents);
+                            if let Some(t) = tracker.and_then(|t| {
+                                t.observe(&r.device, decision, &self.rules, now_ms, output::unix_now())
+                            }) {
+                                events::incident(metrics, &r.device, &t);
+                                outputs.push(self.incident_output(&r.device, &t, model_version));
+                            }
+                        }
+                    }
                 },
                 Err(reason) => {
                     events::record_refused(metrics, reason.kind());
@@ -171,6 +202,49 @@ impl Pipeline {
         }
         let offsets = releasable_offsets(&done, &self.deferred);
         (outputs, offsets)
+    }
+
+    /// An incident's transition as an event on the incidents topic.
+    pub(crate) fn incident_output(&self, device: &str, t: &Transition, model_version: &str) -> Output {
+        let event = match t {
+            Transition::Opened(i) => {
+                IncidentEvent::Opened(IncidentReport::of(device, i, None, model_version))
+            }
+            Transition::Updated(i) => {
+                IncidentEvent::Updated(IncidentReport::of(device, i, None, model_version))
+            }
+            Transition::Closed(i, r) => {
+                IncidentEvent::Closed(IncidentReport::of(device, i, Some(r.as_str()), model_version))
+            }
+        };
+        Output {
+            topic: self.incidents_topic.clone(),
+            key: Some(device.to_string()),
+            value: serde_json::to_vec(&event).expect("outputs serialise"),
+        }
+    }
+
+    /// Updates and quiet closes due at `now_ms`, as events to publish.
+    pub(crate) fn incident_ticks(
+        &self,
+        engine: &mut Engine,
+        now_ms: u64,
+        version: &str,
+        metrics: &Metrics,
+    ) -> Vec<Output> {
+        let mut outputs = Vec::new();
+        let open = engine.devices.with_open_incidents();
+        for device in &open {
+            let tracker = engine.devices.get_mut(device).map(|d| &mut d.incidents);
+            if let Some(t) = tracker.and_then(|t| t.tick(&self.rules, now_ms)) {
+                events::incident(metrics, device, &t);
+                outputs.push(self.incident_output(device, &t, version));
+            }
+        }
+        let still =
+            open.iter().filter(|d| engine.devices.get(d).is_some_and(|d| d.incidents.open.is_some())).count();
+        metrics.incidents_open.set(still as i64);
+        outputs
     }
 
     fn dead_letter(&self, c: &Consumed, kind: &str, reason: String) -> Output {
@@ -206,7 +280,7 @@ impl Pipeline {
             }
             Verdict::Scored { posterior, anomalous, prior } => {
                 metrics.records_scored.inc();
-                if anomalous {
+                if let (true, Some(topic)) = (anomalous, &self.alerts_topic) {
                     metrics.alerts.inc();
                     let alert = Alert {
                         alert_id: output::alert_id(source),
@@ -218,7 +292,7 @@ impl Pipeline {
                         source: source.clone(),
                     };
                     out.push(Output {
-                        topic: self.alerts_topic.clone(),
+                        topic: topic.clone(),
                         key: Some(r.device.clone()),
                         value: serde_json::to_vec(&alert).expect("outputs serialise"),
                     });
@@ -285,7 +359,9 @@ mod tests {
     fn pipeline() -> Pipeline {
         let mut kafka = DaemonConfig::defaults().kafka;
         kafka.publish_scores = true;
-        Pipeline::new(&kafka, 100)
+        let rules =
+            IncidentRules { open_k: 2, open_n: 3, update_interval_ms: 1000, quiet_ms: 5000, keep_records: 3 };
+        Pipeline::new(&kafka, rules, 100)
     }
 
     fn record(device: &str, offset: i64, normal: bool) -> OwnedMessage {

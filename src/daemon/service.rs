@@ -225,6 +225,12 @@ impl Service {
         }
         let now_ms = self.now_ms();
         self.state.snapshot_due(&mut self.detector.engine.devices, now_ms, HOUSEKEEPING);
+        let (engine, version) = self.detector.engine_and_version();
+        let incident_events = self.pipeline.incident_ticks(engine, now_ms, version, &self.metrics);
+        if !incident_events.is_empty() {
+            // Through the batch deliveries (retried until acknowledged), with no offsets.
+            self.outbox.submit(incident_events, Vec::new());
+        }
         if t.idle.elapsed() >= Duration::from_secs(1) {
             self.evict_idle(now_ms);
             self.report_unmonitored(now_ms);

@@ -1,14 +1,18 @@
 //! Device-window snapshots for the state topic: a small binary layout.
 //!
-//! `MPS2`: dim, positive rows, unlabeled rows (u32 LE each), records seen (u64 LE),
+//! `MPS3`: dim, positive rows, unlabeled rows (u32 LE each), records seen (u64 LE),
 //! the newest input record in the windows (partition i32, offset i64, topic length
-//! u16 and bytes; offset −1 when none), then the f32 LE values. `MPS1` (no source)
-//! is still read. Windows, not adapted states, are stored: they outlive a model change.
+//! u16 and bytes; offset −1 when none), the f32 LE values, then the device's incident
+//! state as JSON (u32 LE length and bytes). `MPS2` (no incident state) and `MPS1` (no
+//! source either) are still read. Windows, not adapted states, are stored: they outlive
+//! a model change.
 
+use super::incidents::IncidentTracker;
 use super::output::Source;
 
 const MAGIC_V1: &[u8; 4] = b"MPS1";
 const MAGIC_V2: &[u8; 4] = b"MPS2";
+const MAGIC_V3: &[u8; 4] = b"MPS3";
 const COUNTS: usize = 4 + 4 + 4 + 4 + 8;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +23,8 @@ pub struct Snapshot {
     pub seen: u64,
     /// The newest input record in the windows: redeliveries up to it are not re-added.
     pub last_source: Option<Source>,
+    /// The device's last decisions and open incident (`MPS3`; empty from older ones).
+    pub incidents: IncidentTracker,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -29,6 +35,8 @@ pub enum SnapshotError {
     BadLength,
     #[error("snapshot holds NaN or infinity")]
     NonFinite,
+    #[error("snapshot's incident state is unreadable: {0}")]
+    Incidents(String),
 }
 
 /// Little-endian reader over a byte slice; `None` past the end.
@@ -55,7 +63,7 @@ impl Snapshot {
         let topic = &topic.as_bytes()[..topic.len().min(u16::MAX as usize)];
         let mut out =
             Vec::with_capacity(COUNTS + 14 + topic.len() + 4 * (self.positive.len() + self.unlabeled.len()));
-        out.extend_from_slice(MAGIC_V2);
+        out.extend_from_slice(MAGIC_V3);
         for n in [self.dim, np, nu] {
             out.extend_from_slice(&(n as u32).to_le_bytes());
         }
@@ -68,12 +76,16 @@ impl Snapshot {
         for v in self.positive.iter().chain(&self.unlabeled) {
             out.extend_from_slice(&v.to_le_bytes());
         }
+        let incidents = serde_json::to_vec(&self.incidents).expect("incident state serialises");
+        out.extend_from_slice(&(incidents.len() as u32).to_le_bytes());
+        out.extend_from_slice(&incidents);
         out
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, SnapshotError> {
         let mut r = Reader(bytes);
         let version = match r.take(4) {
+            Some(m) if m == MAGIC_V3 => 3,
             Some(m) if m == MAGIC_V2 => 2,
             Some(m) if m == MAGIC_V1 => 1,
             _ => return Err(SnapshotError::BadMagic),
@@ -82,7 +94,7 @@ impl Snapshot {
             || r.array::<4>().map(|b| u32::from_le_bytes(b) as usize).ok_or(SnapshotError::BadLength);
         let (dim, np, nu) = (count()?, count()?, count()?);
         let seen = r.array::<8>().map(u64::from_le_bytes).ok_or(SnapshotError::BadLength)?;
-        let last_source = if version == 2 {
+        let last_source = if version >= 2 {
             let partition = r.array::<4>().map(i32::from_le_bytes).ok_or(SnapshotError::BadLength)?;
             let offset = r.array::<8>().map(i64::from_le_bytes).ok_or(SnapshotError::BadLength)?;
             let len = r.array::<2>().map(u16::from_le_bytes).ok_or(SnapshotError::BadLength)?;
@@ -92,16 +104,32 @@ impl Snapshot {
         } else {
             None
         };
-        let values = (np + nu).checked_mul(dim).ok_or(SnapshotError::BadLength)?;
-        if Some(r.0.len()) != values.checked_mul(4) {
-            return Err(SnapshotError::BadLength);
-        }
+        let values =
+            (np + nu).checked_mul(dim).and_then(|v| v.checked_mul(4)).ok_or(SnapshotError::BadLength)?;
+        let windows = if version == 3 { r.take(values) } else { (r.0.len() == values).then_some(r.0) };
+        let windows = windows.ok_or(SnapshotError::BadLength)?;
+        let incidents = if version == 3 {
+            let len = r.array::<4>().map(u32::from_le_bytes).ok_or(SnapshotError::BadLength)? as usize;
+            if r.0.len() != len {
+                return Err(SnapshotError::BadLength);
+            }
+            serde_json::from_slice(r.0).map_err(|e| SnapshotError::Incidents(e.to_string()))?
+        } else {
+            IncidentTracker::default()
+        };
         let floats: Vec<f32> =
-            r.0.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            windows.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         if floats.iter().any(|v| !v.is_finite()) {
             return Err(SnapshotError::NonFinite);
         }
         let (positive, unlabeled) = floats.split_at(np * dim);
-        Ok(Self { dim, positive: positive.to_vec(), unlabeled: unlabeled.to_vec(), seen, last_source })
+        Ok(Self {
+            dim,
+            positive: positive.to_vec(),
+            unlabeled: unlabeled.to_vec(),
+            seen,
+            last_source,
+            incidents,
+        })
     }
 }

@@ -115,6 +115,7 @@ impl StateStore {
                     unlabeled: d.unlabeled.rows().to_vec(),
                     seen: d.seen,
                     last_source: d.last_source.clone(),
+                    incidents: d.incidents.clone(),
                 };
                 records.push((id.clone(), self.state_partition(d.partition), snap.encode()));
             }

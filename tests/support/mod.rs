@@ -136,6 +136,7 @@ pub fn daemon_config(bootstrap: &str, tag: &str) -> DaemonConfig {
     cfg.kafka.scores_topic = format!("{tag}.scores");
     cfg.kafka.incidents_topic = format!("{tag}.incidents");
     cfg.kafka.publish_scores = true;
+    cfg.kafka.publish_alerts = true;
     cfg.kafka.options.insert("session.timeout.ms".into(), "6000".into());
     cfg.kafka.options.insert("heartbeat.interval.ms".into(), "500".into());
     cfg.kafka.options.insert("topic.metadata.refresh.interval.ms".into(), "1000".into());
