@@ -190,6 +190,19 @@ fn redelivered_records_do_not_enter_the_windows_twice() {
 }
 
 #[test]
+fn a_window_hands_out_its_newest_rows_newest_first() {
+    let mut w = RowWindow::new(1, 3);
+    assert!(w.newest(2).is_empty());
+    w.push(&[1.0]);
+    w.push(&[2.0]);
+    assert_eq!(w.newest(5), [2.0, 1.0]);
+    w.push(&[3.0]);
+    w.push(&[4.0]);
+    assert_eq!(w.newest(2), [4.0, 3.0]);
+    assert_eq!(w.newest(3), [4.0, 3.0, 2.0]);
+}
+
+#[test]
 fn snapshots_round_trip_and_reject_garbage() {
     let s = Snapshot {
         incidents: Default::default(),

@@ -163,7 +163,16 @@ async fn replay_and_check(boot: &str, cfg: &DaemonConfig, metapu_bin: &Path, cle
     let incidents = read_topic(&boot, &cfg.kafka.incidents_topic, Duration::from_secs(10), |m| {
         json_values(m).iter().any(|v| v["event"] == "opened")
     });
-    let opened: Vec<usize> = json_values(&incidents)
+    let events = json_values(&incidents);
+    let first = events.iter().find(|v| v["event"] == "opened").expect("an incident");
+    println!("real rows: {}", first["summary"]);
+    let top = first["top_features"].as_array().expect("top features");
+    assert_eq!(top.len(), 5, "{first}");
+    for f in top {
+        println!("real rows:   {} ({:.1}): {}", f["feature"], f["deviation"].as_f64().unwrap(), f["words"]);
+        assert!(f["words"].as_str().is_some_and(|w| w.contains("window")), "{f}");
+    }
+    let opened: Vec<usize> = events
         .iter()
         .filter(|v| v["event"] == "opened" && v["device"] == "danmini_doorbell")
         .map(|v| v["opened_by"]["offset"].as_i64().unwrap() as usize)

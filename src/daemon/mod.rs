@@ -26,6 +26,7 @@ mod detector;
 pub mod devices;
 pub mod engine;
 mod events;
+pub mod explain;
 mod handle;
 mod health;
 mod http;

@@ -110,6 +110,9 @@ pub struct IncidentReport {
     pub time: f64,
     /// One line in words.
     pub summary: String,
+    /// The features that moved most from the device's known-normal traffic, named and
+    /// in words.
+    pub top_features: Vec<super::explain::FeatureChange>,
 }
 
 impl IncidentReport {
@@ -118,14 +121,16 @@ impl IncidentReport {
         i: &super::incidents::Incident,
         resolution: Option<&str>,
         model_version: &str,
+        top_features: Vec<super::explain::FeatureChange>,
     ) -> Self {
         let state = match resolution {
             None => "open".to_string(),
             Some(r) => format!("closed ({r})"),
         };
+        let most = top_features.first().map(|f| format!("; most changed: {}", f.words)).unwrap_or_default();
         let summary = format!(
             "device {device}: {} of {} records anomalous since the incident opened, peak score {:.2}; \
-             estimated attack share of its recent traffic {:.0} %; {state}",
+             estimated attack share of its recent traffic {:.0} %; {state}{most}",
             i.anomalous,
             i.records,
             i.peak_score,
@@ -147,6 +152,7 @@ impl IncidentReport {
             model_version: model_version.to_string(),
             time: unix_now(),
             summary,
+            top_features,
         }
     }
 }

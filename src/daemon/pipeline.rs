@@ -11,7 +11,8 @@ use super::config::KafkaConfig;
 use super::delivery::{Output, PartitionOffset};
 use super::engine::{Engine, Verdict};
 use super::events;
-use super::incidents::{Decision, IncidentRules, Transition};
+use super::explain::{feature_changes, FeatureChange};
+use super::incidents::{Decision, Incident, IncidentRules, Transition};
 use super::metrics::Metrics;
 use super::output::{
     self, Alert, DeadLetter, IncidentEvent, IncidentReport, PriorUpdate, ScoreRecord, Source,
@@ -175,7 +176,7 @@ impl Pipeline {
                                 t.observe(&r.device, decision, &self.rules, now_ms, output::unix_now())
                             }) {
                                 events::incident(metrics, &r.device, &t);
-                                outputs.push(self.incident_output(&r.device, &t, model_version));
+                                outputs.push(self.incident_output(engine, &r.device, &t, model_version));
                             }
                         }
                     }
@@ -204,24 +205,47 @@ impl Pipeline {
         (outputs, offsets)
     }
 
-    /// An incident's transition as an event on the incidents topic.
-    pub(crate) fn incident_output(&self, device: &str, t: &Transition, model_version: &str) -> Output {
+    /// An incident's transition as an event on the incidents topic, with the features
+    /// that moved.
+    pub(crate) fn incident_output(
+        &self,
+        engine: &Engine,
+        device: &str,
+        t: &Transition,
+        version: &str,
+    ) -> Output {
+        let (i, resolution) = match t {
+            Transition::Opened(i) | Transition::Updated(i) => (i, None),
+            Transition::Closed(i, r) => (i, Some(r.as_str())),
+        };
+        let top = self.explain(engine, device, i);
+        let report = IncidentReport::of(device, i, resolution, version, top);
         let event = match t {
-            Transition::Opened(i) => {
-                IncidentEvent::Opened(IncidentReport::of(device, i, None, model_version))
-            }
-            Transition::Updated(i) => {
-                IncidentEvent::Updated(IncidentReport::of(device, i, None, model_version))
-            }
-            Transition::Closed(i, r) => {
-                IncidentEvent::Closed(IncidentReport::of(device, i, Some(r.as_str()), model_version))
-            }
+            Transition::Opened(_) => IncidentEvent::Opened(report),
+            Transition::Updated(_) => IncidentEvent::Updated(report),
+            Transition::Closed(..) => IncidentEvent::Closed(report),
         };
         Output {
             topic: self.incidents_topic.clone(),
             key: Some(device.to_string()),
             value: serde_json::to_vec(&event).expect("outputs serialise"),
         }
+    }
+
+    /// The incident's anomalous records against the device's known-normal window. Until
+    /// it holds `open_k` kept records, the device's newest `open_n` records stand in for
+    /// them (at least `open_k` of those were anomalous, so their medians are).
+    fn explain(&self, engine: &Engine, device: &str, i: &Incident) -> Vec<FeatureChange> {
+        let Some(d) = engine.devices.get(device) else { return Vec::new() };
+        let dim = engine.model.dim();
+        let newest;
+        let unusual = if i.kept.len() >= self.rules.open_k as usize * dim {
+            &i.kept
+        } else {
+            newest = d.unlabeled.newest(self.rules.open_n as usize);
+            &newest
+        };
+        feature_changes(&engine.model, d.positive.rows(), unusual)
     }
 
     /// Updates and quiet closes due at `now_ms`, as events to publish.
@@ -238,7 +262,7 @@ impl Pipeline {
             let tracker = engine.devices.get_mut(device).map(|d| &mut d.incidents);
             if let Some(t) = tracker.and_then(|t| t.tick(&self.rules, now_ms)) {
                 events::incident(metrics, device, &t);
-                outputs.push(self.incident_output(device, &t, version));
+                outputs.push(self.incident_output(engine, device, &t, version));
             }
         }
         let still =

@@ -55,6 +55,16 @@ impl RowWindow {
         &self.data
     }
 
+    /// The newest `n` rows (fewer if the window holds fewer), newest first.
+    pub fn newest(&self, n: usize) -> Vec<f32> {
+        let mut out = Vec::with_capacity(n.min(self.len) * self.dim);
+        for k in 1..=n.min(self.len) {
+            let i = (self.next + self.capacity - k) % self.capacity;
+            out.extend_from_slice(&self.data[i * self.dim..(i + 1) * self.dim]);
+        }
+        out
+    }
+
     /// The rows as they are now, shared with the window until its next push.
     pub fn shared(&self) -> SharedRows {
         Arc::clone(&self.data)

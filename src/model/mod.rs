@@ -12,6 +12,7 @@
 
 pub mod closed_form;
 pub mod ensemble;
+pub mod explain;
 pub mod file;
 pub mod net;
 pub mod nets;

@@ -9,6 +9,7 @@ pub mod afterimage;
 pub mod capture;
 pub mod devices;
 pub mod extract;
+pub mod feature_words;
 pub mod frame;
 pub mod infect;
 pub mod packet;
