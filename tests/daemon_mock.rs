@@ -16,10 +16,10 @@ use support::*;
 /// never answers CreateTopics). Input and state topics get `partitions`.
 fn mock(tag: &str, partitions: i32) -> MockCluster<'static, DefaultProducerContext> {
     let cluster = MockCluster::new(1).expect("mock cluster");
-    for suffix in ["features", "state"] {
+    for suffix in ["features", "state", "feedback"] {
         cluster.create_topic(&format!("{tag}.{suffix}"), partitions, 1).expect("create topic");
     }
-    for suffix in ["alerts", "priors", "deadletter", "scores"] {
+    for suffix in ["alerts", "priors", "deadletter", "scores", "incidents"] {
         cluster.create_topic(&format!("{tag}.{suffix}"), 1, 1).expect("create topic");
     }
     cluster
@@ -203,5 +203,107 @@ async fn a_model_reload_keeps_windows_and_a_bad_model_is_refused() {
     send_record(&p, "m4.features", "hub", 10.0, &normal[10], false).await;
     let scored = wait_until(Duration::from_secs(10), || scored_total() > before).await;
     assert!(scored, "the old model stopped scoring");
+    daemon.shutdown().await.unwrap();
+}
+
+/// A device's benign behaviour changes mid-stream (a firmware update, a new service):
+/// an incident opens; the analyst calls it a false positive with `metapu feedback`;
+/// the incident closes as dismissed, and the same behaviour opens no new incident for
+/// the rest of the run. Bad feedback is dead-lettered with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_false_positive_verdict_teaches_the_device_its_new_normal() {
+    let fx = fixture();
+    let cluster = mock("m10", 1);
+    let boot = cluster.bootstrap_servers();
+    let mut cfg = daemon_config(&boot, "m10");
+    cfg.incidents.open_k = 3;
+    cfg.incidents.open_n = 5;
+    cfg.incidents.quiet_s = 600;
+    let daemon = daemon::start(cfg.clone()).await.unwrap();
+    let p = producer(&boot);
+    let (normal, changed) = (fx.rows(1, Label::Positive), fx.rows(1, Label::Negative));
+    let input = cfg.kafka.input_topics[0].clone();
+    let mut ts = 0.0;
+    let mut send = |rows: Vec<&Vec<f32>>, known: bool| {
+        let (p, input) = (&p, &input);
+        let batch: Vec<(f64, Vec<f32>)> = rows
+            .into_iter()
+            .map(|r| {
+                ts += 1.0;
+                (ts, r.clone())
+            })
+            .collect();
+        async move {
+            for (ts, row) in batch {
+                send_record(p, input, "cam", ts, &row, known).await;
+            }
+        }
+    };
+    send(normal.iter().take(10).collect(), true).await;
+    send(normal.iter().skip(10).take(20).collect(), false).await;
+    // The new behaviour.
+    send(changed.iter().take(15).collect(), false).await;
+    let events = |m: &[(Option<String>, Vec<u8>)], kind: &str| -> Vec<serde_json::Value> {
+        json_values(m).into_iter().filter(|v| v["event"] == kind).collect()
+    };
+    let got =
+        read_topic(&boot, "m10.incidents", Duration::from_secs(20), |m| !events(m, "opened").is_empty());
+    let opened = events(&got, "opened");
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    let id = opened[0]["incident_id"].as_str().unwrap().to_string();
+
+    // Bad feedback first: an unknown incident, and no JSON at all.
+    for (incident, device) in [("0000", "cam"), (id.as_str(), "nobody")] {
+        let args = ["--incident", incident, "--device", device, "--confirmed", "--brokers", &boot];
+        metapu(&[&["feedback", "--topic", "m10.feedback"][..], &args].concat());
+    }
+    send_raw(&p, "m10.feedback", Some(b"cam"), b"{not json").await;
+    let dead = read_topic(&boot, "m10.deadletter", Duration::from_secs(20), |m| m.len() >= 3);
+    let reasons: Vec<String> =
+        json_values(&dead).iter().map(|v| format!("{}: {}", v["kind"], v["reason"])).collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons.iter().all(|r| r.starts_with("\"bad_feedback\"")), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("no incident 0000")), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("unknown device nobody")), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("malformed feedback")), "{reasons:?}");
+
+    let out = metapu(&[
+        "feedback",
+        "--incident",
+        &id,
+        "--device",
+        "cam",
+        "--false-positive",
+        "--by",
+        "ana",
+        "--note",
+        "firmware update",
+        "--brokers",
+        &boot,
+        "--topic",
+        "m10.feedback",
+    ]);
+    assert!(out.contains("false_positive"), "{out}");
+    let got =
+        read_topic(&boot, "m10.incidents", Duration::from_secs(20), |m| !events(m, "closed").is_empty());
+    let closed = events(&got, "closed");
+    assert_eq!(closed[0]["incident_id"], id.as_str());
+    assert_eq!(closed[0]["resolution"], "dismissed");
+    assert_eq!(closed[0]["feedback"][0]["by"], "ana");
+    assert_eq!(closed[0]["feedback"][0]["note"], "firmware update");
+
+    // The same behaviour goes on: no new incident.
+    let before = json_values(&read_topic(&boot, "m10.scores", Duration::from_secs(5), |_| false)).len();
+    send(changed.iter().skip(15).take(40).collect(), false).await;
+    let scores = read_topic(&boot, "m10.scores", Duration::from_secs(20), |m| m.len() >= before + 40);
+    let after: Vec<serde_json::Value> = json_values(&scores).into_iter().skip(before).collect();
+    let anomalous = after.iter().filter(|v| v["decision"] == "anomalous").count();
+    println!("after the verdict: {anomalous} of {} records of the new behaviour anomalous", after.len());
+    let got = read_topic(&boot, "m10.incidents", Duration::from_secs(3), |_| false);
+    assert_eq!(events(&got, "opened").len(), 1, "a new incident on the dismissed behaviour");
+    let body = http_get(daemon.http_addr, "/metrics").1;
+    assert_eq!(metric(&body, "metapu_feedback_total{result=\"false_positive\"}"), Some(1.0));
+    assert_eq!(metric(&body, "metapu_feedback_total{result=\"refused\"}"), Some(3.0));
+    assert_eq!(metric(&body, "metapu_incidents_closed_total{resolution=\"dismissed\"}"), Some(1.0));
     daemon.shutdown().await.unwrap();
 }

@@ -5,6 +5,7 @@ mod datasets;
 mod demo;
 mod eval;
 mod feed;
+mod feedback;
 mod infect;
 mod info;
 mod model_options;
@@ -64,6 +65,8 @@ pub enum Command {
     Simulate(traffic::SimulateArgs),
     /// Validate the daemon configuration and print it (secrets redacted).
     CheckConfig(daemon::CheckConfigArgs),
+    /// An analyst's verdict on an incident: false positive (learn it as normal) or confirmed.
+    Feedback(feedback::FeedbackArgs),
 }
 
 pub fn init_logging(verbose: u8) {
@@ -88,6 +91,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(a) => daemon::run(a),
         Command::Demo(a) => demo::run(a),
         Command::CheckConfig(a) => daemon::check_config(a),
+        Command::Feedback(a) => feedback::run(a),
         Command::Replay(a) => traffic::replay_cmd(a),
         Command::Extract(a) => traffic::extract(a),
         Command::Simulate(a) => traffic::simulate_cmd(a),

@@ -35,6 +35,8 @@ pub struct KafkaConfig {
     pub priors_topic: String,
     pub deadletter_topic: String,
     pub incidents_topic: String,
+    /// Analysts' verdicts on incidents (input, JSON, key = device).
+    pub feedback_topic: String,
     pub state_topic: String,
     pub scores_topic: String,
     pub publish_scores: bool,
@@ -58,6 +60,9 @@ pub struct IncidentsConfig {
     /// A device sending traffic this long without a known-normal record is reported
     /// (once) as unmonitored; 0 = never.
     pub unmonitored_after_s: u64,
+    /// Feedback is taken on the open incident, or on the last closed one this long after
+    /// it closed (seconds).
+    pub feedback_after_close_s: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

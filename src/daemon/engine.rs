@@ -97,12 +97,22 @@ impl Engine {
     /// Adapt, on the scoring model, the given devices that have a known-normal record
     /// and no classifier. Returns the devices adapted.
     fn adapt_unready<'a>(&mut self, devices: impl Iterator<Item = &'a str>) -> Vec<String> {
-        let mut unready: Vec<&str> = devices
+        let unready: Vec<&str> = devices
             .filter(|id| self.devices.get(id).is_some_and(|d| d.state.is_none() && !d.positive.is_empty()))
             .collect();
-        unready.sort_unstable();
-        unready.dedup();
-        let jobs: Vec<AdaptJob> = unready
+        self.adapt_now(unready)
+    }
+
+    /// Adapt the given devices now, on the scoring model (those without a known-normal
+    /// record are skipped). Returns the devices adapted.
+    pub fn adapt_now<'a>(&mut self, devices: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+        let mut ids: Vec<&str> = devices
+            .into_iter()
+            .filter(|id| self.devices.get(id).is_some_and(|d| !d.positive.is_empty()))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let jobs: Vec<AdaptJob> = ids
             .into_iter()
             .filter_map(|device| {
                 let (positive, unlabeled) = self.devices.take_windows(device)?;

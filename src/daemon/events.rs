@@ -80,12 +80,20 @@ pub(crate) fn incident(metrics: &Metrics, device: &str, transition: &Transition)
             tracing::info!(device, incident = %i.id, "incident opened");
         }
         Transition::Updated(_) => metrics.incidents.with_label_values(&["updated"]).inc(),
+        Transition::Reviewed(_) => metrics.incidents.with_label_values(&["reviewed"]).inc(),
         Transition::Closed(i, resolution) => {
             metrics.incidents.with_label_values(&["closed"]).inc();
             metrics.incidents_closed.with_label_values(&[resolution.as_str()]).inc();
             tracing::info!(device, incident = %i.id, resolution = resolution.as_str(), records = i.records, "incident closed");
         }
     }
+}
+
+/// Analyst feedback applied (`false_positive`, `confirmed`) or refused (`refused`, and
+/// a dead letter says why).
+pub(crate) fn feedback(metrics: &Metrics, device: &str, result: &str) {
+    metrics.feedback.with_label_values(&[result]).inc();
+    tracing::info!(device, result, "analyst feedback");
 }
 
 /// Devices newly found sending traffic with no known-normal record; the gauge holds all

@@ -130,6 +130,7 @@ async fn ensure_topics(cfg: &DaemonConfig) -> i32 {
         (k.priors_topic.as_str(), 1),
         (k.deadletter_topic.as_str(), 1),
         (k.incidents_topic.as_str(), 1),
+        (k.feedback_topic.as_str(), input_partitions),
         (k.state_topic.as_str(), input_partitions),
     ]);
     if k.publish_scores {
@@ -203,7 +204,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         .set("message.timeout.ms", "30000")
         .create()?;
     let state_partitions = ensure_topics(&cfg).await;
-    let topics: Vec<&str> = cfg.kafka.input_topics.iter().map(String::as_str).collect();
+    let mut topics: Vec<&str> = cfg.kafka.input_topics.iter().map(String::as_str).collect();
+    topics.push(&cfg.kafka.feedback_topic);
     consumer.subscribe(&topics)?;
 
     let sizes = WindowSizes {
@@ -214,9 +216,11 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     let mut engine = Engine::new(scoring, sizes, cfg.devices.max_tracked, cfg.model.threshold);
     engine.max_per_device = cfg.scoring.max_per_device;
     engine.adaptation_batch = cfg.adaptation.batch_size;
+    let mut pipeline = Pipeline::new(&cfg.kafka, incident_rules(&cfg), cfg.scoring.max_batch);
+    pipeline.feedback_max_age_s = cfg.incidents.feedback_after_close_s;
     let service = Service {
         detector: Detector::new(engine, adapting, version, cfg.adaptation.batch_size),
-        pipeline: Pipeline::new(&cfg.kafka, incident_rules(&cfg), cfg.scoring.max_batch),
+        pipeline,
         outbox: Outbox::new(producer.clone(), assignment, Arc::clone(&metrics), Arc::clone(&health)),
         state: StateStore::new(
             cfg.kafka.clone(),

@@ -51,6 +51,12 @@ pub struct Incident {
     pub changed: bool,
     /// Feature rows of up to `keep_records` anomalous records, the first ones.
     pub kept: Vec<f32>,
+    /// Analysts' verdicts on it, oldest first.
+    #[serde(default)]
+    pub feedback: Vec<Feedback>,
+    /// Unix seconds when it closed (closed incidents kept for late feedback only).
+    #[serde(default)]
+    pub closed_at: Option<f64>,
 }
 
 impl Incident {
@@ -64,14 +70,58 @@ impl Incident {
 pub enum Resolution {
     /// `quiet` passed with no anomalous decision.
     Quiet,
+    /// An analyst called it a false positive.
+    Dismissed,
 }
 
 impl Resolution {
     pub fn as_str(self) -> &'static str {
         match self {
             Resolution::Quiet => "quiet",
+            Resolution::Dismissed => "dismissed",
         }
     }
+}
+
+/// An analyst's verdict on an incident (the feedback topic's message).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Feedback {
+    pub device: String,
+    pub incident_id: String,
+    pub verdict: Verdict,
+    #[serde(default)]
+    pub by: String,
+    #[serde(default)]
+    pub note: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Normal behaviour: its records become known-normal and the incident closes.
+    FalsePositive,
+    /// A real attack: recorded on the incident; nothing else changes.
+    Confirmed,
+}
+
+/// Feedback that cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FeedbackError {
+    #[error("no incident {incident} on device {device} (unknown, or closed more than {max_age_s} s ago)")]
+    UnknownIncident { device: String, incident: String, max_age_s: u64 },
+    #[error("incident {0} was already dismissed")]
+    AlreadyDismissed(String),
+}
+
+/// What applying feedback did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    /// A false positive: these rows become known-normal; the transition closes the
+    /// incident as dismissed (or, for one already closed, reports the verdict).
+    Dismissed { rows: Vec<f32>, transition: Transition },
+    /// Recorded on the incident.
+    Confirmed(Transition),
 }
 
 /// What happened to a device's incident.
@@ -80,6 +130,8 @@ pub enum Transition {
     Opened(Incident),
     Updated(Incident),
     Closed(Incident, Resolution),
+    /// An analyst's verdict on an incident that had already closed.
+    Reviewed(Incident),
 }
 
 /// One scored record, as the tracker sees it.
@@ -102,6 +154,9 @@ pub struct IncidentTracker {
     pub open: Option<Incident>,
     /// The newest record seen (partition, offset): a redelivered one is not counted twice.
     pub last_seen: Option<(i32, i64)>,
+    /// The last closed incident, for feedback that comes after it closed.
+    #[serde(default)]
+    pub last_closed: Option<Incident>,
 }
 
 pub fn incident_id(device: &str, source: &Source) -> String {
@@ -162,6 +217,8 @@ impl IncidentTracker {
             last_update_ms: now_ms,
             changed: false,
             kept: if rules.keep_records > 0 { d.features.to_vec() } else { Vec::new() },
+            feedback: Vec::new(),
+            closed_at: None,
         };
         self.open = Some(incident.clone());
         Some(Transition::Opened(incident))
@@ -177,13 +234,64 @@ impl IncidentTracker {
         self
     }
 
+    /// Close the open incident (kept for late feedback).
+    fn close(&mut self, resolution: Resolution, now_unix: f64) -> Option<Transition> {
+        let mut closed = self.open.take()?;
+        closed.closed_at = Some(now_unix);
+        self.recent = 0;
+        self.last_closed = Some(closed.clone());
+        Some(Transition::Closed(closed, resolution))
+    }
+
+    /// Apply an analyst's verdict on the open incident, or on the last closed one if it
+    /// closed less than `max_age_s` ago.
+    pub fn feedback(
+        &mut self,
+        fb: &Feedback,
+        now_unix: f64,
+        max_age_s: u64,
+    ) -> Result<Applied, FeedbackError> {
+        let is_open = self.open.as_ref().is_some_and(|i| i.id == fb.incident_id);
+        let recent_closed = self.last_closed.as_ref().is_some_and(|i| {
+            i.id == fb.incident_id && i.closed_at.is_some_and(|t| now_unix - t <= max_age_s as f64)
+        });
+        let unknown = || FeedbackError::UnknownIncident {
+            device: fb.device.clone(),
+            incident: fb.incident_id.clone(),
+            max_age_s,
+        };
+        let incident = if is_open {
+            self.open.as_mut()
+        } else if recent_closed {
+            self.last_closed.as_mut()
+        } else {
+            None
+        }
+        .ok_or_else(unknown)?;
+        if incident.feedback.iter().any(|f| f.verdict == Verdict::FalsePositive) {
+            return Err(FeedbackError::AlreadyDismissed(fb.incident_id.clone()));
+        }
+        incident.feedback.push(fb.clone());
+        match (fb.verdict, is_open) {
+            (Verdict::Confirmed, true) => Ok(Applied::Confirmed(Transition::Updated(incident.clone()))),
+            (Verdict::Confirmed, false) => Ok(Applied::Confirmed(Transition::Reviewed(incident.clone()))),
+            (Verdict::FalsePositive, open) => {
+                let rows = std::mem::take(&mut incident.kept);
+                let transition = if open {
+                    self.close(Resolution::Dismissed, now_unix).expect("an open incident")
+                } else {
+                    Transition::Reviewed(incident.clone())
+                };
+                Ok(Applied::Dismissed { rows, transition })
+            }
+        }
+    }
+
     /// Time passes: an update is due, or the incident has been quiet long enough.
-    pub fn tick(&mut self, rules: &IncidentRules, now_ms: u64) -> Option<Transition> {
+    pub fn tick(&mut self, rules: &IncidentRules, now_ms: u64, now_unix: f64) -> Option<Transition> {
         let open = self.open.as_mut()?;
         if now_ms.saturating_sub(open.last_anomalous_ms) >= rules.quiet_ms {
-            let closed = self.open.take()?;
-            self.recent = 0;
-            return Some(Transition::Closed(closed, Resolution::Quiet));
+            return self.close(Resolution::Quiet, now_unix);
         }
         if open.changed && now_ms.saturating_sub(open.last_update_ms) >= rules.update_interval_ms {
             open.changed = false;
@@ -240,15 +348,17 @@ mod tests {
     fn counts_while_open_updates_at_most_every_interval_and_closes_when_quiet() {
         let mut t = IncidentTracker::default();
         feed(&mut t, &[true, true, true], 0);
-        assert!(t.tick(&RULES, 250).is_none(), "nothing new since opening");
+        assert!(t.tick(&RULES, 250, 0.0).is_none(), "nothing new since opening");
         feed(&mut t, &[true, false, true, true], 3);
-        assert!(t.tick(&RULES, 1_199).is_none(), "an update within the interval after opening");
-        let Some(Transition::Updated(u)) = t.tick(&RULES, 1_200) else { panic!("no update") };
+        assert!(t.tick(&RULES, 1_199, 0.0).is_none(), "an update within the interval after opening");
+        let Some(Transition::Updated(u)) = t.tick(&RULES, 1_200, 0.0) else { panic!("no update") };
         assert_eq!((u.records, u.anomalous, u.last_ts), (5, 4, 6.0));
         assert_eq!(u.kept, [1.0, 2.0, 1.0, 2.0], "two records kept");
-        assert!(t.tick(&RULES, 2_500).is_none(), "no new records: no update");
-        assert!(t.tick(&RULES, 600 + 9_999).is_none(), "quiet not yet over");
-        let Some(Transition::Closed(c, Resolution::Quiet)) = t.tick(&RULES, 600 + 10_000) else { panic!() };
+        assert!(t.tick(&RULES, 2_500, 0.0).is_none(), "no new records: no update");
+        assert!(t.tick(&RULES, 600 + 9_999, 0.0).is_none(), "quiet not yet over");
+        let Some(Transition::Closed(c, Resolution::Quiet)) = t.tick(&RULES, 600 + 10_000, 0.0) else {
+            panic!()
+        };
         assert_eq!(c.id, u.id);
         assert!(t.open.is_none() && t.recent == 0);
         // A fresh incident needs k new anomalous decisions.
@@ -269,5 +379,55 @@ mod tests {
         let reopened = feed(&mut restored, &[true, true, true], 0);
         let [Transition::Opened(i)] = reopened.as_slice() else { panic!("{reopened:?}") };
         assert_eq!(Some(&i.id), t.open.as_ref().map(|o| &o.id));
+    }
+
+    fn verdict(t: &IncidentTracker, verdict: Verdict) -> Feedback {
+        let incident_id =
+            t.open.as_ref().or(t.last_closed.as_ref()).map(|i| i.id.clone()).unwrap_or_default();
+        Feedback {
+            device: "cam".into(),
+            incident_id,
+            verdict,
+            by: "ana".into(),
+            note: "firmware update".into(),
+        }
+    }
+
+    #[test]
+    fn a_false_positive_hands_over_its_records_and_closes_as_dismissed() {
+        let mut t = IncidentTracker::default();
+        feed(&mut t, &[true, true, true, true], 0);
+        let confirmed = t.feedback(&verdict(&t, Verdict::Confirmed), 10.0, 60);
+        let Ok(Applied::Confirmed(Transition::Updated(i))) = confirmed else { panic!("{confirmed:?}") };
+        assert_eq!(i.feedback.len(), 1);
+        let dismissed = t.feedback(&verdict(&t, Verdict::FalsePositive), 10.0, 60);
+        let Ok(Applied::Dismissed { rows, transition: Transition::Closed(i, Resolution::Dismissed) }) =
+            dismissed
+        else {
+            panic!("{dismissed:?}")
+        };
+        assert_eq!(rows, [1.0, 2.0, 1.0, 2.0], "the kept anomalous records");
+        assert_eq!((i.feedback.len(), i.feedback[1].by.as_str()), (2, "ana"));
+        assert!(t.open.is_none());
+        let again = t.feedback(&verdict(&t, Verdict::FalsePositive), 11.0, 60);
+        assert_eq!(again, Err(FeedbackError::AlreadyDismissed(i.id.clone())));
+    }
+
+    #[test]
+    fn late_feedback_reaches_a_recently_closed_incident_and_no_other() {
+        let mut t = IncidentTracker::default();
+        feed(&mut t, &[true, true, true], 0);
+        t.tick(&RULES, 100_000, 1_000.0).expect("closed when quiet");
+        let fb = verdict(&t, Verdict::FalsePositive);
+        let Ok(Applied::Dismissed { rows, transition: Transition::Reviewed(i) }) =
+            t.clone().feedback(&fb, 1_050.0, 60)
+        else {
+            panic!()
+        };
+        assert_eq!((rows.len(), i.feedback.len()), (2, 1));
+        let late = t.clone().feedback(&fb, 1_061.0, 60);
+        assert!(matches!(late, Err(FeedbackError::UnknownIncident { .. })), "{late:?}");
+        let wrong = Feedback { incident_id: "nope".into(), ..fb };
+        assert!(matches!(t.feedback(&wrong, 1_001.0, 60), Err(FeedbackError::UnknownIncident { .. })));
     }
 }

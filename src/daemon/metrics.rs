@@ -24,6 +24,7 @@ pub struct Metrics {
     pub devices_unmonitored: IntGauge,
     pub incidents: IntCounterVec,
     pub incidents_open: IntGauge,
+    pub feedback: IntCounterVec,
     pub incidents_closed: IntCounterVec,
     pub devices_evicted: IntCounterVec,
     pub consumer_lag: IntGauge,
@@ -121,6 +122,14 @@ impl Metrics {
                 &r,
                 IntGauge::new("metapu_incidents_open", "Incidents open now.").expect("valid metric"),
             ),
+            feedback: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("metapu_feedback_total", "Analyst feedback on incidents, by result."),
+                    &["result"],
+                )
+                .expect("valid metric"),
+            ),
             incidents_closed: register(
                 &r,
                 IntCounterVec::new(
@@ -182,10 +191,15 @@ impl Metrics {
         for reason in ["capacity", "idle", "revoked"] {
             self.devices_evicted.with_label_values(&[reason]);
         }
-        for event in ["opened", "updated", "closed", "unmonitored"] {
+        for event in ["opened", "updated", "closed", "reviewed", "unmonitored"] {
             self.incidents.with_label_values(&[event]);
         }
-        self.incidents_closed.with_label_values(&["quiet"]);
+        for resolution in ["quiet", "dismissed"] {
+            self.incidents_closed.with_label_values(&[resolution]);
+        }
+        for result in ["false_positive", "confirmed", "refused"] {
+            self.feedback.with_label_values(&[result]);
+        }
         for result in ["ok", "error"] {
             self.model_reloads.with_label_values(&[result]);
         }

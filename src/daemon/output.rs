@@ -67,6 +67,8 @@ pub enum IncidentEvent {
     Opened(IncidentReport),
     Updated(IncidentReport),
     Closed(IncidentReport),
+    /// An analyst's verdict on an incident that had already closed.
+    Reviewed(IncidentReport),
     /// A device sends traffic but has no known-normal record, so none of it is scored:
     /// reported once per device (again after a restart).
     Unmonitored {
@@ -102,7 +104,7 @@ pub struct IncidentReport {
     pub attack_share: f32,
     /// The record that opened it.
     pub opened_by: Source,
-    /// On `closed`: why (`quiet`).
+    /// On `closed`: why (`quiet`, or `dismissed` by an analyst).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<String>,
     pub model_version: String,
@@ -113,6 +115,9 @@ pub struct IncidentReport {
     /// The features that moved most from the device's known-normal traffic, named and
     /// in words.
     pub top_features: Vec<super::explain::FeatureChange>,
+    /// Analysts' verdicts so far (`metapu.feedback`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feedback: Vec<super::incidents::Feedback>,
 }
 
 impl IncidentReport {
@@ -153,6 +158,7 @@ impl IncidentReport {
             time: unix_now(),
             summary,
             top_features,
+            feedback: i.feedback.clone(),
         }
     }
 }

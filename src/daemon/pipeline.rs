@@ -12,7 +12,7 @@ use super::delivery::{Output, PartitionOffset};
 use super::engine::{Engine, Verdict};
 use super::events;
 use super::explain::{feature_changes, FeatureChange};
-use super::incidents::{Decision, Incident, IncidentRules, Transition};
+use super::incidents::{Applied, Decision, Feedback, Incident, IncidentRules, Transition};
 use super::metrics::Metrics;
 use super::output::{
     self, Alert, DeadLetter, IncidentEvent, IncidentReport, PriorUpdate, ScoreRecord, Source,
@@ -58,6 +58,16 @@ pub(crate) fn decode_batch(messages: Vec<OwnedMessage>, dim: usize, max_bytes: u
     })
 }
 
+/// Highest offset per partition of fully processed messages.
+pub(crate) fn highest_offsets(messages: &[OwnedMessage]) -> Vec<PartitionOffset> {
+    let mut highest: HashMap<(&str, i32), i64> = HashMap::new();
+    for m in messages {
+        let e = highest.entry((m.topic(), m.partition())).or_insert(m.offset());
+        *e = (*e).max(m.offset());
+    }
+    highest.into_iter().map(|((t, p), o)| (t.to_string(), p, o)).collect()
+}
+
 /// The offsets a processed micro-batch releases: per input partition its highest
 /// offset, but below every record still deferred on that partition (a deferred record
 /// is scored by a later batch, and its offset must not be committed before).
@@ -82,6 +92,8 @@ pub(crate) struct Pipeline {
     alerts_topic: Option<String>,
     incidents_topic: String,
     pub(crate) rules: IncidentRules,
+    /// Feedback reaches a closed incident this long after it closed (seconds).
+    pub(crate) feedback_max_age_s: u64,
     priors_topic: String,
     deadletter_topic: String,
     /// `None` unless `kafka.publish_scores`.
@@ -96,6 +108,7 @@ pub(crate) struct Pipeline {
 impl Pipeline {
     pub(crate) fn new(kafka: &KafkaConfig, rules: IncidentRules, max_deferred: usize) -> Self {
         Self {
+            feedback_max_age_s: 86_400,
             alerts_topic: kafka.publish_alerts.then(|| kafka.alerts_topic.clone()),
             incidents_topic: kafka.incidents_topic.clone(),
             rules,
@@ -215,7 +228,7 @@ impl Pipeline {
         version: &str,
     ) -> Output {
         let (i, resolution) = match t {
-            Transition::Opened(i) | Transition::Updated(i) => (i, None),
+            Transition::Opened(i) | Transition::Updated(i) | Transition::Reviewed(i) => (i, None),
             Transition::Closed(i, r) => (i, Some(r.as_str())),
         };
         let top = self.explain(engine, device, i);
@@ -224,12 +237,100 @@ impl Pipeline {
             Transition::Opened(_) => IncidentEvent::Opened(report),
             Transition::Updated(_) => IncidentEvent::Updated(report),
             Transition::Closed(..) => IncidentEvent::Closed(report),
+            Transition::Reviewed(_) => IncidentEvent::Reviewed(report),
         };
         Output {
             topic: self.incidents_topic.clone(),
             key: Some(device.to_string()),
             value: serde_json::to_vec(&event).expect("outputs serialise"),
         }
+    }
+
+    /// Apply analysts' verdicts (messages of the feedback topic): a false positive's
+    /// kept records enter the device's positive window and the device is re-adapted at
+    /// once; every accepted verdict is published on the incidents topic, a refused one
+    /// goes to the dead-letter topic with the reason.
+    pub(crate) fn feedback(
+        &self,
+        engine: &mut Engine,
+        messages: &[OwnedMessage],
+        model_version: &str,
+        metrics: &Metrics,
+    ) -> Vec<Output> {
+        let mut outputs = Vec::new();
+        for m in messages {
+            let source =
+                Source { topic: m.topic().to_string(), partition: m.partition(), offset: m.offset() };
+            match self.apply_feedback(engine, m.payload().unwrap_or_default()) {
+                Ok((fb, applied)) => {
+                    let (transition, result) = match applied {
+                        Applied::Confirmed(t) => (t, "confirmed"),
+                        Applied::Dismissed { rows, transition } => {
+                            let dim = engine.model.dim();
+                            let d = engine
+                                .devices
+                                .get_mut(&fb.device)
+                                .expect("feedback applied to a tracked device");
+                            for row in rows.chunks_exact(dim) {
+                                d.positive.push(row);
+                            }
+                            d.changed += 1;
+                            d.unsnapshotted = true;
+                            for device in engine.adapt_now([fb.device.as_str()]) {
+                                metrics.adaptations.inc();
+                                let d = engine.devices.get(&device).expect("just adapted");
+                                if let Some(update) = PriorUpdate::of(&device, d, model_version) {
+                                    outputs.push(Output {
+                                        topic: self.priors_topic.clone(),
+                                        key: Some(device.clone()),
+                                        value: serde_json::to_vec(&update).expect("outputs serialise"),
+                                    });
+                                }
+                            }
+                            (transition, "false_positive")
+                        }
+                    };
+                    events::feedback(metrics, &fb.device, result);
+                    events::incident(metrics, &fb.device, &transition);
+                    outputs.push(self.incident_output(engine, &fb.device, &transition, model_version));
+                }
+                Err(reason) => {
+                    events::feedback(metrics, "", "refused");
+                    let payload = m.payload().unwrap_or_default();
+                    let letter = DeadLetter {
+                        reason,
+                        kind: "bad_feedback".into(),
+                        source,
+                        payload: output::payload_excerpt(payload),
+                        payload_bytes: payload.len(),
+                        time: output::unix_now(),
+                    };
+                    outputs.push(Output {
+                        topic: self.deadletter_topic.clone(),
+                        key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
+                        value: serde_json::to_vec(&letter).expect("outputs serialise"),
+                    });
+                }
+            }
+        }
+        outputs
+    }
+
+    fn apply_feedback(&self, engine: &mut Engine, payload: &[u8]) -> Result<(Feedback, Applied), String> {
+        const LIMIT: usize = 64 * 1024;
+        if payload.len() > LIMIT {
+            return Err(format!("feedback is {} bytes, over the {LIMIT}-byte limit", payload.len()));
+        }
+        let fb: Feedback = serde_json::from_slice(payload).map_err(|e| format!("malformed feedback: {e}"))?;
+        let d = engine
+            .devices
+            .get_mut(&fb.device)
+            .ok_or_else(|| format!("unknown device {}: not tracked by this daemon", fb.device))?;
+        let applied = d
+            .incidents
+            .feedback(&fb, output::unix_now(), self.feedback_max_age_s)
+            .map_err(|e| e.to_string())?;
+        Ok((fb, applied))
     }
 
     /// The incident's anomalous records against the device's known-normal window. Until
@@ -260,7 +361,7 @@ impl Pipeline {
         let open = engine.devices.with_open_incidents();
         for device in &open {
             let tracker = engine.devices.get_mut(device).map(|d| &mut d.incidents);
-            if let Some(t) = tracker.and_then(|t| t.tick(&self.rules, now_ms)) {
+            if let Some(t) = tracker.and_then(|t| t.tick(&self.rules, now_ms, output::unix_now())) {
                 events::incident(metrics, device, &t);
                 outputs.push(self.incident_output(engine, device, &t, version));
             }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
-use rdkafka::message::OwnedMessage;
+use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::producer::FutureProducer;
 use tokio::sync::mpsc;
 
@@ -24,7 +24,7 @@ use super::metrics::Metrics;
 use super::notify;
 use super::outbox::Outbox;
 use super::output::{unix_now, IncidentEvent};
-use super::pipeline::{decode_batch, Pipeline};
+use super::pipeline::{decode_batch, highest_offsets, Pipeline};
 use super::state::StateStore;
 
 /// Period of the loop's housekeeping (adaptation, snapshots, health).
@@ -171,11 +171,17 @@ impl Service {
             return;
         }
         self.metrics.records_consumed.inc_by(messages.len() as u64);
+        let (feedback, messages): (Vec<OwnedMessage>, Vec<OwnedMessage>) =
+            messages.into_iter().partition(|m| m.topic() == self.cfg.kafka.feedback_topic);
         let batch =
             decode_batch(messages, self.detector.engine.model.dim(), self.cfg.scoring.max_message_bytes);
         let now_ms = self.now_ms();
         let (engine, version) = self.detector.engine_and_version();
-        let (outputs, offsets) = self.pipeline.run(engine, batch, now_ms, version, &self.metrics);
+        let (mut outputs, mut offsets) = self.pipeline.run(engine, batch, now_ms, version, &self.metrics);
+        if !feedback.is_empty() {
+            outputs.extend(self.pipeline.feedback(engine, &feedback, version, &self.metrics));
+            offsets.extend(highest_offsets(&feedback));
+        }
         self.outbox.submit(outputs, offsets);
         self.outbox.settle(&self.consumer, false).await;
     }

@@ -135,6 +135,7 @@ pub fn daemon_config(bootstrap: &str, tag: &str) -> DaemonConfig {
     cfg.kafka.state_topic = format!("{tag}.state");
     cfg.kafka.scores_topic = format!("{tag}.scores");
     cfg.kafka.incidents_topic = format!("{tag}.incidents");
+    cfg.kafka.feedback_topic = format!("{tag}.feedback");
     cfg.kafka.publish_scores = true;
     cfg.kafka.publish_alerts = true;
     cfg.kafka.options.insert("session.timeout.ms".into(), "6000".into());

@@ -1,0 +1,85 @@
+//! `metapu feedback`: an analyst's verdict on an incident, written to the feedback
+//! topic the daemons read. Kafka settings (brokers, TLS/SASL options, the topic) come
+//! from the daemon's configuration, so on a daemon's host it needs no flags but the
+//! verdict.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::util::Timeout;
+
+use metapu::daemon::config::{DaemonConfig, Sources};
+use metapu::daemon::incidents::{Feedback, Verdict};
+use metapu::daemon::kafka;
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("verdict").required(true))]
+pub struct FeedbackArgs {
+    /// The incident's `incident_id` (from its event on the incidents topic).
+    #[arg(long)]
+    incident: String,
+    /// The incident's device.
+    #[arg(long)]
+    device: String,
+    /// Normal behaviour: its records become known-normal for the device, the incident closes.
+    #[arg(long, group = "verdict")]
+    false_positive: bool,
+    /// A real attack: recorded on the incident.
+    #[arg(long, group = "verdict")]
+    confirmed: bool,
+    /// Who says so (default: $USER).
+    #[arg(long)]
+    by: Option<String>,
+    /// Why, in a few words.
+    #[arg(long, default_value = "")]
+    note: String,
+    /// The daemon's configuration file (brokers, Kafka options, kafka.feedback_topic).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Bootstrap servers; overrides the configuration's.
+    #[arg(long)]
+    brokers: Option<String>,
+    /// The feedback topic; overrides `kafka.feedback_topic`.
+    #[arg(long)]
+    topic: Option<String>,
+}
+
+pub fn run(a: FeedbackArgs) -> anyhow::Result<()> {
+    let mut cfg = DaemonConfig::load(&Sources::standard(a.config))?;
+    if let Some(b) = a.brokers {
+        cfg.kafka.brokers = b;
+    }
+    if let Some(t) = a.topic {
+        cfg.kafka.feedback_topic = t;
+    }
+    let feedback = Feedback {
+        device: a.device,
+        incident_id: a.incident,
+        verdict: if a.false_positive { Verdict::FalsePositive } else { Verdict::Confirmed },
+        by: a.by.or_else(|| std::env::var("USER").ok()).unwrap_or_default(),
+        note: a.note,
+    };
+    let value = serde_json::to_vec(&feedback).context("encoding the feedback")?;
+    let topic = cfg.kafka.feedback_topic.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let producer: FutureProducer = kafka::base_config(&cfg.kafka)
+            .set("message.timeout.ms", "15000")
+            .create()
+            .context("Kafka producer")?;
+        let record = FutureRecord::to(&topic).key(&feedback.device).payload(&value);
+        producer.send(record, Timeout::After(Duration::from_secs(15))).await.map_err(|(e, _)| {
+            anyhow::anyhow!("feedback not delivered to {topic} at {}: {e}", cfg.kafka.brokers)
+        })
+    })?;
+    println!(
+        "feedback {} on incident {} of {} sent to {topic}",
+        if a.false_positive { "false_positive" } else { "confirmed" },
+        feedback.incident_id,
+        feedback.device
+    );
+    Ok(())
+}
