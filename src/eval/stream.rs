@@ -4,11 +4,13 @@
 //! capture time; the first `labeled` benign records are marked known-normal, as an
 //! operator onboards a device. What an analyst would have seen: alerts on benign
 //! traffic (false positive rate), on attack traffic (true positive rate), and how
-//! many attack records passed before the first alert.
+//! many attack records passed before the first alert; and the incidents the daemon's
+//! rules open on those decisions, on the capture clock.
 
 use crate::daemon::config::DaemonConfig;
 use crate::daemon::devices::WindowSizes;
 use crate::daemon::engine::{run_adaptation, Engine, Verdict};
+use crate::daemon::incidents::{Decision, IncidentRules, IncidentTracker, Transition};
 use crate::daemon::output::Source;
 use crate::daemon::record::FeatureRecord;
 use crate::data::{Label, Task};
@@ -33,6 +35,7 @@ pub struct StreamConfig {
     pub adapt_batch: usize,
     /// Benign records marked known-normal at the start of each device.
     pub labeled: usize,
+    pub incidents: IncidentRules,
 }
 
 impl StreamConfig {
@@ -51,6 +54,13 @@ impl StreamConfig {
             adapt_every_s: cfg.adaptation.interval_ms as f64 / 1000.0,
             adapt_batch: cfg.adaptation.batch_size,
             labeled,
+            incidents: IncidentRules {
+                open_k: cfg.incidents.open_k,
+                open_n: cfg.incidents.open_n,
+                update_interval_ms: cfg.incidents.update_interval_s * 1000,
+                quiet_ms: cfg.incidents.quiet_s * 1000,
+                keep_records: cfg.windows.positive,
+            },
         }
     }
 }
@@ -72,6 +82,22 @@ pub struct DeviceOutcome {
     pub scores: Vec<f32>,
     /// Per record: whether it was marked known-normal.
     pub known: Vec<bool>,
+    /// Records scored anomalous (alerts, were they published).
+    pub anomalous: usize,
+    /// Incidents opened before the device's first attack record (false ones), and from
+    /// it on.
+    pub incidents_before_attack: usize,
+    pub incidents_in_attack: usize,
+    /// An incident was open at some point of the attack (opened in it, or still open
+    /// when it began).
+    pub attack_covered: bool,
+    /// Attack records up to and including the one that opened the attack's first
+    /// incident (1 = the first attack record; an incident already open counts as 1).
+    pub first_incident: Option<usize>,
+    /// Incident events published: opened, updated, closed.
+    pub incident_events: usize,
+    /// Capture hours the stream spans.
+    pub hours: f64,
 }
 
 impl DeviceOutcome {
@@ -123,6 +149,9 @@ fn run_device(
         })
         .collect();
     let mut next_adapt = d.ts.first().copied().unwrap_or(0.0) + cfg.adapt_every_s;
+    out.hours = (d.ts.last().copied().unwrap_or(0.0) - d.ts.first().copied().unwrap_or(0.0)) / 3600.0;
+    let mut tracker = IncidentTracker::default();
+    let clock_ms = |ts: f64| (ts.max(0.0) * 1000.0) as u64;
     let mut start = 0;
     while start < n {
         // A micro-batch: what arrives within the batching window, up to max_batch and
@@ -153,9 +182,35 @@ fn run_device(
         let refs: Vec<_> = records.iter().zip(&sources).collect();
         let processed = engine.process(&refs, (now * 1000.0).max(0.0) as u64);
         for (i, v) in (start..end).zip(processed.verdicts) {
+            let attack_started = out.attack > 0 || task.labels[i] == Label::Negative;
+            if task.labels[i] == Label::Negative && out.attack == 0 && tracker.open.is_some() {
+                out.attack_covered = true;
+                out.first_incident = Some(1);
+            }
             let alerted = match v {
-                Verdict::Scored { posterior, anomalous, .. } => {
+                Verdict::Scored { posterior, anomalous, prior } => {
                     out.scores[i] = 1.0 - posterior;
+                    out.anomalous += usize::from(anomalous);
+                    let r = &records[i - start];
+                    let decision = Decision {
+                        anomalous: anomalous && !r.known_normal,
+                        posterior,
+                        prior,
+                        ts: r.ts,
+                        source: &sources[i - start],
+                        features: &r.features,
+                    };
+                    if let Some(Transition::Opened(_)) =
+                        tracker.observe(&task.id, decision, &cfg.incidents, clock_ms(r.ts), r.ts)
+                    {
+                        out.incident_events += 1;
+                        if attack_started {
+                            out.incidents_in_attack += 1;
+                            out.attack_covered = true;
+                        } else {
+                            out.incidents_before_attack += 1;
+                        }
+                    }
                     Some(anomalous)
                 }
                 Verdict::Unknown | Verdict::Deferred => None,
@@ -174,7 +229,17 @@ fn run_device(
                     if alerted == Some(true) && out.first_alert.is_none() {
                         out.first_alert = Some(out.attack);
                     }
+                    if out.first_incident.is_none() && tracker.open.is_some() {
+                        out.first_incident = Some(out.attack);
+                    }
                 }
+            }
+        }
+        // Updates and quiet closes, on the capture clock.
+        while let Some(t) = tracker.tick(&cfg.incidents, clock_ms(now), now) {
+            out.incident_events += 1;
+            if matches!(t, Transition::Closed(..)) {
+                break;
             }
         }
         start = end;
