@@ -186,14 +186,16 @@ fn fleet_incidents(a: FleetIncidentsArgs) -> anyhow::Result<()> {
         .map(|(d, rows)| {
             let mut task = Task::new(d.name.clone());
             task.x = rows.features;
-            task.labels = rows.normal.iter().map(|&n| if n { Label::Positive } else { Label::Negative }).collect();
+            task.labels =
+                rows.normal.iter().map(|&n| if n { Label::Positive } else { Label::Negative }).collect();
             DeviceStream { task, ts: rows.ts }
         })
         .collect();
     let model = file::load(&a.model, default_device())?;
     let cfg = StreamConfig::from_daemon(&DaemonConfig::defaults(), a.labeled);
     let outcomes = stream::run(model, &streams, &cfg);
-    let (attacked, clean): (Vec<&DeviceOutcome>, Vec<&DeviceOutcome>) = outcomes.iter().partition(|o| o.attack > 0);
+    let (attacked, clean): (Vec<&DeviceOutcome>, Vec<&DeviceOutcome>) =
+        outcomes.iter().partition(|o| o.attack > 0);
     let covered = attacked.iter().filter(|o| o.attack_covered).count();
     let clean_hours: f64 = clean.iter().map(|o| o.hours).sum();
     let false_clean: usize = clean.iter().map(|o| o.incidents_before_attack).sum();
