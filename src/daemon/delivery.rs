@@ -18,6 +18,17 @@ pub struct Output {
     pub value: Vec<u8>,
 }
 
+impl Output {
+    /// `value` as JSON. Our own outputs always serialise; a failure is a bug.
+    pub fn json(topic: &str, key: Option<&str>, value: &impl serde::Serialize) -> Self {
+        Self {
+            topic: topic.to_string(),
+            key: key.map(str::to_string),
+            value: serde_json::to_vec(value).expect("outputs serialise"),
+        }
+    }
+}
+
 /// Highest consumed offset of one input partition in a batch.
 pub type PartitionOffset = (String, i32, i64);
 

@@ -19,13 +19,13 @@ pub(crate) struct Detector {
     version: String,
     /// Bumped at each reload; adaptation results of older models are dropped.
     generation: u64,
-    adaptation_batch: usize,
 }
 
 impl Detector {
-    pub(crate) fn new(engine: Engine, adapting: Model, version: String, adaptation_batch: usize) -> Self {
-        let adapter = Adapter::spawn(adapting, 0, adaptation_batch);
-        Self { engine, adapter, version, generation: 0, adaptation_batch }
+    /// The adapter solves in batches of the engine's `adaptation_batch` devices.
+    pub(crate) fn new(engine: Engine, adapting: Model, version: String) -> Self {
+        let adapter = Adapter::spawn(adapting, 0, engine.adaptation_batch);
+        Self { engine, adapter, version, generation: 0 }
     }
 
     pub(crate) fn version(&self) -> &str {
@@ -35,10 +35,6 @@ impl Detector {
     /// The engine to score with, and the version of its model.
     pub(crate) fn engine_and_version(&mut self) -> (&mut Engine, &str) {
         (&mut self.engine, &self.version)
-    }
-
-    pub(crate) fn adaptation_batch(&self) -> usize {
-        self.adaptation_batch
     }
 
     /// Hand the devices whose windows changed by `min_changed` records to the adapter,

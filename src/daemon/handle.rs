@@ -219,7 +219,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     let mut pipeline = Pipeline::new(&cfg.kafka, incident_rules(&cfg), cfg.scoring.max_batch);
     pipeline.feedback_max_age_s = cfg.incidents.feedback_after_close_s;
     let service = Service {
-        detector: Detector::new(engine, adapting, version, cfg.adaptation.batch_size),
+        detector: Detector::new(engine, adapting, version),
         pipeline,
         outbox: Outbox::new(producer.clone(), assignment, Arc::clone(&metrics), Arc::clone(&health)),
         state: StateStore::new(

@@ -83,6 +83,11 @@ impl Health {
 mod tests {
     use super::*;
 
+    /// A producer whose broker does not exist (creating one needs no broker).
+    fn unreachable_producer() -> FutureProducer {
+        rdkafka::ClientConfig::new().set("bootstrap.servers", "127.0.0.1:1").create().expect("a producer")
+    }
+
     fn gauge(m: &Metrics) -> f64 {
         m.ready.get()
     }
@@ -114,10 +119,7 @@ mod tests {
         health.brokers_down();
         health.message_received();
         // No broker listens here; with a message just received, refresh must not ask.
-        let producer: FutureProducer = rdkafka::ClientConfig::new()
-            .set("bootstrap.servers", "127.0.0.1:1")
-            .create()
-            .expect("a producer needs no broker to be created");
+        let producer = unreachable_producer();
         health.refresh(Instant::now(), &producer).await;
         assert!(health.is_ready());
         assert_eq!(gauge(&metrics), 1.0);
@@ -129,10 +131,7 @@ mod tests {
         let health = Health::new(Arc::clone(&metrics));
         health.started();
         health.brokers_down();
-        let producer: FutureProducer = rdkafka::ClientConfig::new()
-            .set("bootstrap.servers", "127.0.0.1:1")
-            .create()
-            .expect("a producer needs no broker to be created");
+        let producer = unreachable_producer();
         health.refresh(Instant::now() - Duration::from_secs(5), &producer).await;
         assert!(!health.is_ready());
         assert_eq!(gauge(&metrics), 0.0);

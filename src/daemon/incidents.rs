@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::output::Source;
+use super::record::FeatureRecord;
 
 /// Opening, updating and closing rules (`[incidents]`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -144,6 +145,27 @@ pub struct Decision<'a> {
     pub ts: f64,
     pub source: &'a Source,
     pub features: &'a [f32],
+}
+
+impl<'a> Decision<'a> {
+    /// A scored record's decision. A record labeled normal never counts towards an
+    /// incident: the operator said what it is.
+    pub fn of(
+        record: &'a FeatureRecord,
+        source: &'a Source,
+        posterior: f32,
+        anomalous: bool,
+        prior: f32,
+    ) -> Self {
+        Self {
+            anomalous: anomalous && !record.known_normal,
+            posterior,
+            prior,
+            ts: record.ts,
+            source,
+            features: &record.features,
+        }
+    }
 }
 
 /// A device's incident state: its last decisions and its open incident.

@@ -26,12 +26,6 @@ pub(crate) struct Consumed {
     pub(crate) decoded: Result<FeatureRecord, record::InvalidRecord>,
 }
 
-impl Consumed {
-    fn payload(&self) -> &[u8] {
-        self.message.payload().unwrap_or_default()
-    }
-}
-
 /// Below this many messages a micro-batch is decoded on the service thread alone.
 const PARALLEL_DECODE_FROM: usize = 512;
 
@@ -59,7 +53,9 @@ pub(crate) fn decode_batch(messages: Vec<OwnedMessage>, dim: usize, max_bytes: u
 }
 
 /// Highest offset per partition of fully processed messages.
-pub(crate) fn highest_offsets(messages: &[OwnedMessage]) -> Vec<PartitionOffset> {
+pub(crate) fn highest_offsets<'a>(
+    messages: impl IntoIterator<Item = &'a OwnedMessage>,
+) -> Vec<PartitionOffset> {
     let mut highest: HashMap<(&str, i32), i64> = HashMap::new();
     for m in messages {
         let e = highest.entry((m.topic(), m.partition())).or_insert(m.offset());
@@ -72,17 +68,14 @@ pub(crate) fn highest_offsets(messages: &[OwnedMessage]) -> Vec<PartitionOffset>
 /// offset, but below every record still deferred on that partition (a deferred record
 /// is scored by a later batch, and its offset must not be committed before).
 pub(crate) fn releasable_offsets(batch: &[Consumed], deferred: &[Consumed]) -> Vec<PartitionOffset> {
-    let mut highest: HashMap<(&str, i32), i64> = HashMap::new();
-    for c in batch {
-        let e = highest.entry((c.source.topic.as_str(), c.source.partition)).or_insert(c.source.offset);
-        *e = (*e).max(c.source.offset);
-    }
-    for c in deferred {
-        if let Some(e) = highest.get_mut(&(c.source.topic.as_str(), c.source.partition)) {
-            *e = (*e).min(c.source.offset - 1);
+    let mut offsets = highest_offsets(batch.iter().map(|c| &c.message));
+    for (topic, partition, offset) in &mut offsets {
+        for c in deferred.iter().filter(|c| c.source.topic == *topic && c.source.partition == *partition) {
+            *offset = (*offset).min(c.source.offset - 1);
         }
     }
-    highest.into_iter().filter(|(_, o)| *o >= 0).map(|((t, p), o)| (t.to_string(), p, o)).collect()
+    offsets.retain(|(_, _, o)| *o >= 0);
+    offsets
 }
 
 /// Where a batch's outputs go, the incident rules, and the records deferred to the
@@ -173,17 +166,7 @@ impl Pipeline {
                     v => {
                         self.record_outputs(r, &c.source, v, model_version, metrics, &mut outputs);
                         if let Verdict::Scored { posterior, anomalous, prior } = v {
-                            // A record labeled normal never counts towards an incident:
-                            // the operator said what it is.
-                            let anomalous = anomalous && !r.known_normal;
-                            let decision = Decision {
-                                anomalous,
-                                posterior,
-                                prior,
-                                ts: r.ts,
-                                source: &c.source,
-                                features: &r.features,
-                            };
+                            let decision = Decision::of(r, &c.source, posterior, anomalous, prior);
                             let tracker = engine.devices.get_mut(&r.device).map(|d| &mut d.incidents);
                             if let Some(t) = tracker.and_then(|t| {
                                 t.observe(&r.device, decision, &self.rules, now_ms, output::unix_now())
@@ -196,24 +179,18 @@ impl Pipeline {
                 },
                 Err(reason) => {
                     events::record_refused(metrics, reason.kind());
-                    outputs.push(self.dead_letter(&c, reason.kind(), reason.to_string()));
+                    outputs.push(self.dead_letter(
+                        &c.message,
+                        c.source.clone(),
+                        reason.kind(),
+                        reason.to_string(),
+                    ));
                 }
             }
             done.push(c);
         }
         metrics.records_deferred.inc_by(self.deferred.len() as u64);
-        for device in &processed.adapted {
-            if let Some(update) =
-                engine.devices.get(device).and_then(|d| PriorUpdate::of(device, d, model_version))
-            {
-                metrics.priors.observe(f64::from(update.prior));
-                outputs.push(Output {
-                    topic: self.priors_topic.clone(),
-                    key: Some(device.clone()),
-                    value: serde_json::to_vec(&update).expect("outputs serialise"),
-                });
-            }
-        }
+        self.prior_updates(engine, &processed.adapted, model_version, metrics, &mut outputs);
         let offsets = releasable_offsets(&done, &self.deferred);
         (outputs, offsets)
     }
@@ -239,11 +216,7 @@ impl Pipeline {
             Transition::Closed(..) => IncidentEvent::Closed(report),
             Transition::Reviewed(_) => IncidentEvent::Reviewed(report),
         };
-        Output {
-            topic: self.incidents_topic.clone(),
-            key: Some(device.to_string()),
-            value: serde_json::to_vec(&event).expect("outputs serialise"),
-        }
+        Output::json(&self.incidents_topic, Some(device), &event)
     }
 
     /// Apply analysts' verdicts (messages of the feedback topic): a false positive's
@@ -276,17 +249,9 @@ impl Pipeline {
                             }
                             d.changed += 1;
                             d.unsnapshotted = true;
-                            for device in engine.adapt_now([fb.device.as_str()]) {
-                                metrics.adaptations.inc();
-                                let d = engine.devices.get(&device).expect("just adapted");
-                                if let Some(update) = PriorUpdate::of(&device, d, model_version) {
-                                    outputs.push(Output {
-                                        topic: self.priors_topic.clone(),
-                                        key: Some(device.clone()),
-                                        value: serde_json::to_vec(&update).expect("outputs serialise"),
-                                    });
-                                }
-                            }
+                            let adapted = engine.adapt_now([fb.device.as_str()]);
+                            metrics.adaptations.inc_by(adapted.len() as u64);
+                            self.prior_updates(engine, &adapted, model_version, metrics, &mut outputs);
                             (transition, "false_positive")
                         }
                     };
@@ -296,20 +261,7 @@ impl Pipeline {
                 }
                 Err(reason) => {
                     events::feedback(metrics, "", "refused");
-                    let payload = m.payload().unwrap_or_default();
-                    let letter = DeadLetter {
-                        reason,
-                        kind: "bad_feedback".into(),
-                        source,
-                        payload: output::payload_excerpt(payload),
-                        payload_bytes: payload.len(),
-                        time: output::unix_now(),
-                    };
-                    outputs.push(Output {
-                        topic: self.deadletter_topic.clone(),
-                        key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
-                        value: serde_json::to_vec(&letter).expect("outputs serialise"),
-                    });
+                    outputs.push(self.dead_letter(m, source, "bad_feedback", reason));
                 }
             }
         }
@@ -372,19 +324,37 @@ impl Pipeline {
         outputs
     }
 
-    fn dead_letter(&self, c: &Consumed, kind: &str, reason: String) -> Output {
+    /// A refused message (record or feedback) on the dead-letter topic, under its key.
+    fn dead_letter(&self, m: &OwnedMessage, source: Source, kind: &str, reason: String) -> Output {
+        let payload = m.payload().unwrap_or_default();
         let letter = DeadLetter {
             reason,
             kind: kind.into(),
-            source: c.source.clone(),
-            payload: output::payload_excerpt(c.payload()),
-            payload_bytes: c.payload().len(),
+            source,
+            payload: output::payload_excerpt(payload),
+            payload_bytes: payload.len(),
             time: output::unix_now(),
         };
-        Output {
-            topic: self.deadletter_topic.clone(),
-            key: c.message.key().map(|k| String::from_utf8_lossy(k).into_owned()),
-            value: serde_json::to_vec(&letter).expect("outputs serialise"),
+        let key = m.key().map(String::from_utf8_lossy);
+        Output::json(&self.deadletter_topic, key.as_deref(), &letter)
+    }
+
+    /// The prior updates of devices just adapted here (before scoring, after feedback).
+    fn prior_updates(
+        &self,
+        engine: &Engine,
+        devices: &[String],
+        model_version: &str,
+        metrics: &Metrics,
+        out: &mut Vec<Output>,
+    ) {
+        for device in devices {
+            if let Some(update) =
+                engine.devices.get(device).and_then(|d| PriorUpdate::of(device, d, model_version))
+            {
+                metrics.priors.observe(f64::from(update.prior));
+                out.push(Output::json(&self.priors_topic, Some(device), &update));
+            }
         }
     }
 
@@ -416,11 +386,7 @@ impl Pipeline {
                         model_version: model_version.to_string(),
                         source: source.clone(),
                     };
-                    out.push(Output {
-                        topic: topic.clone(),
-                        key: Some(r.device.clone()),
-                        value: serde_json::to_vec(&alert).expect("outputs serialise"),
-                    });
+                    out.push(Output::json(topic, Some(&r.device), &alert));
                 }
                 (Some(posterior), if anomalous { "anomalous" } else { "normal" })
             }
@@ -433,11 +399,7 @@ impl Pipeline {
                 decision: decision.into(),
                 source: source.clone(),
             };
-            out.push(Output {
-                topic: topic.clone(),
-                key: Some(r.device.clone()),
-                value: serde_json::to_vec(&s).expect("outputs serialise"),
-            });
+            out.push(Output::json(topic, Some(&r.device), &s));
         }
     }
 }

@@ -201,8 +201,7 @@ impl Service {
         let now_ms = self.now_ms();
         match event {
             AssignmentEvent::Assigned(parts) => {
-                let batch_size = self.detector.adaptation_batch();
-                self.state.restore(&mut self.detector.engine, &parts, now_ms, batch_size).await
+                self.state.restore(&mut self.detector.engine, &parts, now_ms).await
             }
             AssignmentEvent::Revoked(parts) => {
                 self.pipeline.drop_deferred(&parts);
@@ -231,15 +230,16 @@ impl Service {
         }
         let now_ms = self.now_ms();
         self.state.snapshot_due(&mut self.detector.engine.devices, now_ms, HOUSEKEEPING);
-        let (engine, version) = self.detector.engine_and_version();
-        let incident_events = self.pipeline.incident_ticks(engine, now_ms, version, &self.metrics);
-        if !incident_events.is_empty() {
-            // Through the batch deliveries (retried until acknowledged), with no offsets.
-            self.outbox.submit(incident_events, Vec::new());
-        }
+        // Once a second: jobs that scan every device.
         if t.idle.elapsed() >= Duration::from_secs(1) {
             self.evict_idle(now_ms);
             self.report_unmonitored(now_ms);
+            let (engine, version) = self.detector.engine_and_version();
+            let incident_events = self.pipeline.incident_ticks(engine, now_ms, version, &self.metrics);
+            if !incident_events.is_empty() {
+                // Through the batch deliveries (retried until acknowledged), with no offsets.
+                self.outbox.submit(incident_events, Vec::new());
+            }
             t.idle = Instant::now();
         }
         if let Some(every) = t.watchdog_every {

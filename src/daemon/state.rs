@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::config::KafkaConfig;
 use super::devices::DeviceTable;
-use super::engine::{run_adaptation, AdaptJob, Engine};
+use super::engine::Engine;
 use super::events;
 use super::kafka;
 use super::metrics::Metrics;
@@ -127,13 +127,7 @@ impl StateStore {
     /// we have them (they are newer). Restored devices are adapted here, before any of
     /// their records is scored: a restart must not leave them `unknown` until the next
     /// adaptation round.
-    pub(crate) async fn restore(
-        &self,
-        engine: &mut Engine,
-        parts: &[(String, i32)],
-        now_ms: u64,
-        batch_size: usize,
-    ) {
+    pub(crate) async fn restore(&self, engine: &mut Engine, parts: &[(String, i32)], now_ms: u64) {
         let wanted: BTreeSet<i32> = parts.iter().map(|(_, p)| self.state_partition(*p)).collect();
         let (kc, list) = (self.kafka.clone(), wanted.into_iter().collect::<Vec<i32>>());
         let read = tokio::task::spawn_blocking(move || {
@@ -171,17 +165,7 @@ impl StateStore {
         if restored.is_empty() {
             return;
         }
-        let mut jobs = Vec::with_capacity(restored.len());
-        for device in &restored {
-            if let Some((positive, unlabeled)) = engine.devices.take_windows(device) {
-                if !positive.is_empty() {
-                    jobs.push(AdaptJob { device: device.clone(), positive, unlabeled });
-                }
-            }
-        }
-        let states = run_adaptation(&engine.model, &jobs, batch_size);
-        let adapted = states.len();
-        engine.install(states);
+        let adapted = engine.adapt_now(restored.iter().map(String::as_str)).len();
         events::state_restored(&self.metrics, restored.len(), adapted, started.elapsed().as_secs_f64());
     }
 }

@@ -192,14 +192,7 @@ fn run_device(
                     out.scores[i] = 1.0 - posterior;
                     out.anomalous += usize::from(anomalous);
                     let r = &records[i - start];
-                    let decision = Decision {
-                        anomalous: anomalous && !r.known_normal,
-                        posterior,
-                        prior,
-                        ts: r.ts,
-                        source: &sources[i - start],
-                        features: &r.features,
-                    };
+                    let decision = Decision::of(r, &sources[i - start], posterior, anomalous, prior);
                     if let Some(Transition::Opened(_)) =
                         tracker.observe(&task.id, decision, &cfg.incidents, clock_ms(r.ts), r.ts)
                     {
