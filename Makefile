@@ -16,12 +16,13 @@ build: setup
 $(RUNS):
 	mkdir -p $(RUNS)
 
-# The main job on embedded defaults: the bundled broker, a model (meta-trained on
-# Synthetic on first use), the daemon and replayed traffic in which some devices
-# come under attack. Alerts print as they arrive; Ctrl-C stops everything.
-# DEMO_ARGS="--duration 60" ends it by itself.
+# The main job on embedded defaults: the bundled broker, the daemon with its default
+# configuration and the shipped model, and traffic in which some devices come under
+# attack (a simulated fleet, real N-BaIoT rows, a real capture with a real scan merged
+# in). Incidents print as they arrive, a device table every 20 s, a scorecard at the
+# end; Ctrl-C stops everything. DEMO_ARGS="--duration 120" ends it by itself.
 demo: build | $(RUNS)
-	$(METAPU) demo --model $(RUNS)/demo-synthetic.safetensors $(DEMO_ARGS)
+	$(METAPU) demo $(DEMO_ARGS)
 
 # Meta-train on the paper's Synthetic tasks and report validation accuracy.
 train-synthetic: build | $(RUNS)
@@ -105,9 +106,9 @@ FUZZ_SECONDS ?= 120
 SOAK_SECONDS ?= 1800
 SOAK_DEVICES ?= 10000
 soak: setup
-	METAPU_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --release --test fuzz_inputs -- --nocapture
+	METAPU_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --release --test cli fuzz_inputs -- --nocapture
 	METAPU_SOAK_SECONDS=$(SOAK_SECONDS) METAPU_SOAK_DEVICES=$(SOAK_DEVICES) \
-		$(CARGO) test --release --test soak -- --ignored --nocapture
+		$(CARGO) test --release --test daemon soak -- --ignored --nocapture
 
 # Benchmarks print Markdown tables (docs/benchmarks.md explains them) and refresh the
 # measured section of docs/benchmarks.md. The peers run in their own pinned venv.

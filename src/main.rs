@@ -6,7 +6,7 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let args = cli::Cli::parse();
-    cli::init_logging(args.verbose);
+    cli::init_logging(args.log_default());
     match cli::run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

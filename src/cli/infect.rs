@@ -84,32 +84,43 @@ fn source_name(path: &Path) -> String {
     path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
-pub fn run(a: InfectArgs) -> anyhow::Result<()> {
-    let mac = infect::mac_bytes(parse_mac(&a.device_mac)?);
-    let captures = a.benign.iter().map(|p| read_ethernet(p)).collect::<anyhow::Result<Vec<_>>>()?;
-    let benign: Vec<OwnedFrame> = if a.concatenate {
+/// What to infect with what: the inputs of `metapu datasets infect` (and of the demo's
+/// real capture).
+pub struct Infection<'a> {
+    pub benign: &'a [PathBuf],
+    pub concatenate: bool,
+    pub device_mac: u64,
+    pub device_ip: Option<Ipv4Addr>,
+    pub attacks: &'a [PathBuf],
+    pub attacker: Option<Ipv4Addr>,
+    pub start: Start,
+}
+
+/// The merged capture; `say` hears what was rewritten.
+pub fn make_infected(i: &Infection, mut say: impl FnMut(String)) -> anyhow::Result<infect::Merged> {
+    let mac = infect::mac_bytes(i.device_mac);
+    let mac_text = format_mac(i.device_mac);
+    let captures = i.benign.iter().map(|p| read_ethernet(p)).collect::<anyhow::Result<Vec<_>>>()?;
+    let benign: Vec<OwnedFrame> = if i.concatenate {
         infect::concatenate(captures, CONCATENATION_GAP_NS)
     } else {
         captures.into_iter().flatten().collect()
     };
-    let ip = match a.device_ip {
+    let ip = match i.device_ip {
         Some(ip) => ip,
         None => infect::device_ip(&benign, mac).with_context(|| {
-            format!(
-                "no IPv4 packet comes from {} in the benign captures: name its address with --device-ip",
-                a.device_mac
-            )
+            format!("no IPv4 packet comes from {mac_text} in the benign captures: name its address with --device-ip")
         })?,
     };
     let device = Identity { mac, ip };
     let mut attacks = Vec::new();
-    for path in &a.attack {
+    for path in i.attacks {
         let mut frames = read_ethernet(path)?;
-        let from = infect::attacker(&frames, a.attacker).with_context(|| {
+        let from = infect::attacker(&frames, i.attacker).with_context(|| {
             format!(
                 "{}: no IPv4 packet from {}",
                 path.display(),
-                a.attacker.map_or("any host".into(), |ip| ip.to_string())
+                i.attacker.map_or("any host".into(), |ip| ip.to_string())
             )
         })?;
         let rewritten = frames
@@ -117,8 +128,8 @@ pub fn run(a: InfectArgs) -> anyhow::Result<()> {
             .map(|f| infect::rewrite(&mut f.data, &from, &device))
             .filter(|&changed| changed)
             .count();
-        println!(
-            "infect: {}: {} of {} packets name the attacker {} ({}) → the device {} ({})",
+        say(format!(
+            "{}: {} of {} packets name the attacker {} ({}) → the device {} ({})",
             path.display(),
             rewritten,
             frames.len(),
@@ -126,15 +137,28 @@ pub fn run(a: InfectArgs) -> anyhow::Result<()> {
             format_mac(mac_of_bytes(&from.mac)),
             device.ip,
             format_mac(mac_of_bytes(&device.mac))
-        );
+        ));
         attacks.push(frames);
     }
+    Ok(infect::merge(benign, attacks, i.start)?)
+}
+
+pub fn run(a: InfectArgs) -> anyhow::Result<()> {
     let start = match (a.start, a.start_at) {
         (_, Some(t)) if t.is_finite() && t >= 0.0 => Start::At((t * 1e9).round() as u64),
         (_, Some(t)) => bail!("--start-at {t} is not a time"),
         (share, None) => Start::Share(share.unwrap_or(0.5)),
     };
-    let merged = infect::merge(benign, attacks, start)?;
+    let infection = Infection {
+        benign: &a.benign,
+        concatenate: a.concatenate,
+        device_mac: parse_mac(&a.device_mac)?,
+        device_ip: a.device_ip,
+        attacks: &a.attack,
+        attacker: a.attacker,
+        start,
+    };
+    let merged = make_infected(&infection, |line| println!("infect: {line}"))?;
     write_capture(&a.out, &merged.frames)?;
     let labels = a.labels.clone().unwrap_or_else(|| labels_path_for(&a.out));
     write_labels(&labels, &merged.frames, &a.attack)?;
@@ -150,7 +174,7 @@ pub fn run(a: InfectArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_capture(path: &Path, frames: &[(OwnedFrame, Origin)]) -> anyhow::Result<()> {
+pub fn write_capture(path: &Path, frames: &[(OwnedFrame, Origin)]) -> anyhow::Result<()> {
     let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let snaplen = frames.iter().map(|(f, _)| f.data.len() as u32).max().unwrap_or(0).max(65_535);
     let header = PcapHeader {
@@ -170,7 +194,7 @@ fn write_capture(path: &Path, frames: &[(OwnedFrame, Origin)]) -> anyhow::Result
     Ok(())
 }
 
-fn write_labels(path: &Path, frames: &[(OwnedFrame, Origin)], attacks: &[PathBuf]) -> anyhow::Result<()> {
+pub fn write_labels(path: &Path, frames: &[(OwnedFrame, Origin)], attacks: &[PathBuf]) -> anyhow::Result<()> {
     let mut w = csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))?;
     w.write_record(["packet", "label", "source"])?;
     for (i, (_, origin)) in frames.iter().enumerate() {

@@ -35,7 +35,7 @@ macro_rules! build_kind {
     about = "Few-shot anomaly detection for IoT fleets by meta-learned PU classification"
 )]
 pub struct Cli {
-    /// More log output (-v info is the default; -vv debug).
+    /// More log output: -v info (the default, but in the demo), -vv debug.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     #[command(subcommand)]
@@ -53,7 +53,7 @@ pub enum Command {
     Eval(eval::EvalArgs),
     /// Print a model file's metadata.
     Info(info::InfoArgs),
-    /// Everything on embedded defaults: bundled broker, model, daemon, traffic with attacks.
+    /// The product on embedded defaults: broker, daemon, shipped model, IoT traffic with attacks.
     Demo(demo::DemoArgs),
     /// Run the streaming daemon: Kafka in; alerts, priors and metrics out.
     Run(daemon::RunArgs),
@@ -69,12 +69,20 @@ pub enum Command {
     Feedback(feedback::FeedbackArgs),
 }
 
-pub fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 | 1 => "info",
-        2 => "debug",
-        _ => "trace",
-    };
+impl Cli {
+    /// The demo's terminal is an analyst's view: the daemon inside it logs warnings
+    /// only (librdkafka's configuration notes not even those) unless -v asks for more.
+    pub fn log_default(&self) -> &'static str {
+        match (self.verbose, &self.command) {
+            (0, Command::Demo(_)) => "warn,librdkafka=error",
+            (0 | 1, _) => "info",
+            (2, _) => "debug",
+            _ => "trace",
+        }
+    }
+}
+
+pub fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("METAPU_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Colours only on a terminal: journald and log files get plain text.

@@ -1,15 +1,13 @@
 //! Hostile traffic against the scoring engine and the real (fixture) model, no broker:
 //! a device whose unlabeled window is all attack, and a device flooding a batch.
 
-mod support;
-
+use crate::support::fixture;
 use metapu::daemon::devices::WindowSizes;
 use metapu::daemon::engine::{run_adaptation, Engine, Verdict};
 use metapu::daemon::output::Source;
 use metapu::daemon::record::FeatureRecord;
 use metapu::data::Label;
 use metapu::model::file;
-use support::fixture;
 
 fn engine(max_per_device: usize) -> Engine {
     let model = file::load(&fixture().model_path, tch::Device::Cpu).unwrap();

@@ -3,16 +3,14 @@
 //! the shipped default IoT model: per-record decisions give TPR, FPR and detection
 //! latency, which must stay within the bounds docs/results.md states.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::*;
 use metapu::daemon;
 use metapu::daemon::config::DaemonConfig;
-use support::*;
 
 const BENIGN: usize = 299;
 const UDP: usize = 299;

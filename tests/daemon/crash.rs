@@ -2,14 +2,12 @@
 //! been scored at least once, no alert is lost, and device windows come back from the
 //! state topic.
 
-mod support;
-
 use std::collections::HashSet;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::*;
 use metapu::data::Label;
-use support::*;
 
 fn spawn(config: &std::path::Path) -> KillOnDrop {
     KillOnDrop(

@@ -1,13 +1,11 @@
 //! End to end against the real broker binary (tansu): topics, alerts, priors, dead
 //! letters, a metrics scrape, and state restore across a restart.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use metapu::daemon;
 use metapu::data::Label;
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_flow_to_alerts_priors_and_dead_letters_and_state_survives_a_restart() {

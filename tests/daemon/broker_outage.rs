@@ -1,14 +1,12 @@
 //! The broker goes away while the daemon runs and comes back: the daemon stays up,
 //! /readyz reports the outage, and it resumes on its own with nothing lost.
 
-mod support;
-
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use metapu::daemon;
 use metapu::data::Label;
-use support::*;
 
 fn source_of(v: &serde_json::Value) -> (i64, i64) {
     (v["source"]["partition"].as_i64().unwrap(), v["source"]["offset"].as_i64().unwrap())

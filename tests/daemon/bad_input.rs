@@ -2,17 +2,15 @@
 //! reaches the dead-letter topic with its reason and is counted, and neither the
 //! device it names nor any other device is changed by it.
 
-mod support;
-
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use crate::support::*;
 use metapu::daemon;
 use metapu::daemon::snapshot::Snapshot;
 use metapu::data::Label;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::FutureProducer;
-use support::*;
 
 struct Case {
     what: &'static str,

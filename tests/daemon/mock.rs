@@ -1,16 +1,14 @@
 //! Fast daemon tests on rdkafka's in-process MockCluster: scoring to alerts, two
 //! daemons through a rebalance, and a broker outage.
 
-mod support;
-
 use std::collections::HashSet;
 use std::time::Duration;
 
+use crate::support::*;
 use metapu::daemon;
 use metapu::data::Label;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
-use support::*;
 
 /// A one-broker mock cluster with every topic of `tag` created up front (the mock
 /// never answers CreateTopics). Input and state topics get `partitions`.

@@ -2,12 +2,10 @@
 //! separate processes (`--first-split`) and joined with `--merge` give the same
 //! episodes and results as one run over all the splits.
 
-mod support;
-
 use std::path::Path;
 
+use crate::support::{metapu, metapu_refused};
 use serde_json::Value;
-use support::{metapu, metapu_refused};
 
 /// A split's index, its episodes and each method's accuracies.
 type SplitResult = (u64, Value, Vec<(String, Value)>);

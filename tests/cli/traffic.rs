@@ -4,20 +4,18 @@
 //! device; `metapu datasets infect` puts a real scan on a real device; `metapu
 //! simulate` is deterministic by seed and writes a split with the held-out types.
 
-mod support;
-
 use metapu::data::csv_tasks;
 use metapu::data::split::Split;
 use metapu::data::Label;
 use std::path::{Path, PathBuf};
 
+use crate::support::{metapu, metapu_refused};
 use metapu::traffic::capture::CaptureReader;
 use metapu::traffic::devices::{format_mac, parse_mac};
 use metapu::traffic::frame::frame_macs;
 use metapu::traffic::pcap::PcapWriter;
 use metapu::traffic::simulate::{device_packets, plan, FleetConfig};
 use metapu::traffic::{feature_names, AfterImage, Packet};
-use support::{metapu, metapu_refused};
 
 #[test]
 fn extract_from_a_capture_matches_afterimage_on_the_same_packets() {
@@ -183,7 +181,7 @@ fn a_lan_capture_is_split_by_device_each_with_its_own_features() {
         assert!(task.labels.iter().all(|&l| l == Label::Unlabeled));
     }
     // To Kafka: the same rows, each device's keyed by its name, in capture order.
-    let broker = support::Broker::start();
+    let broker = crate::support::Broker::start();
     let boot = broker.bootstrap();
     metapu(&[
         "extract",
@@ -197,7 +195,8 @@ fn a_lan_capture_is_split_by_device_each_with_its_own_features() {
         &boot,
     ]);
     let total: usize = set.tasks.iter().map(|t| t.len()).sum();
-    let got = support::read_all_partitions(&boot, "lan.features", std::time::Duration::from_secs(30), total);
+    let got =
+        crate::support::read_all_partitions(&boot, "lan.features", std::time::Duration::from_secs(30), total);
     assert_eq!(got.len(), total);
     for task in &set.tasks {
         let mine: Vec<&Vec<u8>> =
@@ -350,7 +349,7 @@ fn simulate_is_deterministic_and_splits_by_held_out_type() {
 
 #[test]
 fn simulate_feeds_kafka_in_time_order_with_onboarding_labels() {
-    let broker = support::Broker::start();
+    let broker = crate::support::Broker::start();
     let boot = broker.bootstrap();
     let text = metapu(&[
         "simulate",
@@ -377,9 +376,10 @@ fn simulate_feeds_kafka_in_time_order_with_onboarding_labels() {
         .find_map(|(n, w)| (w == "rows").then(|| n.parse().ok()).flatten())
         .expect("row count printed");
     assert!(text.contains(&format!("{rows} records delivered to sim.features, 0 failed")), "{text}");
-    let got = support::read_all_partitions(&boot, "sim.features", std::time::Duration::from_secs(30), rows);
+    let got =
+        crate::support::read_all_partitions(&boot, "sim.features", std::time::Duration::from_secs(30), rows);
     assert_eq!(got.len(), rows);
-    let values = support::json_values(&got);
+    let values = crate::support::json_values(&got);
     let mut last_ts = std::collections::BTreeMap::<String, f64>::new();
     let mut labeled = std::collections::BTreeMap::<String, usize>::new();
     for (v, (key, _)) in values.iter().zip(&got) {

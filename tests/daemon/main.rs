@@ -1,0 +1,17 @@
+//! The daemon's integration tests: the engine and its parts, the real broker and MockCluster,
+//! the `metapu run` process, faults, crashes, real N-BaIoT rows and the soak. One binary:
+//! it links libtorch and librdkafka once.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod bad_input;
+mod broker_outage;
+mod crash;
+mod e2e;
+mod faults;
+mod mock;
+mod process;
+mod replay_real_rows;
+mod soak;
+mod units;
