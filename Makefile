@@ -3,6 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 RUNS  ?= runs
 METAPU := target/release/metapu
+LAB    := target/release/metapu-lab
 
 .PHONY: setup build demo train-synthetic results-synthetic iot-model iot-results real-results test lint bench soak clean-runs \
 	package package-test cuda-check
@@ -55,10 +56,10 @@ iot-results: build | $(RUNS)
 	$(METAPU) simulate --devices 20 --types baby_monitor,webcam --duration 10m --seed 2 --attacked 1 \
 		--max-rows-per-class 500 --out $(RUNS)/iot-heldout.csv --split-out $(RUNS)/iot-heldout.split.json \
 		--holdout-types baby_monitor,webcam
-	$(METAPU) eval --data $(RUNS)/iot-heldout.csv --split $(RUNS)/iot-heldout.split.json --model $(IOT_MODEL) \
+	$(LAB) eval --data $(RUNS)/iot-heldout.csv --split $(RUNS)/iot-heldout.split.json --model $(IOT_MODEL) \
 		--methods ours,ours-no-prior,ours-true-prior,nnpu --out $(RUNS)/eval-iot-heldout
 	echo '{"source": [], "validation": [], "target": ["danmini_doorbell"]}' > $(RUNS)/danmini.split.json
-	$(METAPU) eval --data ../shared/data/nbaiot/raw --split $(RUNS)/danmini.split.json --model $(IOT_MODEL) \
+	$(LAB) eval --data ../shared/data/nbaiot/raw --split $(RUNS)/danmini.split.json --model $(IOT_MODEL) \
 		--methods ours,ours-no-prior,ours-true-prior,nnpu --target-repeats 20 --out $(RUNS)/eval-iot-danmini
 
 # docs/results.md, "Real traffic": real captures made infected with real attacks
@@ -68,8 +69,8 @@ REAL := $(RUNS)/real
 real-results: build | $(RUNS)
 	bash scripts/bench-setup.sh
 	rm -rf $(REAL) && bash scripts/real-data.sh $(REAL)/captures
-	target/release/metapu-lab real-traffic --captures $(REAL)/captures --model $(IOT_MODEL) --out $(REAL)
-	$(METAPU) eval --data $(REAL)/real.csv --split $(REAL)/real.split.json --model $(IOT_MODEL) \
+	$(LAB) real-traffic --captures $(REAL)/captures --model $(IOT_MODEL) --out $(REAL)
+	$(LAB) eval --data $(REAL)/real.csv --split $(REAL)/real.split.json --model $(IOT_MODEL) \
 		--methods ours,ours-no-prior,ours-true-prior,nnpu --target-repeats 3 --out $(REAL)/eval
 	.venv-bench/bin/python scripts/real-results.py $(REAL) docs/results.md
 

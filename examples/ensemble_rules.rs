@@ -23,7 +23,7 @@ use metapu::data::protocol::{self, ProtocolConfig};
 use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::data::{Label, Task};
-use metapu::evaluate::{EpisodeScores, EpisodeSet, SupportScores};
+use metapu::episodes::{EpisodeScores, EpisodeSet, SupportScores};
 use metapu::model::ensemble::posterior;
 use metapu::model::file;
 

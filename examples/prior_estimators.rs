@@ -23,7 +23,7 @@ use metapu::data::protocol::{self, ProtocolConfig};
 use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::data::Task;
-use metapu::evaluate::{EpisodeScores, EpisodeSet, Evaluation, PriorMode, SupportScores};
+use metapu::episodes::{EpisodeScores, EpisodeSet, Evaluation, PriorMode, SupportScores};
 use metapu::model::file;
 use metapu::model::prior_calibration::PriorCalibration;
 

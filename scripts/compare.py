@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Paired comparison of one method between two `metapu eval` runs.
+"""Paired comparison of one method between two `metapu-lab eval` runs.
 
     python3 scripts/compare.py METHOD A/results.json B/results.json
 
 METHOD is the name as results.json spells it (Ours, OursNoPrior, OursTruePrior, Np, ...).
 Both files must hold the same splits and the same target episodes (that is what makes
-the comparison paired; `metapu eval --merge` checks the same). Prints the mean accuracy
+the comparison paired; `metapu-lab eval --merge` checks the same). Prints the mean accuracy
 of each, the mean difference per episode with its t statistic and two-sided p-value
 (normal approximation: there are 1,200 episodes in a five-split run), each run's mean
 validation accuracy and the iterations its models were kept at.

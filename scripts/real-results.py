@@ -1,7 +1,7 @@
 """`make real-results`, last step: the peers on the same real-traffic stream as ours,
 then docs/results.md's section "Real traffic" from what the earlier steps left in
 OUT (real.csv, scores-ours.csv and stream.json from `metapu-lab real-traffic`,
-eval/results.md from `metapu eval --model`). Text outside the
+eval/results.md from `metapu-lab eval --model`). Text outside the
 <!-- real-traffic:begin --> / <!-- real-traffic:end --> markers is kept.
 Usage: real-results.py OUT docs/results.md"""
 
@@ -202,7 +202,7 @@ before a stream's first adaptation; the autoencoders: their reconstruction error
 
 {peers}
 
-**The paper's protocol** (`metapu eval --model … --methods ours,ours-no-prior,ours-true-prior,nnpu
+**The paper's protocol** (`metapu-lab eval --model … --methods ours,ours-no-prior,ours-true-prior,nnpu
 --target-repeats 3`) on the {targets} streams with ≥ {report["min_rows"]} records of each class
 (the others, mostly the 37- and 30-packet attacks, are streaming only). Goal: ours ≥ 95 %
 at every N_p and above every peer.

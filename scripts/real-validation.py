@@ -8,7 +8,7 @@ of IoT Sentinel's 25 devices); a device's streams (one per attack) go together.
 
 RUN_DIR is a `metapu-lab real-traffic --out` folder (stream.json, scores-ours.csv) of all
 devices or of some (a captures folder holding only the validation devices' files runs
-in a third of the time), optionally with `eval/results.json` (`metapu eval --out
+in a third of the time), optionally with `eval/results.json` (`metapu-lab eval --out
 RUN_DIR/eval` on its real.csv) and `danmini/results.json` (the Danmini rows, as
 `make iot-results`).
 """

@@ -13,7 +13,7 @@
 #   SPLITS      which splits (default "0 1 2 3 4"; split S's data is `datasets synthetic --seed S`)
 #   ITERATIONS  every member's budget (default 60000). Lower it for a quick check of the
 #               pipeline: the figures are then not the doc's.
-#   METAPU      the binary (default target/release/metapu)
+#   METAPU, LAB the binaries (default target/release/metapu and target/release/metapu-lab)
 #
 # Ours' members, per split S (training seed 1000·S + m, as `eval --members` numbers them),
 # each ITERATIONS with the cosine rate and the true-prior risk of weight α
@@ -30,15 +30,18 @@ cd "$root"
 
 out=${1:-runs/synthetic-ensemble}
 metapu=${METAPU:-target/release/metapu}
+lab=${LAB:-target/release/metapu-lab}
 jobs=${JOBS:-$(nproc)}
 splits=${SPLITS:-"0 1 2 3 4"}
 iterations=${ITERATIONS:-60000}
 eval_every=$((iterations < 500 ? iterations : 500))
 
-[[ -x "$metapu" ]] || { echo "no $metapu: run \`make build\` first" >&2; exit 1; }
+for bin in "$metapu" "$lab"; do
+  [[ -x "$bin" ]] || { echo "no $bin: run \`make build\` first" >&2; exit 1; }
+done
 [[ "$iterations" =~ ^[0-9]+$ && "$iterations" -ge 1 ]] || { echo "ITERATIONS must be a whole number ≥ 1" >&2; exit 1; }
 # The job list is split on spaces.
-[[ "$out$metapu" != *[[:space:]]* ]] || { echo "OUT and METAPU must not contain spaces" >&2; exit 1; }
+[[ "$out$metapu$lab" != *[[:space:]]* ]] || { echo "OUT, METAPU and LAB must not contain spaces" >&2; exit 1; }
 mkdir -p "$out"/{data,models,logs}
 
 common="--meta-batch 8 --k 32 --preprocess none --episode-priors 0.2,0.4,0.6,0.8 --init-scale 0.408"
@@ -61,10 +64,10 @@ add_train() { # member seed-offset split flags...
   shift 3
   local model="$out/models/$member/split-$s.safetensors"
   mkdir -p "$out/models/$member"
-  echo "$member-s$s|$model|$metapu train --data $out/data/syn-$s.csv --split $out/data/syn-$s.split.json $* --seed $((1000 * s + offset)) --out $model" >>"$joblist"
+  echo "$member-s$s|$model|$lab train --data $out/data/syn-$s.csv --split $out/data/syn-$s.split.json $* --seed $((1000 * s + offset)) --out $model" >>"$joblist"
 }
 for s in $splits; do
-  echo "np-s$s|$out/np-s$s/results.json|$metapu eval $flags --splits 1 --first-split $s --methods np --members 2 --out $out/np-s$s" >>"$joblist"
+  echo "np-s$s|$out/np-s$s/results.json|$lab eval $flags --splits 1 --first-split $s --methods np --members 2 --out $out/np-s$s" >>"$joblist"
 done
 for s in $splits; do
   for a in 1 3; do
@@ -93,17 +96,17 @@ tr '\n' '\0' <"$joblist" | xargs -0 -P "$jobs" -I{} bash -c 'run_job "$1"' _ {}
 # Scoring: each member adapts to the same supports; ~1 s a split.
 members=(a1-m0 a1-m1 a3-m0 a3-m1 a10-m0)
 for s in $splits; do
-  "$metapu" eval $flags $ours --splits 1 --first-split "$s" \
+  "$lab" eval $flags $ours --splits 1 --first-split "$s" \
     --members-from "${members[@]/#/$out/models/}" --out "$out/ours-s$s" >"$out/logs/ours-s$s.log" 2>&1
-  "$metapu" eval $flags $ours --splits 1 --first-split "$s" \
+  "$lab" eval $flags $ours --splits 1 --first-split "$s" \
     --members-from "$out/models/a1-m0" --out "$out/ours-single-s$s" >"$out/logs/ours-single-s$s.log" 2>&1
 done
 
 results() { for s in $splits; do echo "$out/$1-s$s/results.json"; done; }
-"$metapu" eval --merge $(results ours) --out "$out/ours" >/dev/null
-"$metapu" eval --merge $(results ours-single) --out "$out/ours-single" >/dev/null
-"$metapu" eval --merge $(results np) --out "$out/np" >/dev/null
-"$metapu" eval --merge "$out/np/results.json" "$out/ours/results.json" --out "$out/table" >/dev/null
+"$lab" eval --merge $(results ours) --out "$out/ours" >/dev/null
+"$lab" eval --merge $(results ours-single) --out "$out/ours-single" >/dev/null
+"$lab" eval --merge $(results np) --out "$out/np" >/dev/null
+"$lab" eval --merge "$out/np/results.json" "$out/ours/results.json" --out "$out/table" >/dev/null
 
 echo
 echo "ours' ensemble against its first member alone, paired over the same episodes:"

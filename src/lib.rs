@@ -10,8 +10,8 @@
 pub mod broker;
 pub mod daemon;
 pub mod data;
+pub mod episodes;
 pub mod eval;
-pub mod evaluate;
 pub mod model;
 pub mod traffic;
 pub mod train;

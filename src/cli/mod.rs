@@ -3,7 +3,6 @@
 mod daemon;
 mod datasets;
 mod demo;
-mod eval;
 mod feed;
 mod feedback;
 mod infect;
@@ -49,8 +48,6 @@ pub enum Command {
     /// Generate benchmark datasets.
     #[command(subcommand)]
     Datasets(datasets::DatasetsCommand),
-    /// The paper's experiment: ours, ablations and baselines on target tasks, over splits.
-    Eval(eval::EvalArgs),
     /// Print a model file's metadata.
     Info(info::InfoArgs),
     /// The product on embedded defaults: broker, daemon, shipped model, IoT traffic with attacks.
@@ -94,7 +91,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Train(a) => train::run(a),
         Command::Datasets(c) => datasets::run(c),
-        Command::Eval(a) => eval::run(a),
         Command::Info(a) => info::run(a),
         Command::Run(a) => daemon::run(a),
         Command::Demo(a) => demo::run(a),

@@ -1,6 +1,7 @@
-//! The options of our model and its meta-training that `train` and `eval` share, so
-//! that a flag means the same in both and a model trained by one can be reproduced by
-//! the other.
+//! The options of our model and its meta-training that `train` and the lab's `eval`
+//! share, so that a flag means the same in both and a model trained by one can be
+//! reproduced by the other. Both binaries compile this file; the knobs the experiments
+//! vary show in the lab's help only (`HIDE_LAB_OPTIONS` of each binary).
 
 use anyhow::bail;
 use clap::Args;
@@ -10,43 +11,45 @@ use metapu::train::{LrSchedule, TrainConfig};
 
 #[derive(Debug, Args)]
 pub struct ModelOptions {
-    #[arg(long, value_enum, default_value_t = PreprocessKind::LogStandard)]
+    /// Feature preprocessing: log-standard (signed log, then standardisation), standard,
+    /// l2 (the paper's) or none.
+    #[arg(long, value_enum, default_value_t = PreprocessKind::LogStandard, hide_possible_values = true)]
     preprocess: PreprocessKind,
     /// Weight of the prior-estimation term β·(π̂ − π)² in the meta-training loss
     /// (0 = the paper's loss).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, hide = crate::HIDE_LAB_OPTIONS)]
     prior_loss_weight: f64,
     /// Weight α of a second meta-training risk that scores the adapted ratio at each
     /// query's true prior, α·R(π·r), beside the paper's risk at the estimate
     /// (0 = the paper's loss).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, hide = crate::HIDE_LAB_OPTIONS)]
     true_prior_risk_weight: f64,
     /// Draw each meta-training episode's class prior from these (e.g.
     /// 0.2,0.4,0.6,0.8, the evaluation protocol's) and sample its unlabeled support and
     /// query at it. Default: each source task's own ratio (the paper's sampling).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', hide = crate::HIDE_LAB_OPTIONS)]
     episode_priors: Vec<f64>,
     /// Scale of the initial weight bounds (1 = Kaiming-uniform; 0.408 = PyTorch's
     /// nn.Linear default).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, hide = crate::HIDE_LAB_OPTIONS)]
     init_scale: f64,
     /// Learn a correction of the prior estimate 1/max r from the support's statistics
     /// (trained by the prior term). Default: the paper's estimate alone.
-    #[arg(long)]
+    #[arg(long, hide = crate::HIDE_LAB_OPTIONS)]
     prior_head: bool,
     /// Validate and keep an exponential moving average of the weights with this
     /// decay (e.g. 0.999) instead of the raw weights (0 = off).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, hide = crate::HIDE_LAB_OPTIONS)]
     weight_average: f64,
     /// The learning rate over the --iterations budget: constant (the paper's) or a
     /// cosine decay to zero (in `eval`, for ours and the meta-learned baselines).
-    #[arg(long, value_enum, default_value_t = LrSchedule::Constant)]
+    #[arg(long, value_enum, default_value_t = LrSchedule::Constant, hide_possible_values = true, hide = crate::HIDE_LAB_OPTIONS)]
     lr_schedule: LrSchedule,
     /// Hidden width of f, g and h (paper: 100).
-    #[arg(long, default_value_t = NetConfig::PAPER_HIDDEN, value_parser = clap::value_parser!(i64).range(1..=4096))]
+    #[arg(long, default_value_t = NetConfig::PAPER_HIDDEN, value_parser = clap::value_parser!(i64).range(1..=4096), hide = crate::HIDE_LAB_OPTIONS)]
     hidden: i64,
     /// Embedding size M of h, the length of the per-task weights w (paper: 100).
-    #[arg(long, default_value_t = NetConfig::PAPER_EMBED_DIM, value_parser = clap::value_parser!(i64).range(1..=4096))]
+    #[arg(long, default_value_t = NetConfig::PAPER_EMBED_DIM, value_parser = clap::value_parser!(i64).range(1..=4096), hide = crate::HIDE_LAB_OPTIONS)]
     embed_dim: i64,
 }
 

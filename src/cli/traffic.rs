@@ -85,7 +85,7 @@ pub struct ExtractArgs {
     /// Per-packet labels from `metapu datasets infect` (`packet,label,source`).
     #[arg(long)]
     labels: Option<PathBuf>,
-    /// Kafka record format.
+    /// Kafka record format: json (`{"device", "ts", "features", "label"}`) or binary (`MPR1`…).
     #[arg(long, value_enum, default_value_t = Format::Json)]
     format: Format,
 }
@@ -212,7 +212,7 @@ pub struct SimulateArgs {
     /// Kafka only: records per second (0 = as fast as the broker takes them).
     #[arg(long, default_value_t = 0.0)]
     rate: f64,
-    /// Kafka record format.
+    /// Kafka record format: json (`{"device", "ts", "features", "label"}`) or binary (`MPR1`…).
     #[arg(long, value_enum, default_value_t = Format::Json)]
     format: Format,
 }
@@ -329,7 +329,7 @@ pub struct ReplayArgs {
     /// Label each device's first N benign records "normal" (positive window).
     #[arg(long, default_value_t = 0)]
     label_first: usize,
-    /// Kafka record format.
+    /// Kafka record format: json (`{"device", "ts", "features", "label"}`) or binary (`MPR1`…).
     #[arg(long, value_enum, default_value_t = Format::Json)]
     format: Format,
 }

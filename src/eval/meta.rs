@@ -17,7 +17,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::packed::PackedEpisodes;
 use crate::model::closed_form::masked_mean;
-use crate::model::nets::Mlp;
+use crate::model::mlp::Mlp;
 use crate::train::average::WeightAverage;
 use crate::train::checkpoint::{snapshot, BestCheckpoint};
 use crate::train::episodes::{EpisodeSampler, TrainBatch};

@@ -28,7 +28,7 @@ use tch::{Device, Kind};
 
 use crate::data::protocol::{self, Episode, ProtocolConfig};
 use crate::data::{Task, TaskSet};
-use crate::evaluate::{EpisodeScores, EpisodeSet, Evaluation, PriorMode};
+use crate::episodes::{EpisodeScores, EpisodeSet, Evaluation, PriorMode};
 use crate::model::prior_calibration::PriorCalibration;
 use crate::model::Model;
 use crate::train::episodes::{EpisodeSampler, SamplerConfig, SourceTask};
@@ -275,7 +275,7 @@ fn member_scores(set: &EpisodeSet, members: &[Model], prior_from: &[Model]) -> V
     let mut scores: Vec<EpisodeScores> = members.iter().map(|m| set.scores(&m.net)).collect();
     if !prior_from.is_empty() {
         let estimates: Vec<EpisodeScores> = prior_from.iter().map(|m| set.scores(&m.net)).collect();
-        let priors = crate::evaluate::mean_estimated_prior(&estimates);
+        let priors = crate::episodes::mean_estimated_prior(&estimates);
         for s in &mut scores {
             s.estimated_prior.clone_from(&priors);
         }
@@ -513,28 +513,24 @@ fn train_ours(
     let members = cfg.members.max(1);
     let mut fits = Vec::new();
     for n_pos in support_sizes(cfg) {
+        let chosen = select_members(members, &cfg.task_dims, |member, &k| {
+            let tc = TrainConfig {
+                task_dim: k,
+                ..ours_train_config(cfg, seed.wrapping_add(member as u64), n_pos)
+            };
+            progress.start(&format!(
+                "split {split}: ours K={k}{}{}",
+                n_pos.map(|n| format!(" N_p={n}")).unwrap_or_default(),
+                if members > 1 { format!(" member {}", member + 1) } else { String::new() }
+            ));
+            let out = train::train(sd.data, &sd.source, &sd.validation, &tc, device, &stop, &mut ())?;
+            progress.done();
+            let val = out.model.provenance.best_validation_accuracy;
+            Ok(((out.model, out.seconds), val))
+        })?;
         let mut fit: Option<OursFit> = None;
-        for member in 0..members {
-            let mut best: Option<(Model, f64, String)> = None;
-            for &k in &cfg.task_dims {
-                let tc = TrainConfig {
-                    task_dim: k,
-                    ..ours_train_config(cfg, seed.wrapping_add(member as u64), n_pos)
-                };
-                let label = format!("K={k}");
-                progress.start(&format!(
-                    "split {split}: ours {label}{}{}",
-                    n_pos.map(|n| format!(" N_p={n}")).unwrap_or_default(),
-                    if members > 1 { format!(" member {}", member + 1) } else { String::new() }
-                ));
-                let out = train::train(sd.data, &sd.source, &sd.validation, &tc, device, &stop, &mut ())?;
-                let val = out.model.provenance.best_validation_accuracy;
-                if best.as_ref().is_none_or(|b| val > b.1) {
-                    best = Some((out.model, out.seconds, label));
-                }
-                progress.done();
-            }
-            let Some((model, seconds, label)) = best else { continue };
+        for ((model, seconds), k) in chosen {
+            let label = format!("K={k}");
             let val = model.provenance.best_validation_accuracy;
             let f = fit.get_or_insert_with(|| OursFit {
                 models: Vec::new(),
@@ -554,6 +550,29 @@ fn train_ours(
         fits.extend(fit);
     }
     Ok(fits)
+}
+
+/// For each of `members` ensemble members (training seeds one apart), the candidate
+/// whose trained model validates best (the first of equals): the selection that ours
+/// and the meta-learned baselines share. `train` gets the member and a candidate and
+/// returns the model and its validation accuracy.
+fn select_members<'c, C, M>(
+    members: usize,
+    candidates: &'c [C],
+    mut train: impl FnMut(usize, &'c C) -> Result<(M, f64), TrainError>,
+) -> Result<Vec<(M, &'c C)>, TrainError> {
+    let mut chosen = Vec::new();
+    for member in 0..members.max(1) {
+        let mut best: Option<(M, f64, &C)> = None;
+        for c in candidates {
+            let (m, val) = train(member, c)?;
+            if best.as_ref().is_none_or(|b| val > b.1) {
+                best = Some((m, val, c));
+            }
+        }
+        chosen.extend(best.map(|(m, _, c)| (m, c)));
+    }
+    Ok(chosen)
 }
 
 /// The data one split works on: preprocessed tasks and the index lists.
@@ -765,25 +784,20 @@ pub fn run_split_with(
                 }
             };
             let validation = val_n.as_ref().unwrap_or(&val_packed);
-            // The best candidate on validation, once per ensemble member (training
-            // seeds one apart, as for ours).
-            let mut members: Vec<(meta::MetaModel, String)> = Vec::new();
-            for member in 0..cfg.members.max(1) {
-                let mcfg_m = MetaTrainConfig { seed: seed.wrapping_add(member as u64), ..mcfg.clone() };
-                let mut best: Option<(meta::MetaModel, String)> = None;
-                for (candidate, name) in &candidates {
+            let members: Vec<(meta::MetaModel, String)> =
+                select_members(cfg.members, &candidates, |member, (candidate, name)| {
+                    let mcfg_m = MetaTrainConfig { seed: seed.wrapping_add(member as u64), ..mcfg.clone() };
                     let size = n_pos.map(|n| format!(" N_p={n}")).unwrap_or_default();
                     let of = if cfg.members > 1 { format!(" member {}", member + 1) } else { String::new() };
                     progress.start(&format!("split {split}: {} {name}{size}{of}", method.label()));
                     let m = meta::meta_train(*candidate, &sampler_n, validation, &mcfg_m)?;
-                    if best.as_ref().is_none_or(|b| m.best_validation_accuracy > b.0.best_validation_accuracy)
-                    {
-                        best = Some((m, name.clone()));
-                    }
                     progress.done();
-                }
-                members.extend(best);
-            }
+                    let val = m.best_validation_accuracy;
+                    Ok((m, val))
+                })?
+                .into_iter()
+                .map(|(m, (_, name))| (m, name.clone()))
+                .collect();
             if members.is_empty() {
                 continue;
             }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use tch::{nn, Device, Kind, Tensor};
 
 use super::closed_form;
-use super::nets::Mlp;
+use super::mlp::Mlp;
 use super::support::{AdaptedBatch, SupportBatch};
 
 /// Architecture and fixed hyperparameters; stored in the model file.

@@ -16,7 +16,7 @@ use tch::{nn, Device, Kind};
 
 use crate::data::protocol::{self, Episode, ProtocolConfig};
 use crate::data::{Task, TaskSet};
-use crate::evaluate::{EpisodeSet, PriorMode};
+use crate::episodes::{EpisodeSet, PriorMode};
 use crate::model::{closed_form, MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 use average::WeightAverage;
 use checkpoint::{snapshot, BestCheckpoint};

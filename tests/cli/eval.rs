@@ -1,10 +1,10 @@
-//! `metapu eval` as users run a long comparison: the splits of one experiment run in
+//! `metapu-lab eval` as users run a long comparison: the splits of one experiment run in
 //! separate processes (`--first-split`) and joined with `--merge` give the same
 //! episodes and results as one run over all the splits.
 
 use std::path::Path;
 
-use crate::support::{metapu, metapu_refused};
+use crate::support::{lab, lab_refused, metapu};
 use serde_json::Value;
 
 /// A split's index, its episodes and each method's accuracies.
@@ -39,7 +39,7 @@ fn splits_run_apart_and_merged_equal_one_run_over_all_splits() {
         let mut args: Vec<String> = common.iter().map(|s| s.to_string()).collect();
         args.extend(extra.iter().map(|s| s.to_string()));
         args.extend(["--out".to_string(), out(name)]);
-        metapu(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        lab(&args.iter().map(String::as_str).collect::<Vec<_>>())
     };
     run(&["--splits", "2"], "whole");
     run(&["--splits", "1"], "first");
@@ -53,7 +53,7 @@ fn splits_run_apart_and_merged_equal_one_run_over_all_splits() {
     assert_ne!(whole[0].1, whole[1].1, "the two splits draw different episodes");
 
     // Given in either order, the two halves join into the whole, in split order.
-    metapu(&[
+    lab(&[
         "eval",
         "--merge",
         &out("second/results.json"),
@@ -69,7 +69,7 @@ fn splits_run_apart_and_merged_equal_one_run_over_all_splits() {
     let mut other: Value = serde_json::from_str(&text).unwrap();
     other["runs"][0]["methods"][0]["method"] = Value::String("Naive".into());
     std::fs::write(dir.path().join("other.json"), other.to_string()).unwrap();
-    let stderr = metapu_refused(&[
+    let stderr = lab_refused(&[
         "eval",
         "--merge",
         &out("other.json"),
@@ -102,7 +102,7 @@ fn one_model_per_support_size_scores_every_episode_with_its_own_for_ours_and_np(
     let out = dir.path().to_string_lossy().into_owned();
     let models = format!("{out}/models");
     let flags = ["--methods", "ours,ours-true-prior,np", "--per-support-size", "--save-models", &models];
-    metapu(&[&["eval"][..], &QUICK_SPLIT[..], &flags[..], &["--out", &out][..]].concat());
+    lab(&[&["eval"][..], &QUICK_SPLIT[..], &flags[..], &["--out", &out][..]].concat());
     // Ours' three models are kept, one per N_p, and load as model files.
     for n in [1, 3, 5] {
         let path = dir.path().join(format!("models/split-0-positives-{n}.safetensors"));
@@ -148,7 +148,7 @@ fn an_ensemble_trains_its_members_apart_saves_them_and_scores_the_same_when_relo
         args.extend(extra);
         let target = out(name);
         args.extend(["--out", &target]);
-        metapu(&args);
+        lab(&args);
         let text = std::fs::read_to_string(dir.path().join(name).join("results.json")).unwrap();
         serde_json::from_str::<Value>(&text).unwrap()["runs"][0].clone()
     };
@@ -233,7 +233,7 @@ fn an_ensemble_trains_its_members_apart_saves_them_and_scores_the_same_when_relo
     assert_eq!(crossed["methods"][1]["accuracies"], alone["methods"][1]["accuracies"]);
     let chosen = crossed["methods"][0]["chosen"].as_str().unwrap();
     assert!(chosen.ends_with("prior from 1 other model(s)"), "{chosen}");
-    let refused = metapu_refused(&[&["eval"][..], &QUICK_SPLIT[..], &["--prior-from", &first]].concat());
+    let refused = lab_refused(&[&["eval"][..], &QUICK_SPLIT[..], &["--prior-from", &first]].concat());
     assert!(refused.contains("--members-from"), "{refused}");
 
     // --fresh-validation: the same targets and decisions, validated on episodes of
@@ -249,7 +249,7 @@ fn an_ensemble_trains_its_members_apart_saves_them_and_scores_the_same_when_relo
     );
     let again = run(&[&ours[..], &["--members-from", &first, "--fresh-validation", "3"]].concat(), "again");
     assert_eq!(again["methods"][0]["validation_accuracy"], fresh["methods"][0]["validation_accuracy"]);
-    let refused = metapu_refused(&[&["eval"][..], &QUICK_SPLIT[..], &["--fresh-validation", "0"]].concat());
+    let refused = lab_refused(&[&["eval"][..], &QUICK_SPLIT[..], &["--fresh-validation", "0"]].concat());
     assert!(refused.contains("--fresh-validation"), "{refused}");
 }
 
@@ -271,6 +271,7 @@ fn the_synthetic_ensemble_script_trains_each_member_once_and_tables_ours_beside_
             .arg(&script)
             .arg(&out)
             .env("METAPU", env!("CARGO_BIN_EXE_metapu"))
+            .env("LAB", env!("CARGO_BIN_EXE_metapu-lab"))
             .env("ITERATIONS", "2")
             .env("SPLITS", "1")
             .env("JOBS", "2")

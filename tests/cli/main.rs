@@ -1,4 +1,4 @@
-//! The command-line tools end to end: `metapu eval`, `extract`, `datasets infect`,
+//! The command-line tools end to end: `metapu-lab eval`, `extract`, `datasets infect`,
 //! `simulate`, `replay`, data files and malformed inputs. One binary: it links libtorch
 //! and librdkafka once.
 

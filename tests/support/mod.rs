@@ -35,6 +35,28 @@ pub fn metapu(args: &[&str]) -> String {
     text
 }
 
+/// Run the `metapu-lab` binary (the experiments) and return its output; panics on failure.
+pub fn lab(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_metapu-lab"))
+        .args(args)
+        .output()
+        .expect("metapu-lab runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "metapu-lab {args:?} failed: {text}");
+    text
+}
+
+/// Run the `metapu-lab` binary on input it must refuse; its stderr.
+pub fn lab_refused(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_metapu-lab"))
+        .args(args)
+        .output()
+        .expect("metapu-lab runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "metapu-lab {args:?} succeeded: {stderr}");
+    stderr
+}
+
 /// Run the `metapu` binary on input it must refuse; its stderr, after checking that it
 /// failed.
 pub fn metapu_refused(args: &[&str]) -> String {

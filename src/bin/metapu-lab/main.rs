@@ -1,9 +1,22 @@
 //! `metapu-lab`: experiments that measure the product, kept out of the operator's
-//! `metapu` command. `real-traffic` reads infected real captures (from
-//! `scripts/real-data.sh`), streams each device through the daemon's engine, and
-//! writes the labeled rows for the paper's protocol (`metapu eval --model`) and the
-//! peers (`scripts/real-results.py`). `fleet-incidents` streams a simulated fleet
-//! through the engine and the daemon's incident rules.
+//! `metapu` command. `eval` is the paper's experiment (ours, its ablations and the
+//! baselines on the same target episodes, over splits). `train` is `metapu train` with
+//! the meta-training knobs the experiments vary shown. `real-traffic` reads infected
+//! real captures (from `scripts/real-data.sh`), streams each device through the
+//! daemon's engine, and writes the labeled rows for the paper's protocol (`eval
+//! --model`) and the peers (`scripts/real-results.py`). `fleet-incidents` streams a
+//! simulated fleet through the engine and the daemon's incident rules.
+
+mod eval;
+// `metapu train` and its model options, shared with the product's binary: one
+// implementation of training, whose research knobs only the lab's help shows.
+#[path = "../../cli/model_options.rs"]
+mod model_options;
+#[path = "../../cli/train.rs"]
+mod train;
+
+/// The lab's `train --help` shows the meta-training knobs (the product's hides them).
+const HIDE_LAB_OPTIONS: bool = false;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -30,6 +43,10 @@ struct Lab {
 
 #[derive(Debug, Subcommand)]
 enum LabCommand {
+    /// The paper's experiment: ours, ablations and baselines on target tasks, over splits.
+    Eval(Box<eval::EvalArgs>),
+    /// Meta-train a model (as `metapu train`, every knob shown).
+    Train(Box<train::TrainArgs>),
     /// Real captures made infected → labeled rows, and each device streamed through
     /// the daemon's engine with its first benign records labeled normal.
     RealTraffic(RealTrafficArgs),
@@ -84,6 +101,8 @@ struct RealTrafficArgs {
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt().with_writer(std::io::stderr).init();
     match Lab::parse().command {
+        LabCommand::Eval(a) => eval::run(*a),
+        LabCommand::Train(a) => train::run(*a),
         LabCommand::RealTraffic(a) => real_traffic(a),
         LabCommand::FleetIncidents(a) => fleet_incidents(a),
     }
