@@ -26,13 +26,28 @@ pub struct FeatureChange {
     pub words: String,
 }
 
-/// The top features by which `unusual` rows depart from `normal` rows.
+/// The top features by which `unusual` rows depart from `normal` rows, one per family
+/// and statistic: N-BaIoT measures each statistic over five time windows (and a host's
+/// traffic by MAC and IP and by IP alone), and an analyst learns nothing from the same
+/// change named five times, so the strongest window stands for the others.
 pub fn feature_changes(model: &Model, normal: &[f32], unusual: &[f32]) -> Vec<FeatureChange> {
-    top_deviations(&model.preprocess, normal, unusual, TOP_FEATURES)
+    let name_of = |j: usize| model.feature_names.get(j).cloned().unwrap_or_else(|| format!("f{j}"));
+    let mut said = std::collections::HashSet::new();
+    top_deviations(&model.preprocess, normal, unusual, model.preprocess.dim())
         .into_iter()
+        .filter(|d| {
+            let name = name_of(d.feature);
+            let key = match feature_words::meaning(&name) {
+                // A channel's timing statistics count the same packets as its size statistics.
+                Some(m) if m.statistic == "packets (timing statistics)" => "channel/packets".to_string(),
+                Some(m) => format!("{}/{}", m.family.as_str(), m.statistic),
+                None => name,
+            };
+            said.insert(key)
+        })
+        .take(TOP_FEATURES)
         .map(|d| {
-            let name =
-                model.feature_names.get(d.feature).cloned().unwrap_or_else(|| format!("f{}", d.feature));
+            let name = name_of(d.feature);
             FeatureChange {
                 family: feature_words::meaning(&name).map_or("", |m| m.family.as_str()).to_string(),
                 words: feature_words::describe(&name, d.normal, d.unusual),
@@ -87,6 +102,15 @@ mod tests {
         for c in &changes {
             println!("{attack:?}: {} ({:.1}): {}", c.feature, c.deviation, c.words);
         }
+        // Each change named once: no statistic again at another window.
+        let statistics: std::collections::HashSet<String> = changes
+            .iter()
+            .map(|c| {
+                let m = feature_words::meaning(&c.feature).expect("an N-BaIoT name");
+                format!("{}/{}", c.family, m.statistic.trim_end_matches(" (timing statistics)"))
+            })
+            .collect();
+        assert_eq!(statistics.len(), changes.len(), "{changes:?}");
         changes
     }
 

@@ -79,35 +79,68 @@ pub fn meaning(name: &str) -> Option<FeatureMeaning> {
 }
 
 /// A channel's first packet has no previous one: N-BaIoT's timing mean then holds the
-/// clock (a Unix timestamp, ~1.5e9 s), not a time between packets.
+/// clock (a Unix timestamp, ~1.5e9 s), not a time between packets, and the timing
+/// variance the clock's square.
 const CLOCK_TIME_S: f32 = 1e8;
+const CLOCK_VARIANCE: f32 = 1e12;
+
+/// Below this share of its normal value a statistic is said to be down to about 0: a
+/// ratio such as "1/118405648" tells an analyst nothing more.
+const ABOUT_ZERO_SHARE: f32 = 1e-3;
+
+/// Timing statistics that hold the clock speak of new channels, not of times.
+fn channel_timing_words(m: &FeatureMeaning, normal: f32, now: f32) -> Option<String> {
+    let clock = match m.statistic {
+        "time between packets" => CLOCK_TIME_S,
+        "irregularity of the time between packets" => CLOCK_VARIANCE,
+        _ => return None,
+    };
+    match (normal >= clock, now >= clock) {
+        (false, true) if m.statistic == "time between packets" => Some(format!(
+            "first packets on new channels to single peers (~{} window): no earlier packet between \
+             the two addresses, where normally one came every {} s",
+            m.window,
+            short(normal)
+        )),
+        (false, true) => Some(format!(
+            "first packets on new channels to single peers (~{} window): their timing holds the \
+             clock, where normally the {} was {}",
+            m.window,
+            m.statistic,
+            short(normal)
+        )),
+        (true, false) => Some(format!(
+            "fewer new channels to single peers than normal (~{} window): its normal traffic opens \
+             new ones, whose timing holds the clock; now the {} is {}",
+            m.window,
+            m.statistic,
+            short(now)
+        )),
+        _ => None,
+    }
+}
 
 /// "packets sent by this host (its IP), ~100 ms window: 40× its normal (2.1 → 84)".
 pub fn describe(name: &str, normal: f32, now: f32) -> String {
     let m = meaning(name);
-    if let Some(m) = &m {
-        if m.family == Family::ChannelTiming && m.statistic == "time between packets" && now >= CLOCK_TIME_S {
-            return format!(
-                "first packets on new channels to single peers (~{} window): no earlier packet between \
-                 the two addresses, where normally one came every {} s",
-                m.window,
-                short(normal)
-            );
-        }
+    if let Some(words) = m
+        .as_ref()
+        .filter(|m| m.family == Family::ChannelTiming)
+        .and_then(|m| channel_timing_words(m, normal, now))
+    {
+        return words;
     }
     let change = if normal.abs() <= 1e-6 {
         "normally about 0".to_string()
-    } else if now.abs() <= 1e-6 || now / normal <= 0.0 {
+    } else if now.abs() <= 1e-6 || now / normal <= ABOUT_ZERO_SHARE {
         "down to about 0".to_string()
-    } else if (now / normal) > 0.0 {
+    } else {
         let ratio = now / normal;
         if ratio >= 1.0 {
             format!("{}× its normal", round_ratio(ratio))
         } else {
             format!("1/{} of its normal", round_ratio(1.0 / ratio))
         }
-    } else {
-        "normally about 0".to_string()
     };
     let values = format!("{} → {}", short(normal), short(now));
     match m {
@@ -161,5 +194,16 @@ mod tests {
         assert!(describe("HH_L1_std", 0.0, 3.0).contains("normally about 0"));
         assert!(describe("MI_dir_L1_variance", 931.0, 0.0).contains("down to about 0"));
         assert!(describe("HH_jit_L5_mean", 16.8, 1.5e9).starts_with("first packets on new channels"));
+        // What the demo's incidents said before: a variance holding the clock, and a
+        // ratio of eight digits.
+        let variance = describe("HH_jit_L5_variance", 0.0, 2.84e15);
+        assert!(
+            variance.starts_with("first packets on new channels") && variance.contains("holds the clock"),
+            "{variance}"
+        );
+        let fewer = describe("HH_jit_L1_variance", 1.1e17, 0.0);
+        assert!(fewer.starts_with("fewer new channels"), "{fewer}");
+        assert!(describe("HpHp_L0.1_std", 187.26, 1.58e-6).contains("down to about 0"));
+        assert!(describe("HpHp_L0.1_std", 187.26, 18.7).contains("1/10 of its normal"));
     }
 }
