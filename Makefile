@@ -107,9 +107,9 @@ FUZZ_SECONDS ?= 120
 SOAK_SECONDS ?= 1800
 SOAK_DEVICES ?= 10000
 soak: setup
-	METAPU_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --release --test cli fuzz_inputs -- --nocapture
+	METAPU_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --release --test integration fuzz_inputs -- --nocapture
 	METAPU_SOAK_SECONDS=$(SOAK_SECONDS) METAPU_SOAK_DEVICES=$(SOAK_DEVICES) \
-		$(CARGO) test --release --test daemon soak -- --ignored --nocapture
+		$(CARGO) test --release --test integration daemon::soak -- --ignored --nocapture
 
 # Benchmarks print Markdown tables (docs/benchmarks.md explains them) and refresh the
 # measured section of docs/benchmarks.md. The peers run in their own pinned venv.

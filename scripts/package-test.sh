@@ -81,7 +81,7 @@ clean "$work/metapu-$version/usr/bin/metapu" --version >/dev/null || fail "the t
 ok "tarball: sha256, same tree as the .deb, runs"
 
 # The unpacked daemon and replay against the bundled broker on the real Danmini rows.
-METAPU_PACKAGED_ROOT="$tree" cargo test --test daemon -- --ignored packaged_binary
+METAPU_PACKAGED_ROOT="$tree" cargo test --test integration -- --ignored packaged_binary
 ok "the packaged daemon scores the real Danmini rows"
 
 bash scripts/package-inputs.sh >packaging/tested-inputs

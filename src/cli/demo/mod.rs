@@ -188,7 +188,8 @@ async fn demo(a: &DemoArgs, bootstrap: String, devices: Vec<DemoDevice>) -> anyh
             DeviceLedger::new(&d.name, origin, d.attack.as_deref(), times, d.attack_start())
         })
         .collect();
-    let until_s = if a.duration > 0 { a.duration as f64 } else { f64::INFINITY };
+    // The simulated fleet's span; the real capture is longer and is cut there too.
+    let until_s = if a.duration > 0 { a.duration as f64 } else { DEFAULT_SPAN_S };
     let schedule = traffic::schedule(&devices, until_s);
     println!(
         "demo: {} devices, {} records to send; Ctrl-C stops everything and prints the scorecard",

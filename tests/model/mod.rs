@@ -1,8 +1,5 @@
 //! The model: its math, its file format, meta-training and the paper's protocol and
-//! methods. One binary: it links libtorch once.
-
-#[path = "../support/mod.rs"]
-mod support;
+//! methods. Part of tests/integration.rs.
 
 mod eval_methods;
 mod file;

@@ -1,9 +1,6 @@
 //! The daemon's integration tests: the engine and its parts, the real broker and MockCluster,
-//! the `metapu run` process, faults, crashes, real N-BaIoT rows and the soak. One binary:
-//! it links libtorch and librdkafka once.
-
-#[path = "../support/mod.rs"]
-mod support;
+//! the `metapu run` process, faults, crashes, real N-BaIoT rows and the soak. Part of
+//! tests/integration.rs.
 
 mod bad_input;
 mod broker_outage;
