@@ -31,31 +31,32 @@ pub struct FeatureChange {
 /// traffic by MAC and IP and by IP alone), and an analyst learns nothing from the same
 /// change named five times, so the strongest window stands for the others.
 pub fn feature_changes(model: &Model, normal: &[f32], unusual: &[f32]) -> Vec<FeatureChange> {
-    let name_of = |j: usize| model.feature_names.get(j).cloned().unwrap_or_else(|| format!("f{j}"));
     let mut said = std::collections::HashSet::new();
     top_deviations(&model.preprocess, normal, unusual, model.preprocess.dim())
         .into_iter()
-        .filter(|d| {
-            let name = name_of(d.feature);
-            let key = match feature_words::meaning(&name) {
+        .map(|d| {
+            let name =
+                model.feature_names.get(d.feature).cloned().unwrap_or_else(|| format!("f{}", d.feature));
+            let meaning = feature_words::meaning(&name);
+            (d, name, meaning)
+        })
+        .filter(|(_, name, meaning)| {
+            let key = match meaning {
                 // A channel's timing statistics count the same packets as its size statistics.
                 Some(m) if m.statistic == "packets (timing statistics)" => "channel/packets".to_string(),
                 Some(m) => format!("{}/{}", m.family.as_str(), m.statistic),
-                None => name,
+                None => name.clone(),
             };
             said.insert(key)
         })
         .take(TOP_FEATURES)
-        .map(|d| {
-            let name = name_of(d.feature);
-            FeatureChange {
-                family: feature_words::meaning(&name).map_or("", |m| m.family.as_str()).to_string(),
-                words: feature_words::describe(&name, d.normal, d.unusual),
-                deviation: d.robust_z,
-                normal: d.normal,
-                now: d.unusual,
-                feature: name,
-            }
+        .map(|(d, name, meaning)| FeatureChange {
+            family: meaning.map_or("", |m| m.family.as_str()).to_string(),
+            words: feature_words::describe(&name, d.normal, d.unusual),
+            deviation: d.robust_z,
+            normal: d.normal,
+            now: d.unusual,
+            feature: name,
         })
         .collect()
 }

@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::data::Label;
+use crate::data::{Label, Task};
 
-use super::capture::Frame;
-use super::devices::DeviceMap;
+use super::capture::{CaptureError, CaptureReader, Frame};
+use super::devices::{Device, DeviceListError, DeviceMap};
 use super::frame::{frame_macs, Link};
 use super::{AfterImage, Packet};
 
@@ -108,6 +108,40 @@ impl Extractor {
         self.counts.rows[device] += 1;
         &self.row
     }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LabeledCaptureError {
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    #[error(transparent)]
+    Device(#[from] DeviceListError),
+    #[error("{}: {source}", path.display())]
+    Extract { path: PathBuf, source: ExtractError },
+}
+
+/// One device's rows of a labeled capture (`metapu datasets infect`'s capture and
+/// labels), in capture order, as `metapu extract --device-mac MAC --labels L` computes
+/// them: a task named after the device, and each row's packet time (seconds).
+pub fn labeled_device_task(
+    pcap: &Path,
+    device: Device,
+    labels: Vec<Label>,
+) -> Result<(Task, Vec<f64>), LabeledCaptureError> {
+    let mut task = Task::new(device.name.clone());
+    let mut extractor = Extractor::new(Devices::Split(DeviceMap::new(vec![device])?), Some(labels));
+    let mut reader = CaptureReader::open(pcap)?;
+    let mut ts = Vec::new();
+    while let Some(frame) = reader.next_frame()? {
+        let routed = extractor
+            .route(&frame)
+            .map_err(|source| LabeledCaptureError::Extract { path: pcap.into(), source })?;
+        let Some(Routed { packet, label, .. }) = routed else { continue };
+        task.x.extend_from_slice(extractor.features(0, &packet));
+        task.labels.push(label);
+        ts.push(packet.ts);
+    }
+    Ok((task, ts))
 }
 
 /// `metapu datasets infect`'s label file (`packet,label,source`): a label per packet

@@ -25,46 +25,46 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 use tch::Device;
 
+/// Run one of the package's binaries; its output (stdout, then stderr) and exit status.
+fn run_binary(binary: &str, name: &str, args: &[&str]) -> (bool, String, String) {
+    let out =
+        std::process::Command::new(binary).args(args).output().unwrap_or_else(|e| panic!("{name} runs: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &stderr, stderr)
+}
+
+fn succeeds(binary: &str, name: &str, args: &[&str]) -> String {
+    let (ok, text, _) = run_binary(binary, name, args);
+    assert!(ok, "{name} {args:?} failed: {text}");
+    text
+}
+
+fn refused(binary: &str, name: &str, args: &[&str]) -> String {
+    let (ok, _, stderr) = run_binary(binary, name, args);
+    assert!(!ok, "{name} {args:?} succeeded: {stderr}");
+    stderr
+}
+
 /// Run the `metapu` binary as a user would; its stdout and stderr, after checking that
 /// it succeeded.
 pub fn metapu(args: &[&str]) -> String {
-    let out =
-        std::process::Command::new(env!("CARGO_BIN_EXE_metapu")).args(args).output().expect("metapu runs");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "metapu {args:?} failed: {text}");
-    text
-}
-
-/// Run the `metapu-lab` binary (the experiments) and return its output; panics on failure.
-pub fn lab(args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_metapu-lab"))
-        .args(args)
-        .output()
-        .expect("metapu-lab runs");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "metapu-lab {args:?} failed: {text}");
-    text
-}
-
-/// Run the `metapu-lab` binary on input it must refuse; its stderr.
-pub fn lab_refused(args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_metapu-lab"))
-        .args(args)
-        .output()
-        .expect("metapu-lab runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "metapu-lab {args:?} succeeded: {stderr}");
-    stderr
+    succeeds(env!("CARGO_BIN_EXE_metapu"), "metapu", args)
 }
 
 /// Run the `metapu` binary on input it must refuse; its stderr, after checking that it
 /// failed.
 pub fn metapu_refused(args: &[&str]) -> String {
-    let out =
-        std::process::Command::new(env!("CARGO_BIN_EXE_metapu")).args(args).output().expect("metapu runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "metapu {args:?} succeeded: {stderr}");
-    stderr
+    refused(env!("CARGO_BIN_EXE_metapu"), "metapu", args)
+}
+
+/// `metapu-lab` (the experiments), as [`metapu`].
+pub fn lab(args: &[&str]) -> String {
+    succeeds(env!("CARGO_BIN_EXE_metapu-lab"), "metapu-lab", args)
+}
+
+/// `metapu-lab` on input it must refuse, as [`metapu_refused`].
+pub fn lab_refused(args: &[&str]) -> String {
+    refused(env!("CARGO_BIN_EXE_metapu-lab"), "metapu-lab", args)
 }
 
 /// The bundled broker on a free loopback port; killed on drop.

@@ -29,9 +29,8 @@ use metapu::data::split::Split;
 use metapu::data::{csv_tasks, Label, Task};
 use metapu::eval::stream::{self, DeviceOutcome, DeviceStream, StreamConfig};
 use metapu::model::{default_device, file};
-use metapu::traffic::capture::CaptureReader;
-use metapu::traffic::devices::{parse_mac, Device, DeviceMap};
-use metapu::traffic::extract::{read_labels, Devices, Extractor, Routed};
+use metapu::traffic::devices::{parse_mac, Device};
+use metapu::traffic::extract::{labeled_device_task, read_labels};
 use metapu::traffic::feature_names;
 
 #[derive(Debug, Parser)]
@@ -110,26 +109,13 @@ fn main() -> anyhow::Result<()> {
 
 /// One infected capture's device: its records in capture order.
 fn device_stream(dir: &Path, name: &str) -> anyhow::Result<DeviceStream> {
-    let pcap = dir.join(format!("{name}.pcap"));
     let mac_file = dir.join(format!("{name}.mac"));
     let mac =
         parse_mac(&std::fs::read_to_string(&mac_file).with_context(|| mac_file.display().to_string())?)?;
     let labels = read_labels(&dir.join(format!("{name}.labels.csv")))?;
-    let map = DeviceMap::new(vec![Device { name: name.to_string(), mac }])?;
-    let mut extractor = Extractor::new(Devices::Split(map), Some(labels));
-    let mut reader = CaptureReader::open(&pcap)?;
-    let mut s = DeviceStream { task: Task::new(name), ts: Vec::new() };
-    while let Some(frame) = reader.next_frame()? {
-        let Some(Routed { packet, label, .. }) =
-            extractor.route(&frame).with_context(|| pcap.display().to_string())?
-        else {
-            continue;
-        };
-        s.task.x.extend_from_slice(extractor.features(0, &packet));
-        s.task.labels.push(label);
-        s.ts.push(packet.ts);
-    }
-    Ok(s)
+    let device = Device { name: name.to_string(), mac };
+    let (task, ts) = labeled_device_task(&dir.join(format!("{name}.pcap")), device, labels)?;
+    Ok(DeviceStream { task, ts })
 }
 
 fn count(s: &DeviceStream, l: Label) -> usize {

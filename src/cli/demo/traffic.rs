@@ -13,8 +13,8 @@ use rand_chacha::ChaCha8Rng;
 
 use metapu::data::Label;
 use metapu::traffic::capture::CaptureReader;
-use metapu::traffic::devices::{parse_mac, Device as ListedDevice, DeviceMap};
-use metapu::traffic::extract::{read_labels, Devices, Extractor, Routed};
+use metapu::traffic::devices::{parse_mac, Device as ListedDevice};
+use metapu::traffic::extract::{labeled_device_task, read_labels};
 use metapu::traffic::infect::Start;
 use metapu::traffic::profiles::{ATTACKS, DEVICE_TYPES};
 use metapu::traffic::replay;
@@ -195,21 +195,20 @@ pub fn infected_capture(pcap: &Path, work: &Path, attack_after_s: f64) -> anyhow
     write_labels(&labels_path_for(&out), &merged.frames, &attacks)?;
 
     let name = CAPTURE_DEVICE.to_lowercase();
-    let map = DeviceMap::new(vec![ListedDevice { name: name.clone(), mac }])?;
-    let mut extractor = Extractor::new(Devices::Split(map), Some(read_labels(&labels_path_for(&out))?));
-    let mut reader = CaptureReader::open(&out)?;
-    let mut records = Vec::new();
-    let mut t0 = None;
-    while let Some(frame) = reader.next_frame()? {
-        let Some(Routed { packet, label, .. }) =
-            extractor.route(&frame).with_context(|| out.display().to_string())?
-        else {
-            continue;
-        };
-        let start = *t0.get_or_insert(packet.ts);
-        let row = extractor.features(0, &packet).to_vec();
-        records.push(Record { at_s: packet.ts - start, row, attack: label == Label::Negative });
-    }
+    let labels = read_labels(&labels_path_for(&out))?;
+    let (task, ts) = labeled_device_task(&out, ListedDevice { name: name.clone(), mac }, labels)?;
+    let dim = task.x.len() / ts.len().max(1);
+    let t0 = ts.first().copied().unwrap_or(0.0);
+    let records = ts
+        .iter()
+        .zip(&task.labels)
+        .zip(task.x.chunks_exact(dim.max(1)))
+        .map(|((t, label), row)| Record {
+            at_s: t - t0,
+            row: row.to_vec(),
+            attack: *label == Label::Negative,
+        })
+        .collect();
     Ok(DemoDevice {
         name,
         origin: format!("real capture, IoT Sentinel, {}", out.display()),
