@@ -10,9 +10,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use metapu::daemon::devices::WindowSizes;
-use metapu::daemon::engine::{run_adaptation, Engine, Verdict};
-use metapu::daemon::output::Source;
+use metapu::daemon::engine::{run_adaptation, Engine, Source, Verdict, WindowSizes};
 use metapu::daemon::record::{decode, encode, encode_binary};
 use metapu::data::{csv_tasks, Label};
 use metapu::model::{default_device, file};

@@ -12,8 +12,8 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 
 use metapu::daemon::config::{DaemonConfig, Sources};
-use metapu::daemon::incidents::{Feedback, Verdict};
 use metapu::daemon::kafka;
+use metapu::daemon::{Feedback, FeedbackVerdict as Verdict};
 
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("verdict").required(true))]

@@ -369,7 +369,7 @@ pub fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
             Step::Send { device, row, class, known_normal } => {
                 pacer.wait_turn();
                 let name = &names[device];
-                let ts = metapu::daemon::output::unix_now();
+                let ts = metapu::daemon::unix_now();
                 feed.send(name, &a.format.encode(name, ts, row, known_normal))?;
                 let c = counts.entry((name.clone(), class.to_string())).or_default();
                 c.0 += 1;

@@ -83,14 +83,6 @@ pub struct Observed {
     pub replayed: bool,
 }
 
-/// Why a device left the table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Eviction {
-    Capacity,
-    Idle,
-    Revoked,
-}
-
 #[derive(Debug)]
 pub struct DeviceTable {
     dim: usize,
@@ -288,5 +280,53 @@ impl DeviceTable {
             d.state = None;
             d.changed = d.changed.max(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_table_bootstraps_evicts_and_schedules() {
+        let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
+        let mut t = DeviceTable::new(1, sizes, 2);
+        t.observe("a", &[1.0], false, &at(0, 0), 0); // bootstrap: first record is known-normal
+        t.observe("a", &[2.0], false, &at(0, 1), 1);
+        assert_eq!(t.get("a").unwrap().positive.len(), 1);
+        assert_eq!(t.get("a").unwrap().unlabeled.len(), 2);
+        t.observe("b", &[3.0], false, &at(0, 2), 2);
+        t.observe("a", &[4.0], true, &at(0, 3), 3); // a is now the most recent
+        assert_eq!(t.observe("c", &[5.0], false, &at(0, 4), 4).evicted, 1, "cap of 2: one eviction");
+        assert!(t.get("b").is_none(), "least recently seen evicted");
+        assert!(t.get("a").is_some());
+        let due = t.due_for_adaptation(1);
+        assert!(due.contains(&"a".to_string()) && due.contains(&"c".to_string()), "{due:?}");
+        t.take_windows("a");
+        assert!(!t.due_for_adaptation(1).contains(&"a".to_string()));
+        assert_eq!(t.evict_idle(1000, 500).len(), 2);
+    }
+
+    fn at(partition: i32, offset: i64) -> Source {
+        Source { topic: "in".into(), partition, offset }
+    }
+
+    #[test]
+    fn redelivered_records_do_not_enter_the_windows_twice() {
+        let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
+        let mut t = DeviceTable::new(1, sizes, 10);
+        for offset in 0..3 {
+            assert!(!t.observe("a", &[offset as f32], offset == 0, &at(0, offset), 0).replayed);
+        }
+        // A restart replays from the last committed offset: 1 and 2 are already in.
+        assert!(t.observe("a", &[1.0], false, &at(0, 1), 0).replayed);
+        assert!(t.observe("a", &[2.0], false, &at(0, 2), 0).replayed);
+        assert!(!t.observe("a", &[3.0], false, &at(0, 3), 0).replayed);
+        assert_eq!(t.get("a").unwrap().unlabeled.len(), 4);
+        assert_eq!(t.get("a").unwrap().seen, 4);
+        // Another partition (the device's key moved) or topic: offsets are not comparable.
+        assert!(!t.observe("a", &[9.0], false, &at(1, 0), 0).replayed);
+        let other_topic = Source { topic: "other".into(), partition: 1, offset: 0 };
+        assert!(!t.observe("a", &[9.0], false, &other_topic, 0).replayed);
     }
 }

@@ -6,8 +6,11 @@ use std::collections::HashMap;
 
 use crate::model::{Model, Support, TaskState};
 
-use super::devices::{DeviceTable, WindowSizes};
-use super::output::Source;
+/// The background adaptation thread, for benchmarks that run the daemon's own.
+pub use super::adapter::Adapter;
+use super::devices::DeviceTable;
+pub use super::devices::WindowSizes;
+pub use super::output::Source;
 use super::record::FeatureRecord;
 use super::windows::SharedRows;
 

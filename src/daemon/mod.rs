@@ -2,8 +2,10 @@
 //! (optionally) scores out; Prometheus metrics; systemd integration.
 //!
 //! The public surface: [`start`] a [`Daemon`] from a [`DaemonConfig`], [`record`]
-//! (the input wire format clients write) and [`engine`] (scoring and adaptation
-//! without Kafka, for the lab's streaming evaluation and the benchmarks).
+//! (the input wire format clients write), [`Feedback`] (what analysts send back),
+//! [`Snapshot`] (the state topic's format), [`kafka`] (client settings for tools) and
+//! [`engine`] (scoring and adaptation without Kafka, for the benchmarks). Every other
+//! part is the crate's own.
 //!
 //! Inside, one job per part:
 //! - `handle` — start-up and the handle to a running daemon
@@ -19,31 +21,36 @@
 //! - `output` — what is published; `events` — telemetry that logs and counts in one place
 //! - `metrics`, `http`, `notify` — operations
 
-pub mod adapter;
+pub(crate) mod adapter;
 pub mod config;
 mod delivery;
 mod detector;
-pub mod devices;
+pub(crate) mod devices;
 pub mod engine;
 mod events;
-pub mod explain;
+pub(crate) mod explain;
 mod handle;
 mod health;
 mod http;
-pub mod incidents;
+pub(crate) mod incidents;
 pub mod kafka;
 mod metrics;
 mod notify;
 mod outbox;
-pub mod output;
+pub(crate) mod output;
 mod pipeline;
 pub mod record;
 mod secrets;
 mod service;
-pub mod snapshot;
+pub(crate) mod snapshot;
 mod state;
-pub mod windows;
+pub(crate) mod windows;
 
 pub use config::DaemonConfig;
 pub use handle::{start, Control, Daemon, DaemonError};
+/// What `metapu feedback` publishes to the feedback topic.
+pub use incidents::{Feedback, Verdict as FeedbackVerdict};
 pub use metrics::Metrics;
+pub use output::unix_now;
+/// The state topic's record format (tests read a device's restored windows from it).
+pub use snapshot::{Snapshot, SnapshotError};

@@ -192,3 +192,15 @@ pub fn payload_excerpt(bytes: &[u8]) -> String {
 pub fn unix_now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alert_ids_are_deterministic_per_source_record() {
+        let s = |offset| Source { topic: "t".into(), partition: 1, offset };
+        assert_eq!(alert_id(&s(5)), alert_id(&s(5)));
+        assert_ne!(alert_id(&s(5)), alert_id(&s(6)));
+    }
+}

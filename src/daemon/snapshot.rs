@@ -133,3 +133,60 @@ impl Snapshot {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::incidents::{Decision, IncidentRules};
+
+    #[test]
+    fn snapshots_round_trip_and_reject_garbage() {
+        let s = Snapshot {
+            incidents: Default::default(),
+            dim: 2,
+            positive: vec![1.0, 2.0],
+            unlabeled: vec![3.0, 4.0, 5.0, 6.0],
+            seen: 9,
+            last_source: Some(Source { topic: "in".into(), partition: 3, offset: 41 }),
+        };
+        assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
+        let none = Snapshot { last_source: None, ..s.clone() };
+        assert_eq!(Snapshot::decode(&none.encode()).unwrap(), none);
+        // An open incident travels with the windows (its clock fields restart at restore).
+        let rules =
+            IncidentRules { open_k: 1, open_n: 1, update_interval_ms: 1, quiet_ms: 1, keep_records: 1 };
+        let mut with_incident = s.clone();
+        let d = Decision {
+            anomalous: true,
+            posterior: 0.2,
+            prior: 0.6,
+            ts: 5.0,
+            source: &Source { topic: "in".into(), partition: 3, offset: 40 },
+            features: &[1.0, 2.0],
+        };
+        assert!(with_incident.incidents.observe("a", d, &rules, 0, 1.5e9).is_some());
+        assert_eq!(Snapshot::decode(&with_incident.encode()).unwrap(), with_incident);
+        // The second layout (no incident state) still reads.
+        let mut v2 = s.encode();
+        v2[..4].copy_from_slice(b"MPS2");
+        let tail = 4 + serde_json::to_vec(&s.incidents).unwrap().len();
+        v2.truncate(v2.len() - tail);
+        assert_eq!(Snapshot::decode(&v2).unwrap(), s);
+        // The first layout (no source) still reads.
+        let mut v1 = b"MPS1".to_vec();
+        for n in [2u32, 1, 0] {
+            v1.extend_from_slice(&n.to_le_bytes());
+        }
+        v1.extend_from_slice(&7u64.to_le_bytes());
+        v1.extend_from_slice(&1f32.to_le_bytes());
+        v1.extend_from_slice(&2f32.to_le_bytes());
+        let old = Snapshot::decode(&v1).unwrap();
+        assert_eq!((old.positive, old.seen, old.last_source), (vec![1.0, 2.0], 7, None));
+        assert_eq!(Snapshot::decode(b"nope"), Err(SnapshotError::BadMagic));
+        let mut cut = s.encode();
+        cut.pop();
+        assert_eq!(Snapshot::decode(&cut), Err(SnapshotError::BadLength));
+        let bad = Snapshot { positive: vec![f32::NAN, 0.0], ..s };
+        assert_eq!(Snapshot::decode(&bad.encode()), Err(SnapshotError::NonFinite));
+    }
+}

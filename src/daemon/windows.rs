@@ -84,3 +84,44 @@ impl RowWindow {
         self.data.capacity() * std::mem::size_of::<f32>()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_keep_the_newest_rows() {
+        let mut w = RowWindow::new(2, 3);
+        for i in 0..5 {
+            w.push(&[i as f32, 0.0]);
+        }
+        assert_eq!(w.len(), 3);
+        let mut firsts: Vec<f32> = w.rows().chunks(2).map(|r| r[0]).collect();
+        firsts.sort_by(f32::total_cmp);
+        assert_eq!(firsts, [2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn rows_handed_to_adaptation_are_not_changed_by_later_records() {
+        let mut w = RowWindow::new(2, 2);
+        w.push(&[1.0, 1.0]);
+        let handed = w.shared();
+        w.push(&[2.0, 2.0]);
+        w.push(&[3.0, 3.0]);
+        assert_eq!(*handed, [1.0, 1.0], "the adapter's copy");
+        assert_eq!(w.rows(), [3.0, 3.0, 2.0, 2.0], "the window moved on");
+    }
+
+    #[test]
+    fn a_window_hands_out_its_newest_rows_newest_first() {
+        let mut w = RowWindow::new(1, 3);
+        assert!(w.newest(2).is_empty());
+        w.push(&[1.0]);
+        w.push(&[2.0]);
+        assert_eq!(w.newest(5), [2.0, 1.0]);
+        w.push(&[3.0]);
+        w.push(&[4.0]);
+        assert_eq!(w.newest(2), [4.0, 3.0]);
+        assert_eq!(w.newest(3), [4.0, 3.0, 2.0]);
+    }
+}

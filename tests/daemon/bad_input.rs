@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::support::*;
 use metapu::daemon;
-use metapu::daemon::snapshot::Snapshot;
+use metapu::daemon::Snapshot;
 use metapu::data::Label;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::FutureProducer;

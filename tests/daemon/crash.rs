@@ -96,7 +96,7 @@ async fn kill_9_mid_stream_loses_nothing() {
     let redelivered = metric(&m, "metapu_records_redelivered_total").unwrap_or(0.0);
     let state = read_topic(&boot, &cfg.kafka.state_topic, Duration::from_secs(10), |_| false);
     let last = state.iter().rev().find(|(k, _)| k.as_deref() == Some("cam")).expect("a snapshot of cam");
-    let seen = metapu::daemon::snapshot::Snapshot::decode(&last.1).unwrap().seen;
+    let seen = metapu::daemon::Snapshot::decode(&last.1).unwrap().seen;
     eprintln!("redelivered {redelivered}, windows counted {seen} of {sent} records");
     assert!(seen <= sent as u64, "windows counted {seen} records of {sent}: some entered twice");
 }

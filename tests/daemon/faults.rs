@@ -2,9 +2,7 @@
 //! a device whose unlabeled window is all attack, and a device flooding a batch.
 
 use crate::support::fixture;
-use metapu::daemon::devices::WindowSizes;
-use metapu::daemon::engine::{run_adaptation, Engine, Verdict};
-use metapu::daemon::output::Source;
+use metapu::daemon::engine::{run_adaptation, Engine, Source, Verdict, WindowSizes};
 use metapu::daemon::record::FeatureRecord;
 use metapu::data::Label;
 use metapu::model::file;

@@ -1,17 +1,12 @@
-//! Daemon pieces without a broker: configuration, record decoding, windows and the
-//! device table, snapshots, the scoring engine.
+//! The daemon's public pieces without a broker: configuration, record decoding, the
+//! scoring engine and its adaptation thread. (Windows, the device table, snapshots and
+//! alert ids are tested beside their code.)
 
 use std::io::Write;
 
-use metapu::daemon::adapter::Adapter;
 use metapu::daemon::config::{DaemonConfig, Sources};
-use metapu::daemon::devices::{DeviceTable, WindowSizes};
-use metapu::daemon::engine::{run_adaptation, Engine, Verdict};
-use metapu::daemon::incidents::{Decision, IncidentRules};
-use metapu::daemon::output::{alert_id, Source};
+use metapu::daemon::engine::{run_adaptation, Adapter, Engine, Source, Verdict, WindowSizes};
 use metapu::daemon::record::{decode, encode, encode_binary, InvalidRecord};
-use metapu::daemon::snapshot::{Snapshot, SnapshotError};
-use metapu::daemon::windows::RowWindow;
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 
 fn config_file(text: &str) -> tempfile::NamedTempFile {
@@ -123,140 +118,8 @@ fn binary_records_decode_like_json_or_say_why_not() {
     assert_eq!(kind(&bad_name), "not_utf8");
 }
 
-#[test]
-fn windows_keep_the_newest_rows() {
-    let mut w = RowWindow::new(2, 3);
-    for i in 0..5 {
-        w.push(&[i as f32, 0.0]);
-    }
-    assert_eq!(w.len(), 3);
-    let mut firsts: Vec<f32> = w.rows().chunks(2).map(|r| r[0]).collect();
-    firsts.sort_by(f32::total_cmp);
-    assert_eq!(firsts, [2.0, 3.0, 4.0]);
-}
-
-#[test]
-fn rows_handed_to_adaptation_are_not_changed_by_later_records() {
-    let mut w = RowWindow::new(2, 2);
-    w.push(&[1.0, 1.0]);
-    let handed = w.shared();
-    w.push(&[2.0, 2.0]);
-    w.push(&[3.0, 3.0]);
-    assert_eq!(*handed, [1.0, 1.0], "the adapter's copy");
-    assert_eq!(w.rows(), [3.0, 3.0, 2.0, 2.0], "the window moved on");
-}
-
-#[test]
-fn device_table_bootstraps_evicts_and_schedules() {
-    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
-    let mut t = DeviceTable::new(1, sizes, 2);
-    t.observe("a", &[1.0], false, &at(0, 0), 0); // bootstrap: first record is known-normal
-    t.observe("a", &[2.0], false, &at(0, 1), 1);
-    assert_eq!(t.get("a").unwrap().positive.len(), 1);
-    assert_eq!(t.get("a").unwrap().unlabeled.len(), 2);
-    t.observe("b", &[3.0], false, &at(0, 2), 2);
-    t.observe("a", &[4.0], true, &at(0, 3), 3); // a is now the most recent
-    assert_eq!(t.observe("c", &[5.0], false, &at(0, 4), 4).evicted, 1, "cap of 2: one eviction");
-    assert!(t.get("b").is_none(), "least recently seen evicted");
-    assert!(t.get("a").is_some());
-    let due = t.due_for_adaptation(1);
-    assert!(due.contains(&"a".to_string()) && due.contains(&"c".to_string()), "{due:?}");
-    t.take_windows("a");
-    assert!(!t.due_for_adaptation(1).contains(&"a".to_string()));
-    assert_eq!(t.evict_idle(1000, 500).len(), 2);
-}
-
 fn at(partition: i32, offset: i64) -> Source {
     Source { topic: "in".into(), partition, offset }
-}
-
-#[test]
-fn redelivered_records_do_not_enter_the_windows_twice() {
-    let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
-    let mut t = DeviceTable::new(1, sizes, 10);
-    for offset in 0..3 {
-        assert!(!t.observe("a", &[offset as f32], offset == 0, &at(0, offset), 0).replayed);
-    }
-    // A restart replays from the last committed offset: 1 and 2 are already in.
-    assert!(t.observe("a", &[1.0], false, &at(0, 1), 0).replayed);
-    assert!(t.observe("a", &[2.0], false, &at(0, 2), 0).replayed);
-    assert!(!t.observe("a", &[3.0], false, &at(0, 3), 0).replayed);
-    assert_eq!(t.get("a").unwrap().unlabeled.len(), 4);
-    assert_eq!(t.get("a").unwrap().seen, 4);
-    // Another partition (the device's key moved) or topic: offsets are not comparable.
-    assert!(!t.observe("a", &[9.0], false, &at(1, 0), 0).replayed);
-    let other_topic = Source { topic: "other".into(), partition: 1, offset: 0 };
-    assert!(!t.observe("a", &[9.0], false, &other_topic, 0).replayed);
-}
-
-#[test]
-fn a_window_hands_out_its_newest_rows_newest_first() {
-    let mut w = RowWindow::new(1, 3);
-    assert!(w.newest(2).is_empty());
-    w.push(&[1.0]);
-    w.push(&[2.0]);
-    assert_eq!(w.newest(5), [2.0, 1.0]);
-    w.push(&[3.0]);
-    w.push(&[4.0]);
-    assert_eq!(w.newest(2), [4.0, 3.0]);
-    assert_eq!(w.newest(3), [4.0, 3.0, 2.0]);
-}
-
-#[test]
-fn snapshots_round_trip_and_reject_garbage() {
-    let s = Snapshot {
-        incidents: Default::default(),
-        dim: 2,
-        positive: vec![1.0, 2.0],
-        unlabeled: vec![3.0, 4.0, 5.0, 6.0],
-        seen: 9,
-        last_source: Some(at(3, 41)),
-    };
-    assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
-    let none = Snapshot { last_source: None, ..s.clone() };
-    assert_eq!(Snapshot::decode(&none.encode()).unwrap(), none);
-    // An open incident travels with the windows (its clock fields restart at restore).
-    let rules = IncidentRules { open_k: 1, open_n: 1, update_interval_ms: 1, quiet_ms: 1, keep_records: 1 };
-    let mut with_incident = s.clone();
-    let d = Decision {
-        anomalous: true,
-        posterior: 0.2,
-        prior: 0.6,
-        ts: 5.0,
-        source: &at(3, 40),
-        features: &[1.0, 2.0],
-    };
-    assert!(with_incident.incidents.observe("a", d, &rules, 0, 1.5e9).is_some());
-    assert_eq!(Snapshot::decode(&with_incident.encode()).unwrap(), with_incident);
-    // The second layout (no incident state) still reads.
-    let mut v2 = s.encode();
-    v2[..4].copy_from_slice(b"MPS2");
-    let tail = 4 + serde_json::to_vec(&s.incidents).unwrap().len();
-    v2.truncate(v2.len() - tail);
-    assert_eq!(Snapshot::decode(&v2).unwrap(), s);
-    // The first layout (no source) still reads.
-    let mut v1 = b"MPS1".to_vec();
-    for n in [2u32, 1, 0] {
-        v1.extend_from_slice(&n.to_le_bytes());
-    }
-    v1.extend_from_slice(&7u64.to_le_bytes());
-    v1.extend_from_slice(&1f32.to_le_bytes());
-    v1.extend_from_slice(&2f32.to_le_bytes());
-    let old = Snapshot::decode(&v1).unwrap();
-    assert_eq!((old.positive, old.seen, old.last_source), (vec![1.0, 2.0], 7, None));
-    assert_eq!(Snapshot::decode(b"nope"), Err(SnapshotError::BadMagic));
-    let mut cut = s.encode();
-    cut.pop();
-    assert_eq!(Snapshot::decode(&cut), Err(SnapshotError::BadLength));
-    let bad = Snapshot { positive: vec![f32::NAN, 0.0], ..s };
-    assert_eq!(Snapshot::decode(&bad.encode()), Err(SnapshotError::NonFinite));
-}
-
-#[test]
-fn alert_ids_are_deterministic_per_source_record() {
-    let s = |offset| Source { topic: "t".into(), partition: 1, offset };
-    assert_eq!(alert_id(&s(5)), alert_id(&s(5)));
-    assert_ne!(alert_id(&s(5)), alert_id(&s(6)));
 }
 
 /// An untrained model on two raw features.
