@@ -28,6 +28,12 @@ pub fn run(a: InfoArgs) -> anyhow::Result<()> {
     );
     println!("lambda       {:.6}", model.net.lambda().double_value(&[]));
     println!("preprocess   {:?}", model.preprocess.kind);
+    let estimate = clap::ValueEnum::to_possible_value(&c.prior_estimate).map(|v| v.get_name().to_owned());
+    println!(
+        "prior        {}{}",
+        estimate.unwrap_or_default(),
+        if c.prior_head { " + learned correction" } else { "" }
+    );
     println!("provenance   {}", serde_json::to_string_pretty(&model.provenance)?);
     Ok(())
 }

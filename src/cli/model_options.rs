@@ -6,7 +6,7 @@
 use anyhow::bail;
 use clap::Args;
 
-use metapu::model::{NetConfig, PreprocessKind};
+use metapu::model::{NetConfig, PreprocessKind, PriorEstimate};
 use metapu::train::{LrSchedule, TrainConfig};
 
 #[derive(Debug, Args)]
@@ -29,6 +29,10 @@ pub struct ModelOptions {
     /// query at it. Default: each source task's own ratio (the paper's sampling).
     #[arg(long, value_delimiter = ',', hide = crate::HIDE_LAB_OPTIONS)]
     episode_priors: Vec<f64>,
+    /// Share of meta-training episodes drawn as an attack's onset: no attack in the
+    /// unlabeled support, the task's attacks in the query (0 = the paper's episodes).
+    #[arg(long, default_value_t = 0.0, hide = crate::HIDE_LAB_OPTIONS)]
+    onset_share: f64,
     /// Scale of the initial weight bounds (1 = Kaiming-uniform; 0.408 = PyTorch's
     /// nn.Linear default).
     #[arg(long, default_value_t = 1.0, hide = crate::HIDE_LAB_OPTIONS)]
@@ -37,6 +41,10 @@ pub struct ModelOptions {
     /// (trained by the prior term). Default: the paper's estimate alone.
     #[arg(long, hide = crate::HIDE_LAB_OPTIONS)]
     prior_head: bool,
+    /// The class-prior estimate: support-max (the paper's 1/max r over the support) or
+    /// known-normal-median (1/median r over the labeled normal rows). Stored in the model.
+    #[arg(long, value_enum, default_value_t = PriorEstimate::SupportMax, hide_possible_values = true, hide = crate::HIDE_LAB_OPTIONS)]
+    prior_estimate: PriorEstimate,
     /// Validate and keep an exponential moving average of the weights with this
     /// decay (e.g. 0.999) instead of the raw weights (0 = off).
     #[arg(long, default_value_t = 0.0, hide = crate::HIDE_LAB_OPTIONS)]
@@ -62,12 +70,17 @@ impl ModelOptions {
         if !(self.true_prior_risk_weight >= 0.0 && self.true_prior_risk_weight.is_finite()) {
             bail!("--true-prior-risk-weight: {} is not a finite weight ≥ 0", self.true_prior_risk_weight);
         }
+        if !(0.0..=1.0).contains(&self.onset_share) {
+            bail!("--onset-share: {} is not a share between 0 and 1", self.onset_share);
+        }
         cfg.preprocess = self.preprocess;
         cfg.prior_loss_weight = self.prior_loss_weight;
         cfg.true_prior_risk_weight = self.true_prior_risk_weight;
         cfg.sampler.episode_priors = self.episode_priors.clone();
+        cfg.sampler.onset_share = self.onset_share;
         cfg.init_scale = self.init_scale;
         cfg.prior_head = self.prior_head;
+        cfg.prior_estimate = self.prior_estimate;
         cfg.weight_average = self.weight_average;
         cfg.lr_schedule = self.lr_schedule;
         cfg.hidden = self.hidden;
@@ -106,9 +119,13 @@ mod tests {
             "0.5",
             "--episode-priors",
             "0.2,0.8",
+            "--onset-share",
+            "0.25",
             "--init-scale",
             "0.408",
             "--prior-head",
+            "--prior-estimate",
+            "known-normal-median",
             "--weight-average",
             "0.999",
             "--lr-schedule",
@@ -124,8 +141,11 @@ mod tests {
         assert_eq!(cfg.true_prior_risk_weight, 0.5);
         assert_eq!(TrainConfig::default().true_prior_risk_weight, 0.0);
         assert_eq!(cfg.sampler.episode_priors, vec![0.2, 0.8]);
+        assert_eq!(cfg.sampler.onset_share, 0.25);
         assert_eq!(cfg.init_scale, 0.408);
         assert!(cfg.prior_head);
+        assert_eq!(cfg.prior_estimate, PriorEstimate::KnownNormalMedian);
+        assert_eq!(TrainConfig::default().prior_estimate, PriorEstimate::SupportMax);
         assert_eq!(cfg.weight_average, 0.999);
         assert_eq!(cfg.lr_schedule, LrSchedule::Cosine);
         assert_eq!((cfg.hidden, cfg.embed_dim), (200, 150));
@@ -139,6 +159,10 @@ mod tests {
             assert!(err.to_string().contains("not a prior strictly between 0 and 1"), "{bad}: {err}");
         }
         assert!(applied(&["--episode-priors", "0.01,0.99"]).is_ok());
+        for bad in ["-0.1", "1.5", "NaN"] {
+            let err = applied(&[&format!("--onset-share={bad}")]).unwrap_err();
+            assert!(err.to_string().contains("not a share between 0 and 1"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -60,6 +60,19 @@ pub fn prior_from_ratio(support_ratio: &Tensor, mask: &Tensor) -> Tensor {
     max_ratio.clamp_min(1.0).reciprocal()
 }
 
+/// Class prior `π = min(1, 1 / median_P r)` over the known-normal support rows
+/// (`pos`, `[B, S]`). On a normal row r = p_P/p_U ≈ 1/π wherever attacks do not overlap
+/// normal traffic, so the median of the labeled rows estimates 1/π without resting on
+/// the one most extreme row of the support, which on mostly-normal traffic drags π down
+/// and calls normal rows attacks. A task without a labeled row falls back to `fallback`.
+pub fn prior_from_known_normal_median(support_ratio: &Tensor, pos: &Tensor, fallback: &Tensor) -> Tensor {
+    let unlabeled = pos.le(0.0);
+    let median = support_ratio.masked_fill(&unlabeled, f64::NAN).nanmedian_dim(1, false).0;
+    let prior = median.clamp_min(1.0).reciprocal();
+    let has_labeled = unlabeled.logical_not().any_dim(1, false);
+    prior.where_self(&has_labeled, fallback)
+}
+
 /// Posterior of the positive (normal) class, `π·r(x)` clipped to [0, 1].
 pub fn posterior(prior: &Tensor, ratio: &Tensor) -> Tensor {
     (prior * ratio).clamp(0.0, 1.0)
@@ -88,4 +101,30 @@ pub fn smoothed_pn_risk(
 /// and mask) → `[B]`: the class prior the query was drawn at.
 pub fn query_prior(labels: &Tensor, mask: &Tensor) -> Tensor {
     masked_mean(&labels.unsqueeze(-1), mask).squeeze_dim(-1)
+}
+
+#[cfg(test)]
+mod tests {
+    use tch::{Device, Kind, Tensor};
+
+    use super::*;
+
+    fn rows(values: &[f64], tasks: i64) -> Tensor {
+        Tensor::from_slice(values).reshape([tasks, -1])
+    }
+
+    #[test]
+    fn the_median_estimate_reads_the_labeled_rows_only() {
+        // Task 0: labeled ratios 2, 2.5 and 40, unlabeled 1 and 80: the median of the
+        // labeled rows (2.5) gives π = 0.4, where the support's max (80) gives 1/80.
+        // Task 1: no labeled row, so the fallback. Task 2: labeled ratios under 1, π = 1.
+        let ratio = rows(&[2.0, 2.5, 40.0, 1.0, 80.0, 3.0, 3.0, 3.0, 3.0, 3.0, 0.5, 0.2, 0.1, 9.0, 9.0], 3);
+        let pos = rows(&[1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0], 3);
+        let any = Tensor::ones([3, 5], (Kind::Double, Device::Cpu));
+        let max = prior_from_ratio(&ratio, &any);
+        let median = prior_from_known_normal_median(&ratio, &pos, &max);
+        let got: Vec<f64> = Vec::try_from(&median).unwrap();
+        assert_eq!(got, vec![0.4, 1.0 / 3.0, 1.0]);
+        assert_eq!(max.double_value(&[0]), 1.0 / 80.0);
+    }
 }

@@ -23,7 +23,7 @@ pub mod support;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-pub use net::{MetaPuNet, NetConfig};
+pub use net::{MetaPuNet, NetConfig, PriorEstimate};
 pub use preprocess::{PreprocessKind, Preprocessor};
 pub use support::{AdaptedBatch, Support, SupportBatch, TaskState};
 

@@ -33,6 +33,28 @@ pub struct NetConfig {
     /// existed, and such files load as the paper's estimate.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prior_head: bool,
+    /// How the class prior is estimated from the adapted ratio. Written only when not
+    /// the paper's, so older files load unchanged.
+    #[serde(default, skip_serializing_if = "PriorEstimate::is_paper")]
+    pub prior_estimate: PriorEstimate,
+}
+
+/// The class-prior estimate of an adapted task.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum PriorEstimate {
+    /// The paper's `1/max r` over every support row.
+    #[default]
+    SupportMax,
+    /// `1/median r` over the known-normal rows (see
+    /// `closed_form::prior_from_known_normal_median`).
+    KnownNormalMedian,
+}
+
+impl PriorEstimate {
+    pub fn is_paper(&self) -> bool {
+        *self == Self::SupportMax
+    }
 }
 
 impl NetConfig {
@@ -52,6 +74,7 @@ impl NetConfig {
             lambda_init: 0.1,
             use_task_vectors: true,
             prior_head: false,
+            prior_estimate: PriorEstimate::SupportMax,
         }
     }
 }
@@ -195,7 +218,13 @@ impl MetaPuNet {
         let w = closed_form::nonnegative_weights(&w_raw, leak);
         let support_ratio = closed_form::ratio(&h, &w);
         let any = (&support.pos + &support.unl).clamp_max(1.0);
-        let prior = closed_form::prior_from_ratio(&support_ratio, &any);
+        let support_max = closed_form::prior_from_ratio(&support_ratio, &any);
+        let prior = match self.config.prior_estimate {
+            PriorEstimate::SupportMax => support_max,
+            PriorEstimate::KnownNormalMedian => {
+                closed_form::prior_from_known_normal_median(&support_ratio, &support.pos, &support_max)
+            }
+        };
         let prior = match &self.prior {
             Some(head) => self.corrected_prior(head, &prior, &support_ratio, support, &z_p, &z_u),
             None => prior,

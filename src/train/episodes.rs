@@ -24,6 +24,12 @@ pub struct SamplerConfig {
     /// prior (from rows whose hidden labels are known). Empty: the paper's sampling, at
     /// each task's own positive ratio.
     pub episode_priors: Vec<f64>,
+    /// Share of episodes drawn as an attack's onset: the unlabeled support holds only
+    /// normal rows (the task's hidden positives) while the query keeps the task's
+    /// attacks. A live device's first attack records are scored by a model adapted
+    /// before any of them arrived; the paper's episodes never ask for that, since their
+    /// queries come from the support's own mixture. 0 = the paper's sampling.
+    pub onset_share: f64,
 }
 
 impl Default for SamplerConfig {
@@ -35,6 +41,7 @@ impl Default for SamplerConfig {
             query_size: 100,
             labeled_fraction: 0.5,
             episode_priors: Vec::new(),
+            onset_share: 0.0,
         }
     }
 }
@@ -161,7 +168,10 @@ impl EpisodeSampler<'_> {
             let (support_pos, rest_pos) = shuffled.split_at(n_pos);
             let episode_prior = cfg.episode_priors.choose(rng).copied();
             let n_unl = cfg.support_size.saturating_sub(n_pos);
+            // The draw is skipped when off, so that the paper's episodes stay the same.
+            let onset = cfg.onset_share > 0.0 && rng.gen_bool(cfg.onset_share.min(1.0));
             let support_unl = match (episode_prior, &src.hidden) {
+                (_, Some((hidden_pos, _))) if onset && !hidden_pos.is_empty() => pick(hidden_pos, n_unl, rng),
                 (Some(prior), Some((hidden_pos, hidden_neg))) => {
                     let (mut p, n) = pick_at_prior(hidden_pos, hidden_neg, n_unl, prior, 0, rng);
                     p.extend(n);

@@ -17,7 +17,9 @@ use tch::{nn, Device, Kind};
 use crate::data::protocol::{self, Episode, ProtocolConfig};
 use crate::data::{Task, TaskSet};
 use crate::episodes::{EpisodeSet, PriorMode};
-use crate::model::{closed_form, MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
+use crate::model::{
+    closed_form, MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, PriorEstimate, Provenance,
+};
 use average::WeightAverage;
 use checkpoint::{snapshot, BestCheckpoint};
 use episodes::{EpisodeSampler, SamplerConfig, SourceTask};
@@ -56,6 +58,9 @@ pub struct TrainConfig {
     pub init_scale: f64,
     /// Learn a correction of the prior estimate (`NetConfig::prior_head`).
     pub prior_head: bool,
+    /// The class-prior estimate, in meta-training (the risk is taken at it) and in the
+    /// model file (`NetConfig::prior_estimate`).
+    pub prior_estimate: PriorEstimate,
     /// Decay of the weight average that is validated and kept (0 = the raw weights).
     pub weight_average: f64,
     /// Hidden width of f, g and h (`NetConfig::hidden`; paper: 100).
@@ -85,6 +90,7 @@ impl Default for TrainConfig {
             true_prior_risk_weight: 0.0,
             init_scale: 1.0,
             prior_head: false,
+            prior_estimate: PriorEstimate::SupportMax,
             weight_average: 0.0,
             hidden: NetConfig::PAPER_HIDDEN,
             embed_dim: NetConfig::PAPER_EMBED_DIM,
@@ -194,6 +200,7 @@ pub fn train(
     let mut net_cfg = NetConfig::paper(dim as i64, cfg.task_dim);
     net_cfg.use_task_vectors = cfg.use_task_vectors;
     net_cfg.prior_head = cfg.prior_head;
+    net_cfg.prior_estimate = cfg.prior_estimate;
     net_cfg.hidden = cfg.hidden;
     net_cfg.embed_dim = cfg.embed_dim;
     let net = MetaPuNet::new(net_cfg, device);

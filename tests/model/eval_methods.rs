@@ -175,6 +175,28 @@ fn episodes_drawn_at_a_prior_keep_it_in_the_support_and_the_query() {
 }
 
 #[test]
+fn onset_episodes_keep_attacks_out_of_the_support_and_in_the_query() {
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let (tasks, sources) = balanced_sources(&mut rng);
+    let support_and_query = |cfg: &SamplerConfig, rng: &mut ChaCha8Rng| {
+        let batch = sampler(&sources, &tasks, cfg).sample(200, rng);
+        let support = Vec::<f32>::try_from(&batch.support_prior).unwrap();
+        let negatives = (&batch.query_mask - &batch.query_y).sum_dim_intlist(1, false, Kind::Float);
+        (support, Vec::<f32>::try_from(negatives).unwrap())
+    };
+    let all = SamplerConfig { onset_share: 1.0, ..SamplerConfig::default() };
+    let (support, query_negatives) = support_and_query(&all, &mut rng);
+    assert!(support.iter().all(|&p| p == 1.0), "an onset support holds an attack: {support:?}");
+    assert!(query_negatives.iter().all(|&n| n >= 40.0), "the query lost its attacks: {query_negatives:?}");
+    // A share of them: about that share of supports are attack-free (balanced tasks
+    // otherwise put about half attacks in every support).
+    let quarter = SamplerConfig { onset_share: 0.25, ..SamplerConfig::default() };
+    let (support, _) = support_and_query(&quarter, &mut rng);
+    let onsets = support.iter().filter(|&&p| p == 1.0).count();
+    assert!((30..=70).contains(&onsets), "{onsets} of 200 onset supports at a share of 0.25");
+}
+
+#[test]
 fn a_fixed_support_size_puts_that_many_positives_in_every_support() {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let (tasks, sources) = balanced_sources(&mut rng);

@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 
 use metapu::model::file::{self, ModelFileError};
-use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance, Support};
+use metapu::model::{
+    MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, PriorEstimate, Provenance, Support,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use safetensors::SafeTensors;
@@ -151,4 +153,27 @@ fn a_prior_head_round_trips_and_older_files_load_without_one() {
     let loaded = load_bytes(&older).unwrap();
     assert!(!loaded.net.config.prior_head);
     assert_eq!(scores(&loaded), scores(&paper));
+}
+
+#[test]
+fn the_prior_estimate_round_trips_and_older_files_load_as_the_papers() {
+    let mut m = trained_like_model();
+    m.net.config.prior_estimate = PriorEstimate::KnownNormalMedian;
+    let bytes = file::to_bytes(&m).unwrap();
+    let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
+    assert!(
+        header.metadata().as_ref().unwrap()["metapu"].contains("\"prior_estimate\":\"known-normal-median\"")
+    );
+    let loaded = load_bytes(&bytes).unwrap();
+    assert_eq!(loaded.net.config.prior_estimate, PriorEstimate::KnownNormalMedian);
+    assert_eq!(scores(&m), scores(&loaded));
+
+    // The paper's estimate is not written, so files from before the option load as it.
+    m.net.config.prior_estimate = PriorEstimate::SupportMax;
+    let plain = file::to_bytes(&m).unwrap();
+    let (_, header) = SafeTensors::read_metadata(&plain).unwrap();
+    assert!(!header.metadata().as_ref().unwrap()["metapu"].contains("prior_estimate"));
+    assert_eq!(load_bytes(&plain).unwrap().net.config.prior_estimate, PriorEstimate::SupportMax);
+    // The two estimates give the same ratio and another prior.
+    assert_ne!(scores(&m).last(), scores(&loaded).last());
 }
