@@ -147,7 +147,10 @@ async fn replay_and_check(boot: &str, cfg: &DaemonConfig, metapu_bin: &Path, cle
     assert_eq!(unknown, 0, "records left unscored");
     assert!(tpr >= 0.90, "TPR {tpr:.3}");
     assert!(fpr <= 0.05, "FPR {fpr:.3}");
-    assert!(latency <= 5, "first alert {latency} records after the attack began");
+    // Issue #37's goal: the first alert within 10 attack records. (The bound was 5 while
+    // the shipped model used the paper's prior estimate, which alerted at record 1 here
+    // and on 17 % of real benign records elsewhere; docs/experiments/2026-11-26-onset-episodes.md.)
+    assert!(latency <= 10, "first alert {latency} records after the attack began");
     assert_eq!(
         alerts.len(),
         decision.values().filter(|d| *d == "anomalous").count(),
