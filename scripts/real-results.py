@@ -26,7 +26,7 @@ import nbaiot_autoencoder  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 from importlib import import_module  # noqa: E402
 
-VALIDATION = import_module("real-validation").VALIDATION
+validation_split = import_module("real-validation")
 
 BEGIN, END = "<!-- real-traffic:begin -->", "<!-- real-traffic:end -->"
 
@@ -39,7 +39,7 @@ def family(device):
 
 def is_target(stream):
     """A device no choice was made on (scripts/real-validation.py's split)."""
-    return stream.rsplit(".", 1)[0] not in VALIDATION
+    return validation_split.device(stream) not in validation_split.VALIDATION
 
 
 def stream_table(rows):

@@ -34,19 +34,29 @@ VALIDATION = {
 }
 
 
-def streaming(rows, keep):
+def stream_rates(rows, keep):
+    """FPR and TPR (%), streams alerting after attack record 10 or never, and streams kept."""
     rows = [r for r in rows if keep(device(r["device"]))]
     benign, false_alarms = sum(r["benign"] for r in rows), sum(r["benign_alerts"] for r in rows)
     attack, detected = sum(r["attack"] for r in rows), sum(r["attack_alerts"] for r in rows)
     late = sum(1 for r in rows if not r["attack_alerts"] or (r["first_alert"] or 0) > 10)
-    return (f"FPR {100 * false_alarms / benign:5.2f} %, TPR {100 * detected / attack:5.2f} %, "
-            f"first alert after record 10 or never: {late} of {len(rows)} streams")
+    return 100 * false_alarms / benign, 100 * detected / attack, late, len(rows)
+
+
+def streaming(rows, keep):
+    fpr, tpr, late, streams = stream_rates(rows, keep)
+    return f"FPR {fpr:5.2f} %, TPR {tpr:5.2f} %, first alert after record 10 or never: {late} of {streams} streams"
+
+
+def kept_episodes(run, method, keep):
+    """(accuracy, episode) of `method` on the episodes of the devices `keep` accepts."""
+    return [(a, e) for a, e in zip(method["accuracies"], run["episodes"]) if keep(device(e["task"]))]
 
 
 def protocol(run, keep):
     out = []
     for method in run["methods"]:
-        pairs = [(a, e) for a, e in zip(method["accuracies"], run["episodes"]) if keep(device(e["task"]))]
+        pairs = kept_episodes(run, method, keep)
         if not pairs:
             continue
         mean = sum(a for a, _ in pairs) / len(pairs)
@@ -81,17 +91,15 @@ MAX_LATE = 4
 
 def sweep_row(run_dir):
     name, _, seed = os.path.basename(run_dir.rstrip("/")).removeprefix("val-").rpartition("-s")
-    rows = [r for r in json.load(open(os.path.join(run_dir, "stream.json")))["devices"] if device(r["device"]) in VALIDATION]
-    benign, false_alarms = sum(r["benign"] for r in rows), sum(r["benign_alerts"] for r in rows)
-    attack, detected = sum(r["attack"] for r in rows), sum(r["attack_alerts"] for r in rows)
-    late = sum(1 for r in rows if not r["attack_alerts"] or (r["first_alert"] or 0) > 10)
+    validation = lambda d: d in VALIDATION  # noqa: E731
+    rows = json.load(open(os.path.join(run_dir, "stream.json")))["devices"]
+    fpr, tpr, late, streams = stream_rates(rows, validation)
     run = json.load(open(os.path.join(run_dir, "eval", "results.json")))["runs"][0]
-    ours = next(m for m in run["methods"] if m["method"] == "Ours")
-    pairs = [(a, e) for a, e in zip(ours["accuracies"], run["episodes"]) if device(e["task"]) in VALIDATION]
+    pairs = kept_episodes(run, next(m for m in run["methods"] if m["method"] == "Ours"), validation)
     high = [a for a, e in pairs if e["prior"] == 0.8]
     danmini = json.load(open(os.path.join(run_dir, "danmini", "results.json")))["summary"]["methods"][0]
-    return dict(recipe=name, seed=int(seed), fpr=100 * false_alarms / benign, tpr=100 * detected / attack,
-                late=late, streams=len(rows), protocol=100 * sum(a for a, _ in pairs) / len(pairs),
+    return dict(recipe=name, seed=int(seed), fpr=fpr, tpr=tpr,
+                late=late, streams=streams, protocol=100 * sum(a for a, _ in pairs) / len(pairs),
                 high=100 * sum(high) / len(high), danmini=100 * danmini["mean_accuracy"])
 
 
