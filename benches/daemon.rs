@@ -194,10 +194,5 @@ fn main() {
 /// Every device's windows as adaptation jobs (the full-fleet case).
 fn all_jobs(engine: &mut Engine) -> Vec<AdaptJob> {
     let ids: Vec<String> = engine.devices.iter().map(|(id, _)| id.clone()).collect();
-    ids.into_iter()
-        .filter_map(|device| {
-            let (positive, unlabeled) = engine.devices.take_windows(&device)?;
-            Some(AdaptJob { device, positive, unlabeled })
-        })
-        .collect()
+    ids.into_iter().filter_map(|device| engine.devices.take_windows(&device)).collect()
 }

@@ -6,9 +6,9 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::model::{Model, TaskState};
+use crate::model::Model;
 
-use super::engine::{run_adaptation, AdaptJob};
+use super::engine::{run_adaptation, AdaptJob, Adapted};
 
 /// How many nice levels the adaptation thread (and the torch workers it starts) runs
 /// below the daemon: scoring comes first, adaptation takes the CPU time scoring leaves.
@@ -47,7 +47,7 @@ enum Message {
 pub struct Finished {
     /// The model generation the states belong to.
     pub generation: u64,
-    pub states: Vec<(String, TaskState)>,
+    pub states: Vec<Adapted>,
     pub elapsed: Duration,
     pub batches: usize,
 }

@@ -60,12 +60,11 @@ impl Detector {
         }
         metrics.adaptation_seconds.observe(done.elapsed.as_secs_f64() / done.batches.max(1) as f64);
         metrics.adaptations.inc_by(done.states.len() as u64);
-        for (_, state) in &done.states {
-            metrics.priors.observe(f64::from(state.prior));
+        for adapted in &done.states {
+            metrics.priors.observe(f64::from(adapted.state.prior));
         }
-        let devices: Vec<String> = done.states.iter().map(|(device, _)| device.clone()).collect();
-        self.engine.install(done.states);
-        devices
+        self.engine
+            .install(done.states)
             .iter()
             .filter_map(|id| PriorUpdate::of(id, self.engine.devices.get(id)?, &self.version))
             .collect()

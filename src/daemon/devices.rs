@@ -27,6 +27,8 @@ pub struct Device {
     pub seen: u64,
     /// Records since the windows were last handed to adaptation.
     pub changed: usize,
+    /// The handover whose classifier `state` is (see [`AdaptJob::handover`]).
+    installed_handover: u64,
     /// Windows changed since the last snapshot.
     pub unsnapshotted: bool,
     /// When the last snapshot was taken (service clock, ms).
@@ -48,13 +50,16 @@ pub struct Device {
 }
 
 impl Device {
-    fn new(dim: usize, sizes: &WindowSizes, partition: i32) -> Self {
+    /// `handovers`: the table's count so far, so that a job handed out for an earlier
+    /// device of the same id (evicted since) cannot install its classifier here.
+    fn new(dim: usize, sizes: &WindowSizes, partition: i32, handovers: u64) -> Self {
         Self {
             positive: RowWindow::new(dim, sizes.positive),
             unlabeled: RowWindow::new(dim, sizes.unlabeled),
             state: None,
             seen: 0,
             changed: 0,
+            installed_handover: handovers,
             unsnapshotted: false,
             last_snapshot_ms: 0,
             partition,
@@ -72,6 +77,18 @@ impl Device {
             + self.unlabeled.heap_bytes()
             + self.state.as_ref().map_or(0, |s| 4 * (s.z_p.len() + s.z_u.len() + s.w.len()))
     }
+}
+
+/// A device's windows handed to adaptation.
+#[derive(Debug, Clone)]
+pub struct AdaptJob {
+    pub device: String,
+    pub positive: SharedRows,
+    pub unlabeled: SharedRows,
+    /// Numbers the handovers of the whole table in order: a classifier adapted on
+    /// older windows than the installed one is stale (the adapter thread can finish a
+    /// job after an analyst's verdict re-adapted the device at once).
+    pub handover: u64,
 }
 
 /// What [`DeviceTable::observe`] did with a record.
@@ -92,11 +109,21 @@ pub struct DeviceTable {
     /// lru key → device id; the smallest key is the least recently seen.
     recency: BTreeMap<u64, String>,
     clock: u64,
+    /// Windows handed to adaptation so far (see [`AdaptJob::handover`]).
+    handovers: u64,
 }
 
 impl DeviceTable {
     pub fn new(dim: usize, sizes: WindowSizes, max_tracked: usize) -> Self {
-        Self { dim, sizes, max_tracked, devices: HashMap::new(), recency: BTreeMap::new(), clock: 0 }
+        Self {
+            dim,
+            sizes,
+            max_tracked,
+            devices: HashMap::new(),
+            recency: BTreeMap::new(),
+            clock: 0,
+            handovers: 0,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -151,7 +178,7 @@ impl DeviceTable {
                 }
                 out.evicted += 1;
             }
-            let mut d = Device::new(self.dim, &self.sizes, source.partition);
+            let mut d = Device::new(self.dim, &self.sizes, source.partition, self.handovers);
             d.first_seen_ms = now_ms;
             self.devices.insert(id.to_string(), d);
         }
@@ -223,15 +250,35 @@ impl DeviceTable {
     }
 
     /// A device's windows for adaptation (shared, copy on write), marked handed over.
-    pub fn take_windows(&mut self, id: &str) -> Option<(SharedRows, SharedRows)> {
+    pub fn take_windows(&mut self, id: &str) -> Option<AdaptJob> {
         let d = self.devices.get_mut(id)?;
         d.changed = 0;
-        Some((d.positive.shared(), d.unlabeled.shared()))
+        self.handovers += 1;
+        Some(AdaptJob {
+            device: id.to_string(),
+            positive: d.positive.shared(),
+            unlabeled: d.unlabeled.shared(),
+            handover: self.handovers,
+        })
+    }
+
+    /// Install the classifier adapted on `handover`'s windows, unless the device is no
+    /// longer tracked or already has one adapted on newer windows. Returns whether it
+    /// was installed.
+    pub fn install(&mut self, id: &str, handover: u64, state: TaskState) -> bool {
+        match self.devices.get_mut(id) {
+            Some(d) if handover > d.installed_handover => {
+                d.state = Some(state);
+                d.installed_handover = handover;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Install restored windows (state topic); counts as seen now.
     pub fn restore(&mut self, id: &str, snapshot: &Snapshot, partition: i32, now_ms: u64) {
-        let mut d = Device::new(self.dim, &self.sizes, partition);
+        let mut d = Device::new(self.dim, &self.sizes, partition, self.handovers);
         d.positive = RowWindow::from_rows(self.dim, self.sizes.positive, &snapshot.positive);
         d.unlabeled = RowWindow::from_rows(self.dim, self.sizes.unlabeled, &snapshot.unlabeled);
         d.seen = snapshot.seen;
@@ -305,6 +352,34 @@ mod tests {
         t.take_windows("a");
         assert!(!t.due_for_adaptation(1).contains(&"a".to_string()));
         assert_eq!(t.evict_idle(1000, 500).len(), 2);
+    }
+
+    fn classifier(prior: f32) -> TaskState {
+        TaskState { z_p: vec![], z_u: vec![], w: vec![], prior }
+    }
+
+    #[test]
+    fn a_classifier_adapted_on_older_windows_never_replaces_a_newer_one() {
+        let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
+        let mut t = DeviceTable::new(1, sizes, 2);
+        t.observe("a", &[1.0], true, &at(0, 0), 0);
+        let older = t.take_windows("a").unwrap();
+        t.observe("a", &[2.0], true, &at(0, 1), 1);
+        let newer = t.take_windows("a").unwrap();
+        // The newer job finishes first (an analyst's verdict adapts at once); the older
+        // one, still running on the adapter thread, finishes after it.
+        assert!(t.install("a", newer.handover, classifier(0.7)));
+        assert!(!t.install("a", older.handover, classifier(0.2)), "stale classifier installed");
+        assert_eq!(t.get("a").unwrap().state.as_ref().unwrap().prior, 0.7);
+        // A job of a device evicted since cannot land on a new device of the same id.
+        let evicted = t.take_windows("a").unwrap();
+        assert_eq!(t.evict_idle(1000, 500).len(), 1);
+        t.observe("a", &[3.0], true, &at(0, 2), 1000);
+        assert!(!t.install("a", evicted.handover, classifier(0.3)));
+        assert!(t.get("a").unwrap().state.is_none());
+        let fresh = t.take_windows("a").unwrap();
+        assert!(t.install("a", fresh.handover, classifier(0.9)));
+        assert!(!t.install("gone", fresh.handover + 1, classifier(0.9)), "untracked device");
     }
 
     fn at(partition: i32, offset: i64) -> Source {

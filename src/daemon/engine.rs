@@ -8,11 +8,11 @@ use crate::model::{Model, Support, TaskState};
 
 /// The background adaptation thread, for benchmarks that run the daemon's own.
 pub use super::adapter::Adapter;
+pub use super::devices::AdaptJob;
 use super::devices::DeviceTable;
 pub use super::devices::WindowSizes;
 pub use super::output::Source;
 use super::record::FeatureRecord;
-use super::windows::SharedRows;
 
 /// Outcome for one record.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,12 +44,12 @@ pub struct Processed {
     pub adapted: Vec<String>,
 }
 
-/// Windows handed to adaptation.
+/// A device's classifier adapted on the windows of one [`AdaptJob`].
 #[derive(Debug, Clone)]
-pub struct AdaptJob {
+pub struct Adapted {
     pub device: String,
-    pub positive: SharedRows,
-    pub unlabeled: SharedRows,
+    pub handover: u64,
+    pub state: TaskState,
 }
 
 pub struct Engine {
@@ -115,15 +115,10 @@ impl Engine {
             .collect();
         ids.sort_unstable();
         ids.dedup();
-        let jobs: Vec<AdaptJob> = ids
-            .into_iter()
-            .filter_map(|device| {
-                let (positive, unlabeled) = self.devices.take_windows(device)?;
-                Some(AdaptJob { device: device.to_string(), positive, unlabeled })
-            })
-            .collect();
+        let jobs: Vec<AdaptJob> =
+            ids.into_iter().filter_map(|device| self.devices.take_windows(device)).collect();
         let states = run_adaptation(&self.model, &jobs, self.adaptation_batch);
-        let adapted = states.iter().map(|(device, _)| device.clone()).collect();
+        let adapted = states.iter().map(|a| a.device.clone()).collect();
         self.install(states);
         adapted
     }
@@ -171,22 +166,16 @@ impl Engine {
     /// Up to `max` devices whose windows changed by at least `min_changed` records.
     pub fn adaptation_jobs(&mut self, min_changed: usize, max: usize) -> Vec<AdaptJob> {
         let due = self.devices.due_for_adaptation(min_changed);
-        due.into_iter()
-            .take(max)
-            .filter_map(|device| {
-                let (positive, unlabeled) = self.devices.take_windows(&device)?;
-                Some(AdaptJob { device, positive, unlabeled })
-            })
-            .collect()
+        due.into_iter().take(max).filter_map(|device| self.devices.take_windows(&device)).collect()
     }
 
-    /// Install adapted classifiers of devices still tracked.
-    pub fn install(&mut self, results: Vec<(String, TaskState)>) -> usize {
-        let mut installed = 0;
-        for (device, state) in results {
-            if let Some(d) = self.devices.get_mut(&device) {
-                d.state = Some(state);
-                installed += 1;
+    /// Install adapted classifiers of devices still tracked, unless one adapted on
+    /// newer windows is already there. Returns the devices whose classifier changed.
+    pub fn install(&mut self, results: Vec<Adapted>) -> Vec<String> {
+        let mut installed = Vec::with_capacity(results.len());
+        for Adapted { device, handover, state } in results {
+            if self.devices.install(&device, handover, state) {
+                installed.push(device);
             }
         }
         installed
@@ -201,13 +190,17 @@ impl Engine {
 }
 
 /// Adapt jobs in batches of `batch_size` with one batched solve each.
-pub fn run_adaptation(model: &Model, jobs: &[AdaptJob], batch_size: usize) -> Vec<(String, TaskState)> {
+pub fn run_adaptation(model: &Model, jobs: &[AdaptJob], batch_size: usize) -> Vec<Adapted> {
     let mut out = Vec::with_capacity(jobs.len());
     for chunk in jobs.chunks(batch_size.max(1)) {
         let supports: Vec<Support<'_>> =
             chunk.iter().map(|j| Support { positives: &j.positive, unlabeled: &j.unlabeled }).collect();
         match model.adapt_batch(&supports) {
-            Ok(states) => out.extend(chunk.iter().map(|j| j.device.clone()).zip(states)),
+            Ok(states) => out.extend(chunk.iter().zip(states).map(|(j, state)| Adapted {
+                device: j.device.clone(),
+                handover: j.handover,
+                state,
+            })),
             Err(e) => tracing::warn!(error = %e, devices = chunk.len(), "adaptation batch failed"),
         }
     }

@@ -155,7 +155,14 @@ fn the_engine_scores_only_adapted_devices() {
     e.process(&[(&r4, &at(0, 3))], 0);
     let jobs = e.adaptation_jobs(1, 100);
     assert_eq!(jobs.len(), 1, "p changed since; q has no positive");
-    assert_eq!(e.install(run_adaptation(&e.model, &jobs, 8)), 1);
+    assert_eq!(e.install(run_adaptation(&e.model, &jobs, 8)), ["p"]);
+    // The adapter thread holds p's windows while an analyst's verdict adapts p at once:
+    // the thread's classifier, adapted on the older windows, must not replace it.
+    let r5 = rec("p", 0.7, true);
+    e.process(&[(&r5, &at(0, 4))], 0);
+    let held_by_the_adapter = e.adaptation_jobs(1, 100);
+    assert_eq!(e.adapt_now(["p"]), ["p"]);
+    assert!(e.install(run_adaptation(&e.model, &held_by_the_adapter, 8)).is_empty(), "stale classifier");
     let v = e.score([&r2, &r3].into_iter());
     assert!(matches!(v[0], Verdict::Scored { posterior, .. } if (0.0..=1.0).contains(&posterior)));
     assert_eq!(v[1], Verdict::Unknown);
