@@ -13,6 +13,13 @@ fn main() -> std::process::ExitCode {
     cli::init_logging(args.log_default());
     match cli::run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // The reader of our output went away (`metapu info M | head -3`): nothing to report.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            std::process::ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("error: {}", causes_once(&e));
             std::process::ExitCode::FAILURE

@@ -177,3 +177,25 @@ fn the_prior_estimate_round_trips_and_older_files_load_as_the_papers() {
     // The two estimates give the same ratio and another prior.
     assert_ne!(scores(&m).last(), scores(&loaded).last());
 }
+
+/// `metapu info` describes the shipped model, and a reader that stops early (`| head`)
+/// is not an error: the binary used to panic on the broken pipe.
+#[test]
+fn info_describes_the_shipped_model_and_a_closed_pipe_ends_it_quietly() {
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/iot-default.safetensors");
+    let text = crate::support::metapu(&["info", model]);
+    assert!(text.contains("features     115"), "{text}");
+    assert!(text.contains("prior        known-normal-median"), "{text}");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_metapu"))
+        .args(["info", model])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the read end before the model has loaded: every write then fails.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
