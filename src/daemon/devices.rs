@@ -111,6 +111,9 @@ pub struct DeviceTable {
     clock: u64,
     /// Windows handed to adaptation so far (see [`AdaptJob::handover`]).
     handovers: u64,
+    /// Devices evicted (capacity or idle) with an incident open: their incidents must
+    /// still be closed on the incidents topic (see [`Self::take_evicted_with_incidents`]).
+    evicted_with_incidents: Vec<(String, Device)>,
 }
 
 impl DeviceTable {
@@ -123,6 +126,7 @@ impl DeviceTable {
             recency: BTreeMap::new(),
             clock: 0,
             handovers: 0,
+            evicted_with_incidents: Vec::new(),
         }
     }
 
@@ -207,8 +211,22 @@ impl DeviceTable {
 
     fn evict_oldest(&mut self) -> Option<String> {
         let (_, id) = self.recency.pop_first()?;
-        self.devices.remove(&id);
+        if let Some(d) = self.devices.remove(&id) {
+            self.keep_if_incident_open(&id, d);
+        }
         Some(id)
+    }
+
+    fn keep_if_incident_open(&mut self, id: &str, d: Device) {
+        if d.incidents.open.is_some() {
+            self.evicted_with_incidents.push((id.to_string(), d));
+        }
+    }
+
+    /// Devices evicted since the last call whose incident was open, with their windows
+    /// (to explain the incident as it closes).
+    pub fn take_evicted_with_incidents(&mut self) -> Vec<(String, Device)> {
+        std::mem::take(&mut self.evicted_with_incidents)
     }
 
     /// Drop devices not seen for `idle_ms`; returns their ids.
@@ -220,7 +238,9 @@ impl DeviceTable {
             .map(|(id, _)| id.clone())
             .collect();
         for id in &stale {
-            self.remove(id);
+            if let Some(d) = self.remove(id) {
+                self.keep_if_incident_open(id, d);
+            }
         }
         stale
     }
@@ -352,6 +372,51 @@ mod tests {
         t.take_windows("a");
         assert!(!t.due_for_adaptation(1).contains(&"a".to_string()));
         assert_eq!(t.evict_idle(1000, 500).len(), 2);
+    }
+
+    #[test]
+    fn an_evicted_device_with_an_open_incident_is_kept_until_taken() {
+        let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
+        let mut t = DeviceTable::new(1, sizes, 1);
+        t.observe("quiet", &[1.0], true, &at(0, 0), 0);
+        t.observe("alarmed", &[2.0], true, &at(0, 1), 1); // evicts "quiet": no incident
+        assert!(t.take_evicted_with_incidents().is_empty());
+        open_incident(&mut t, "alarmed");
+        t.observe("new", &[3.0], true, &at(0, 2), 2); // evicts "alarmed"
+        let kept = t.take_evicted_with_incidents();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].0, "alarmed");
+        assert_eq!(kept[0].1.positive.len(), 1, "with its windows, to explain the incident");
+        assert!(t.take_evicted_with_incidents().is_empty(), "taken once");
+        open_incident(&mut t, "new");
+        assert_eq!(t.evict_idle(1000, 500), ["new"]);
+        assert_eq!(t.take_evicted_with_incidents().len(), 1, "idle eviction too");
+        t.observe("moved", &[4.0], true, &at(0, 3), 3);
+        open_incident(&mut t, "moved");
+        t.remove("moved"); // revoked: the snapshot carries the incident to its new owner
+        assert!(t.take_evicted_with_incidents().is_empty());
+    }
+
+    fn open_incident(t: &mut DeviceTable, id: &str) {
+        use crate::daemon::incidents::{Decision, IncidentRules};
+        let rules = IncidentRules {
+            open_k: 1,
+            open_n: 1,
+            update_interval_ms: 1_000,
+            quiet_ms: 10_000,
+            keep_records: 1,
+        };
+        let source = at(0, 99);
+        let d = Decision {
+            anomalous: true,
+            posterior: 0.1,
+            prior: 0.7,
+            ts: 0.0,
+            source: &source,
+            features: &[0.0],
+        };
+        t.get_mut(id).unwrap().incidents.observe(id, d, &rules, 0, 0.0).expect("opened");
+        assert!(t.get(id).unwrap().incidents.open.is_some());
     }
 
     fn classifier(prior: f32) -> TaskState {

@@ -73,6 +73,9 @@ pub enum Resolution {
     Quiet,
     /// An analyst called it a false positive.
     Dismissed,
+    /// The daemon stopped tracking the device (`devices.max_tracked` reached, or idle
+    /// for `devices.idle_timeout_s`): nobody watches the incident any more.
+    Evicted,
 }
 
 impl Resolution {
@@ -80,6 +83,7 @@ impl Resolution {
         match self {
             Resolution::Quiet => "quiet",
             Resolution::Dismissed => "dismissed",
+            Resolution::Evicted => "evicted",
         }
     }
 }
@@ -257,6 +261,11 @@ impl IncidentTracker {
     }
 
     /// Close the open incident (kept for late feedback).
+    /// The device leaves this daemon's memory with its open incident, if any.
+    pub fn close_evicted(&mut self, now_unix: f64) -> Option<Transition> {
+        self.close(Resolution::Evicted, now_unix)
+    }
+
     fn close(&mut self, resolution: Resolution, now_unix: f64) -> Option<Transition> {
         let mut closed = self.open.take()?;
         closed.closed_at = Some(now_unix);

@@ -194,7 +194,7 @@ impl Metrics {
         for event in ["opened", "updated", "closed", "reviewed", "unmonitored"] {
             self.incidents.with_label_values(&[event]);
         }
-        for resolution in ["quiet", "dismissed"] {
+        for resolution in ["quiet", "dismissed", "evicted"] {
             self.incidents_closed.with_label_values(&[resolution]);
         }
         for result in ["false_positive", "confirmed", "refused"] {

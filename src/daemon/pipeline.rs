@@ -9,6 +9,7 @@ use rdkafka::message::{Message, OwnedMessage};
 
 use super::config::KafkaConfig;
 use super::delivery::{Output, PartitionOffset};
+use super::devices::Device;
 use super::engine::{Engine, Verdict};
 use super::events;
 use super::explain::{feature_changes, FeatureChange};
@@ -18,6 +19,7 @@ use super::output::{
     self, Alert, DeadLetter, IncidentEvent, IncidentReport, PriorUpdate, ScoreRecord, Source,
 };
 use super::record::{self, FeatureRecord};
+use crate::model::Model;
 
 /// One consumed message with its decode result.
 pub(crate) struct Consumed {
@@ -190,6 +192,7 @@ impl Pipeline {
             done.push(c);
         }
         metrics.records_deferred.inc_by(self.deferred.len() as u64);
+        outputs.extend(self.eviction_closes(engine, model_version, metrics));
         self.prior_updates(engine, &processed.adapted, model_version, metrics, &mut outputs);
         let offsets = releasable_offsets(&done, &self.deferred);
         (outputs, offsets)
@@ -204,11 +207,23 @@ impl Pipeline {
         t: &Transition,
         version: &str,
     ) -> Output {
+        self.incident_event(&engine.model, device, engine.devices.get(device), t, version)
+    }
+
+    /// [`Self::incident_output`] for a device that may no longer be tracked.
+    fn incident_event(
+        &self,
+        model: &Model,
+        device: &str,
+        d: Option<&Device>,
+        t: &Transition,
+        version: &str,
+    ) -> Output {
         let (i, resolution) = match t {
             Transition::Opened(i) | Transition::Updated(i) | Transition::Reviewed(i) => (i, None),
             Transition::Closed(i, r) => (i, Some(r.as_str())),
         };
-        let top = self.explain(engine, device, i);
+        let top = d.map(|d| self.explain(model, d, i)).unwrap_or_default();
         let report = IncidentReport::of(device, i, resolution, version, top);
         let event = match t {
             Transition::Opened(_) => IncidentEvent::Opened(report),
@@ -288,9 +303,8 @@ impl Pipeline {
     /// The incident's anomalous records against the device's known-normal window. Until
     /// it holds `open_k` kept records, the device's newest `open_n` records stand in for
     /// them (at least `open_k` of those were anomalous, so their medians are).
-    fn explain(&self, engine: &Engine, device: &str, i: &Incident) -> Vec<FeatureChange> {
-        let Some(d) = engine.devices.get(device) else { return Vec::new() };
-        let dim = engine.model.dim();
+    fn explain(&self, model: &Model, d: &Device, i: &Incident) -> Vec<FeatureChange> {
+        let dim = model.dim();
         let newest;
         let unusual = if i.kept.len() >= self.rules.open_k as usize * dim {
             &i.kept
@@ -298,7 +312,27 @@ impl Pipeline {
             newest = d.unlabeled.newest(self.rules.open_n as usize);
             &newest
         };
-        feature_changes(&engine.model, d.positive.rows(), unusual)
+        feature_changes(model, d.positive.rows(), unusual)
+    }
+
+    /// Devices evicted (capacity or idle) with an incident open: each incident closes
+    /// as `evicted`, explained on the windows the device left with, so that no incident
+    /// an analyst sees opened stays open for ever.
+    pub(crate) fn eviction_closes(
+        &self,
+        engine: &mut Engine,
+        version: &str,
+        metrics: &Metrics,
+    ) -> Vec<Output> {
+        let now = output::unix_now();
+        let mut outputs = Vec::new();
+        for (device, mut d) in engine.devices.take_evicted_with_incidents() {
+            if let Some(t) = d.incidents.close_evicted(now) {
+                events::incident(metrics, &device, &t);
+                outputs.push(self.incident_event(&engine.model, &device, Some(&d), &t, version));
+            }
+        }
+        outputs
     }
 
     /// Updates and quiet closes due at `now_ms`, as events to publish.
@@ -309,7 +343,7 @@ impl Pipeline {
         version: &str,
         metrics: &Metrics,
     ) -> Vec<Output> {
-        let mut outputs = Vec::new();
+        let mut outputs = self.eviction_closes(engine, version, metrics);
         let open = engine.devices.with_open_incidents();
         for device in &open {
             let tracker = engine.devices.get_mut(device).map(|d| &mut d.incidents);

@@ -305,3 +305,52 @@ async fn a_false_positive_verdict_teaches_the_device_its_new_normal() {
     assert_eq!(metric(&body, "metapu_incidents_closed_total{resolution=\"dismissed\"}"), Some(1.0));
     daemon.shutdown().await.unwrap();
 }
+
+/// A device with an open incident that the daemon stops tracking (here: a new device
+/// past `devices.max_tracked`) closes its incident as `evicted`, explained: an incident
+/// an analyst saw open never stays open for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_device_closes_its_open_incident() {
+    let fx = fixture();
+    let cluster = mock("m11", 1);
+    let boot = cluster.bootstrap_servers();
+    let mut cfg = daemon_config(&boot, "m11");
+    cfg.devices.max_tracked = 1;
+    cfg.incidents.open_k = 3;
+    cfg.incidents.open_n = 5;
+    cfg.incidents.quiet_s = 600;
+    let daemon = daemon::start(cfg.clone()).await.unwrap();
+    let p = producer(&boot);
+    let (normal, attack) = (fx.rows(1, Label::Positive), fx.rows(1, Label::Negative));
+    let input = cfg.kafka.input_topics[0].clone();
+    for (i, row) in normal.iter().take(10).enumerate() {
+        send_record(&p, &input, "cam", i as f64, row, true).await;
+    }
+    for (i, row) in attack.iter().take(15).enumerate() {
+        send_record(&p, &input, "cam", 10.0 + i as f64, row, false).await;
+    }
+    let events = |m: &[(Option<String>, Vec<u8>)], kind: &str| -> Vec<serde_json::Value> {
+        json_values(m).into_iter().filter(|v| v["event"] == kind).collect()
+    };
+    let got =
+        read_topic(&boot, "m11.incidents", Duration::from_secs(20), |m| !events(m, "opened").is_empty());
+    let opened = events(&got, "opened");
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    let body = http_get(daemon.http_addr, "/metrics").1;
+    assert_eq!(metric(&body, "metapu_incidents_closed_total{resolution=\"evicted\"}"), Some(0.0));
+
+    // A second device: the table holds one, and cam is the least recently seen.
+    send_record(&p, &input, "doorbell", 30.0, &normal[20], true).await;
+    let got =
+        read_topic(&boot, "m11.incidents", Duration::from_secs(20), |m| !events(m, "closed").is_empty());
+    let closed = events(&got, "closed");
+    assert_eq!(closed.len(), 1, "{closed:?}");
+    assert_eq!(closed[0]["incident_id"], opened[0]["incident_id"]);
+    assert_eq!(closed[0]["device"], "cam");
+    assert_eq!(closed[0]["resolution"], "evicted");
+    assert!(!closed[0]["top_features"].as_array().unwrap().is_empty(), "explained: {}", closed[0]);
+    let body = http_get(daemon.http_addr, "/metrics").1;
+    assert_eq!(metric(&body, "metapu_incidents_closed_total{resolution=\"evicted\"}"), Some(1.0));
+    assert_eq!(metric(&body, "metapu_devices_evicted_total{reason=\"capacity\"}"), Some(1.0));
+    daemon.shutdown().await.unwrap();
+}
