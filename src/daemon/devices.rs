@@ -27,6 +27,9 @@ pub struct Device {
     pub seen: u64,
     /// Records since the windows were last handed to adaptation.
     pub changed: usize,
+    /// Records still to enter the positive window as known-normal after an analyst
+    /// dismissed an incident (see [`Device::learn_after_dismissal`]).
+    learning: usize,
     /// The handover whose classifier `state` is (see [`AdaptJob::handover`]).
     installed_handover: u64,
     /// Windows changed since the last snapshot.
@@ -59,6 +62,7 @@ impl Device {
             state: None,
             seen: 0,
             changed: 0,
+            learning: 0,
             installed_handover: handovers,
             unsnapshotted: false,
             last_snapshot_ms: 0,
@@ -70,6 +74,17 @@ impl Device {
             last_seen_ms: 0,
             lru_key: 0,
         }
+    }
+
+    /// An analyst called the device's incident a false positive: its behaviour is
+    /// normal. The incident's kept records alone are a handful among the known-normal
+    /// rows, while the same behaviour soon fills the unlabeled window, and the next
+    /// adaptation called it anomalous again. So the device's next records, up to half
+    /// the positive window, are taken as known-normal too, as a new device's first
+    /// records are with `bootstrap_positives` (and with the same caveat: an attack that
+    /// starts right then is learned as normal).
+    pub fn learn_after_dismissal(&mut self) {
+        self.learning = (self.positive.capacity() / 2).max(1);
     }
 
     pub fn heap_bytes(&self) -> usize {
@@ -194,8 +209,9 @@ impl DeviceTable {
                     && source.offset <= last.offset
             });
             if !out.replayed {
-                if known_normal || d.seen < bootstrap {
+                if known_normal || d.seen < bootstrap || d.learning > 0 {
                     d.positive.push(features);
+                    d.learning = d.learning.saturating_sub(1);
                 }
                 d.unlabeled.push(features);
                 d.seen += 1;
@@ -395,6 +411,20 @@ mod tests {
         open_incident(&mut t, "moved");
         t.remove("moved"); // revoked: the snapshot carries the incident to its new owner
         assert!(t.take_evicted_with_incidents().is_empty());
+    }
+
+    #[test]
+    fn after_a_dismissal_the_next_records_are_learned_as_normal() {
+        let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
+        let mut t = DeviceTable::new(1, sizes, 10);
+        t.observe("a", &[0.0], true, &at(0, 0), 0);
+        t.get_mut("a").unwrap().learn_after_dismissal();
+        for offset in 1..6 {
+            t.observe("a", &[offset as f32], false, &at(0, offset), 0);
+        }
+        // Half the positive window (2 records) learned, then labels rule again.
+        assert_eq!(t.get("a").unwrap().positive.rows(), [0.0, 1.0, 2.0]);
+        assert_eq!(t.get("a").unwrap().unlabeled.len(), 6);
     }
 
     fn open_incident(t: &mut DeviceTable, id: &str) {

@@ -235,9 +235,9 @@ impl Pipeline {
     }
 
     /// Apply analysts' verdicts (messages of the feedback topic): a false positive's
-    /// kept records enter the device's positive window and the device is re-adapted at
-    /// once; every accepted verdict is published on the incidents topic, a refused one
-    /// goes to the dead-letter topic with the reason.
+    /// kept records enter the device's positive window, and so do its next records for a
+    /// while (see [`Device::learn_after_dismissal`]); the device is re-adapted at once; every accepted verdict is published on the
+    /// incidents topic, a refused one goes to the dead-letter topic with the reason.
     pub(crate) fn feedback(
         &self,
         engine: &mut Engine,
@@ -262,6 +262,7 @@ impl Pipeline {
                             for row in rows.chunks_exact(dim) {
                                 d.positive.push(row);
                             }
+                            d.learn_after_dismissal();
                             d.changed += 1;
                             d.unsnapshotted = true;
                             let adapted = engine.adapt_now([fb.device.as_str()]);
