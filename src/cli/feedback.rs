@@ -66,7 +66,7 @@ pub fn run(a: FeedbackArgs) -> anyhow::Result<()> {
     let topic = cfg.kafka.feedback_topic.clone();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
-        let producer: FutureProducer = kafka::base_config(&cfg.kafka)
+        let producer: FutureProducer = kafka::producer_config(&cfg.kafka)
             .set("message.timeout.ms", "15000")
             .create()
             .context("Kafka producer")?;

@@ -45,6 +45,13 @@ pub struct KafkaConfig {
     pub auto_offset_reset: String,
     #[serde(default)]
     pub options: BTreeMap<String, String>,
+    /// Passed to consumers only, after `options` (e.g. `session.timeout.ms`, which a
+    /// producer would warn about at every start).
+    #[serde(default)]
+    pub consumer_options: BTreeMap<String, String>,
+    /// Passed to producers only, after `options` (e.g. `compression.type`).
+    #[serde(default)]
+    pub producer_options: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -235,7 +242,9 @@ impl DaemonConfig {
     /// The effective configuration as TOML, with secret-looking values redacted.
     pub fn redacted_toml(&self) -> String {
         let mut shown = self.clone();
-        for (key, value) in shown.kafka.options.iter_mut() {
+        let k = &mut shown.kafka;
+        for (key, value) in k.options.iter_mut().chain(&mut k.consumer_options).chain(&mut k.producer_options)
+        {
             let k = key.to_ascii_lowercase();
             if ["password", "secret", "key", "token", "credential"].iter().any(|s| k.contains(s)) {
                 *value = "<redacted>".into();

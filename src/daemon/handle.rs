@@ -189,7 +189,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         assignment: Arc::clone(&assignment),
         events: assignments_tx,
     };
-    let consumer: StreamConsumer<DaemonContext> = kafka::base_config(&cfg.kafka)
+    let consumer: StreamConsumer<DaemonContext> = kafka::consumer_config(&cfg.kafka)
         .set("group.id", &cfg.kafka.group_id)
         .set("enable.auto.commit", "true")
         .set("auto.commit.interval.ms", "1000")
@@ -198,7 +198,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         .set("auto.offset.reset", &cfg.kafka.auto_offset_reset)
         .set("statistics.interval.ms", "5000")
         .create_with_context(context)?;
-    let producer: FutureProducer = kafka::base_config(&cfg.kafka)
+    let producer: FutureProducer = kafka::producer_config(&cfg.kafka)
         .set("acks", "all")
         .set("linger.ms", "5")
         .set("message.timeout.ms", "30000")

@@ -19,7 +19,25 @@ use tokio::sync::mpsc;
 use super::config::KafkaConfig;
 use super::health::Health;
 
-/// Client properties shared by consumers and producers: brokers plus pass-through options.
+/// A consumer's properties: [`base_config`] and `[kafka.consumer_options]`.
+pub fn consumer_config(cfg: &KafkaConfig) -> ClientConfig {
+    with_options(base_config(cfg), &cfg.consumer_options)
+}
+
+/// A producer's properties: [`base_config`] and `[kafka.producer_options]`.
+pub fn producer_config(cfg: &KafkaConfig) -> ClientConfig {
+    with_options(base_config(cfg), &cfg.producer_options)
+}
+
+fn with_options(mut c: ClientConfig, options: &std::collections::BTreeMap<String, String>) -> ClientConfig {
+    for (k, v) in options {
+        c.set(k, v);
+    }
+    c
+}
+
+/// Client properties shared by every client (consumers, producers, the admin client):
+/// brokers plus `[kafka.options]`.
 pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &cfg.brokers);
@@ -166,7 +184,7 @@ pub async fn ensure_topics(
 
 /// Partition count of a topic, if the broker knows it.
 pub fn partition_count(cfg: &KafkaConfig, topic: &str, timeout: Duration) -> Option<i32> {
-    let consumer: BaseConsumer = base_config(cfg).create().ok()?;
+    let consumer: BaseConsumer = consumer_config(cfg).create().ok()?;
     let md = consumer.fetch_metadata(Some(topic), timeout).ok()?;
     let t = md.topics().iter().find(|t| t.name() == topic)?;
     (t.error().is_none() && !t.partitions().is_empty()).then(|| t.partitions().len() as i32)
@@ -203,7 +221,7 @@ pub fn read_changelog(
     if partitions.is_empty() {
         return Ok(out);
     }
-    let consumer: BaseConsumer<ChangelogContext> = base_config(cfg)
+    let consumer: BaseConsumer<ChangelogContext> = consumer_config(cfg)
         .set("group.id", format!("{}-restore", cfg.group_id))
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")

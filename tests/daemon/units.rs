@@ -48,6 +48,30 @@ fn config_layers_and_redaction() {
     assert_eq!(load(&cfg.to_toml()).unwrap(), cfg, "the printed configuration loads back unchanged");
 }
 
+/// `[kafka.options]` reach every client; `consumer_options` only consumers and
+/// `producer_options` only producers (a producer warns about consumer properties).
+#[test]
+fn kafka_options_reach_the_clients_they_are_for() {
+    use metapu::daemon::kafka::{consumer_config, producer_config};
+    let cfg = load(concat!(
+        "[kafka.options]\n\"security.protocol\" = \"SASL_SSL\"\n",
+        "[kafka.consumer_options]\n\"session.timeout.ms\" = \"6000\"\n\"ssl.key.password\" = \"s3cret\"\n",
+        "[kafka.producer_options]\n\"compression.type\" = \"lz4\"\n",
+    ))
+    .unwrap();
+    let (consumer, producer) = (consumer_config(&cfg.kafka), producer_config(&cfg.kafka));
+    for c in [&consumer, &producer] {
+        assert_eq!(c.get("security.protocol"), Some("SASL_SSL"));
+    }
+    assert_eq!(consumer.get("session.timeout.ms"), Some("6000"));
+    assert_eq!(consumer.get("compression.type"), None);
+    assert_eq!(producer.get("compression.type"), Some("lz4"));
+    assert_eq!(producer.get("session.timeout.ms"), None);
+    let shown = cfg.redacted_toml();
+    assert!(!shown.contains("s3cret") && shown.contains("\"ssl.key.password\" = \"<redacted>\""), "{shown}");
+    assert_eq!(load(&cfg.to_toml()).unwrap(), cfg);
+}
+
 #[test]
 fn records_decode_or_say_why_not() {
     let ok = decode(Some(b"d1"), br#"{"ts": 1.5, "features": [1, 2], "label": "normal"}"#, 2, 1024).unwrap();

@@ -160,8 +160,8 @@ pub fn daemon_config(bootstrap: &str, tag: &str) -> DaemonConfig {
     cfg.kafka.feedback_topic = format!("{tag}.feedback");
     cfg.kafka.publish_scores = true;
     cfg.kafka.publish_alerts = true;
-    cfg.kafka.options.insert("session.timeout.ms".into(), "6000".into());
-    cfg.kafka.options.insert("heartbeat.interval.ms".into(), "500".into());
+    cfg.kafka.consumer_options.insert("session.timeout.ms".into(), "6000".into());
+    cfg.kafka.consumer_options.insert("heartbeat.interval.ms".into(), "500".into());
     cfg.kafka.options.insert("topic.metadata.refresh.interval.ms".into(), "1000".into());
     cfg.model.path = fixture().model_path.clone();
     cfg.model.features = 2;

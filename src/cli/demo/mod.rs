@@ -129,8 +129,8 @@ fn daemon_config(a: &DemoArgs, bootstrap: &str) -> DaemonConfig {
     cfg.http.listen = a.http.clone();
     // The bundled broker completes a group join only after a heartbeat-scaled delay:
     // short session settings make the daemon consume within seconds, not twenty.
-    cfg.kafka.options.insert("session.timeout.ms".into(), "6000".into());
-    cfg.kafka.options.insert("heartbeat.interval.ms".into(), "500".into());
+    cfg.kafka.consumer_options.insert("session.timeout.ms".into(), "6000".into());
+    cfg.kafka.consumer_options.insert("heartbeat.interval.ms".into(), "500".into());
     cfg
 }
 
