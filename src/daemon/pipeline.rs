@@ -236,8 +236,9 @@ impl Pipeline {
 
     /// Apply analysts' verdicts (messages of the feedback topic): a false positive's
     /// kept records enter the device's positive window, and so do its next records for a
-    /// while (see [`Device::learn_after_dismissal`]); the device is re-adapted at once; every accepted verdict is published on the
-    /// incidents topic, a refused one goes to the dead-letter topic with the reason.
+    /// while (see [`Device::learn_after_dismissal`]); the device is re-adapted at once.
+    /// Every accepted verdict is published on the incidents topic, a refused one goes to
+    /// the dead-letter topic with the reason.
     pub(crate) fn feedback(
         &self,
         engine: &mut Engine,
