@@ -204,6 +204,19 @@ async fn a_model_reload_keeps_windows_and_a_bad_model_is_refused() {
     daemon.shutdown().await.unwrap();
 }
 
+/// Incident rules for the incident tests: open on 3 of the last 5 decisions, and no
+/// quiet close during the test.
+fn quick_incidents(cfg: &mut daemon::DaemonConfig) {
+    cfg.incidents.open_k = 3;
+    cfg.incidents.open_n = 5;
+    cfg.incidents.quiet_s = 600;
+}
+
+/// The incident events of one kind (`opened`, `closed`, …) among `m`'s messages.
+fn events(m: &[(Option<String>, Vec<u8>)], kind: &str) -> Vec<serde_json::Value> {
+    json_values(m).into_iter().filter(|v| v["event"] == kind).collect()
+}
+
 /// A device's benign behaviour changes mid-stream (a firmware update, a new service):
 /// an incident opens; the analyst calls it a false positive with `metapu feedback`;
 /// the incident closes as dismissed, and the same behaviour opens no new incident for
@@ -214,9 +227,7 @@ async fn a_false_positive_verdict_teaches_the_device_its_new_normal() {
     let cluster = mock("m10", 1);
     let boot = cluster.bootstrap_servers();
     let mut cfg = daemon_config(&boot, "m10");
-    cfg.incidents.open_k = 3;
-    cfg.incidents.open_n = 5;
-    cfg.incidents.quiet_s = 600;
+    quick_incidents(&mut cfg);
     let daemon = daemon::start(cfg.clone()).await.unwrap();
     let p = producer(&boot);
     let (normal, changed) = (fx.rows(1, Label::Positive), fx.rows(1, Label::Negative));
@@ -241,9 +252,6 @@ async fn a_false_positive_verdict_teaches_the_device_its_new_normal() {
     send(normal.iter().skip(10).take(20).collect(), false).await;
     // The new behaviour.
     send(changed.iter().take(15).collect(), false).await;
-    let events = |m: &[(Option<String>, Vec<u8>)], kind: &str| -> Vec<serde_json::Value> {
-        json_values(m).into_iter().filter(|v| v["event"] == kind).collect()
-    };
     let got =
         read_topic(&boot, "m10.incidents", Duration::from_secs(20), |m| !events(m, "opened").is_empty());
     let opened = events(&got, "opened");
@@ -328,9 +336,7 @@ async fn an_evicted_device_closes_its_open_incident() {
     let boot = cluster.bootstrap_servers();
     let mut cfg = daemon_config(&boot, "m11");
     cfg.devices.max_tracked = 1;
-    cfg.incidents.open_k = 3;
-    cfg.incidents.open_n = 5;
-    cfg.incidents.quiet_s = 600;
+    quick_incidents(&mut cfg);
     let daemon = daemon::start(cfg.clone()).await.unwrap();
     let p = producer(&boot);
     let (normal, attack) = (fx.rows(1, Label::Positive), fx.rows(1, Label::Negative));
@@ -341,9 +347,6 @@ async fn an_evicted_device_closes_its_open_incident() {
     for (i, row) in attack.iter().take(15).enumerate() {
         send_record(&p, &input, "cam", 10.0 + i as f64, row, false).await;
     }
-    let events = |m: &[(Option<String>, Vec<u8>)], kind: &str| -> Vec<serde_json::Value> {
-        json_values(m).into_iter().filter(|v| v["event"] == kind).collect()
-    };
     let got =
         read_topic(&boot, "m11.incidents", Duration::from_secs(20), |m| !events(m, "opened").is_empty());
     let opened = events(&got, "opened");
