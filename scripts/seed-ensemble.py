@@ -11,34 +11,36 @@ never, counted as scripts/real-validation.py counts them: a record alerts when i
 anomaly score exceeds 0.5; each device's first 10 benign records are its labeled ones.
 """
 import csv
+import os
 import sys
 from collections import defaultdict
+from importlib import import_module
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+stream_rates = import_module("real-validation").stream_rates
 
 LABELED = 10
 
 
 def rates(devices, attack, scores):
-    benign = false_alarms = attacks = detected = late = 0
-    streams = defaultdict(list)
-    for d, a, s in zip(devices, attack, scores):
-        streams[d].append((a, s > 0.5))
-    for rows in streams.values():
-        labeled, seen, first = 0, 0, None
-        for is_attack, alert in rows:
-            if not is_attack:
-                if labeled < LABELED:
-                    labeled += 1
-                    continue
-                benign += 1
-                false_alarms += alert
-            else:
-                attacks += 1
-                detected += alert
-                seen += 1
-                if alert and first is None:
-                    first = seen
-        late += first is None or first > 10
-    return 100 * false_alarms / benign, 100 * detected / attacks, late, len(streams)
+    """Per stream, the counts `metapu-lab real-traffic` writes to stream.json, then the
+    rates real-validation.py reports from them."""
+    streams = defaultdict(lambda: {"benign": 0, "benign_alerts": 0, "attack": 0, "attack_alerts": 0,
+                                   "first_alert": None, "labeled": 0})
+    for d, is_attack, score in zip(devices, attack, scores):
+        s, alert = streams[d], score > 0.5
+        if is_attack:
+            s["attack"] += 1
+            s["attack_alerts"] += alert
+            if alert and s["first_alert"] is None:
+                s["first_alert"] = s["attack"]
+        elif s["labeled"] < LABELED:
+            s["labeled"] += 1
+        else:
+            s["benign"] += 1
+            s["benign_alerts"] += alert
+    rows = [dict(s, device=d) for d, s in streams.items()]
+    return stream_rates(rows, lambda _: True)
 
 
 def main(runs):
