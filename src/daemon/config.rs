@@ -242,9 +242,10 @@ impl DaemonConfig {
     /// The effective configuration as TOML, with secret-looking values redacted.
     pub fn redacted_toml(&self) -> String {
         let mut shown = self.clone();
-        let k = &mut shown.kafka;
-        for (key, value) in k.options.iter_mut().chain(&mut k.consumer_options).chain(&mut k.producer_options)
-        {
+        let kafka = &mut shown.kafka;
+        let options =
+            kafka.options.iter_mut().chain(&mut kafka.consumer_options).chain(&mut kafka.producer_options);
+        for (key, value) in options {
             let k = key.to_ascii_lowercase();
             if ["password", "secret", "key", "token", "credential"].iter().any(|s| k.contains(s)) {
                 *value = "<redacted>".into();
