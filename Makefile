@@ -41,16 +41,18 @@ results-synthetic: build | $(RUNS)
 	bash scripts/synthetic-ensemble.sh $(RUNS)/synthetic-ensemble
 
 # The default IoT model shipped in models/: meta-trained on simulated doorbells,
-# thermostats and cameras (baby monitors and webcams are held out for evaluation). The
-# prior estimate, the onset episodes and the seed were chosen on the real-traffic
-# validation devices (docs/experiments/2026-11-26-onset-episodes.md).
+# thermostats and cameras (baby monitors and webcams are held out for evaluation) and on
+# four real consumer-IoT hosts made infected with simulated attacks (scripts/source-data.sh).
+# The real sources, the prior estimate, the onset episodes and the seed were chosen on the
+# real-traffic validation devices (docs/experiments/2026-11-26-real-sources.md).
 IOT_MODEL ?= models/iot-default.safetensors
 iot-model: build | $(RUNS)
 	$(METAPU) simulate --devices 250 --duration 10m --seed 1 --attacked 1 --max-rows-per-class 500 \
 		--out $(RUNS)/iot-train.csv --split-out $(RUNS)/iot-train.split.json --holdout-types baby_monitor,webcam
-	$(METAPU) train --data $(RUNS)/iot-train.csv --split $(RUNS)/iot-train.split.json \
+	bash scripts/source-data.sh $(RUNS)/iot-train.csv $(RUNS)/iot-train.split.json $(RUNS)/iot-train-real
+	$(METAPU) train --data $(RUNS)/iot-train-real.csv --split $(RUNS)/iot-train-real.split.json \
 		--out $(IOT_MODEL) --iterations 3000 --eval-every 250 --meta-batch 8 \
-		--prior-estimate known-normal-median --onset-share 0.25 --seed 2
+		--prior-estimate known-normal-median --onset-share 0.25 --seed 3
 	$(METAPU) info $(IOT_MODEL)
 
 # docs/results.md, default IoT model: held-out simulated types and the real Danmini rows,

@@ -181,10 +181,13 @@ traffic, from the device's own MAC and IPv4 address. Features from the real path
 (`metapu-lab real-traffic`: the capture reader and the extractor of `metapu extract
 --device-mac --labels`): {n_streams} (device, attack) streams, {records:,} records,
 {attacks:,} of them attack. The shipped model (`models/iot-default.safetensors`) was
-meta-trained on simulated traffic only: every device and every attack here is held out
-from training. Its prior estimate, onset share and seed were chosen on the validation
-devices (every third device of each network, `scripts/real-validation.py`;
-[record](experiments/2026-11-26-onset-episodes.md)), so the goals are judged on the
+meta-trained on simulated devices and on four real hosts of nDPI's captures made
+infected with simulated attacks (`scripts/source-data.sh`): every device and every
+attack capture here is held out from training. Its real sources, prior estimate, onset
+share and seed were chosen on the validation devices (every third device of each
+network, `scripts/real-validation.py`; records
+[onset episodes](experiments/2026-11-26-onset-episodes.md),
+[real sources](experiments/2026-11-26-real-sources.md)), so the goals are judged on the
 target devices, on which no choice was made. No simulated attack kinds are injected yet.
 
 **Streaming** (`metapu-lab real-traffic`). Each stream through the daemon's engine with

@@ -5,13 +5,14 @@
 #   bash scripts/recipe-sweep.sh NAME "SEEDS" [metapu-lab train options…]
 #   python3 scripts/real-validation.py --table runs/sweep/val-*
 #
-# Needs make iot-model's data (runs/iot-train.csv) and make real-results' captures
-# (runs/real/captures). Writes runs/sweep/NAME-sSEED.safetensors and runs/sweep/val-NAME-sSEED/.
+# Needs make iot-model's data (runs/iot-train-real.csv and its split; DATA and SPLIT name
+# other training data) and make real-results' captures (runs/real/captures). Writes runs/sweep/NAME-sSEED.safetensors and runs/sweep/val-NAME-sSEED/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 name=$1 seeds=$2
 shift 2
 lab=target/release/metapu-lab runs=runs sweep=runs/sweep
+data=${DATA:-$runs/iot-train-real.csv} split=${SPLIT:-$runs/iot-train-real.split.json}
 mkdir -p "$sweep/captures-val"
 # The validation devices' captures (a third of the streams: a third of the time).
 python3 - "$runs/real/captures" "$sweep/captures-val" <<'PY'
@@ -27,7 +28,7 @@ PY
 echo '{"source": [], "validation": [], "target": ["danmini_doorbell"]}' > "$sweep/danmini.split.json"
 for seed in $seeds; do
   model=$sweep/$name-s$seed.safetensors out=$sweep/val-$name-s$seed
-  [[ -f $model ]] || $lab train --data $runs/iot-train.csv --split $runs/iot-train.split.json --out "$model" \
+  [[ -f $model ]] || $lab train --data "$data" --split "$split" --out "$model" \
     --iterations 3000 --eval-every 250 --meta-batch 8 --seed "$seed" "$@" 2>&1 | tail -1
   $lab real-traffic --captures "$sweep/captures-val" --model "$model" --out "$out" 2>&1 | tail -1
   $lab eval --data "$out/real.csv" --split "$out/real.split.json" --model "$model" --methods ours \

@@ -158,9 +158,8 @@ async fn replay_and_check(boot: &str, cfg: &DaemonConfig, metapu_bin: &Path, cle
     );
     // Incidents (issue #38's measure): one or two, opened during the attack only. The
     // goal, the first within 10 attack records, is not met with the rules chosen on the
-    // validation devices (6 of 10): Danmini's first udp records after the first look
-    // normal, and its incident opens at attack record 12 (docs/results.md); the bound
-    // here is 20.
+    // validation devices (6 of 10): its incident opens at attack record 11
+    // (docs/results.md); the bound here is 20.
     let incidents = read_topic(&boot, &cfg.kafka.incidents_topic, Duration::from_secs(10), |m| {
         json_values(m).iter().any(|v| v["event"] == "opened")
     });
