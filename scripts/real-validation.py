@@ -6,10 +6,12 @@ of IoT Sentinel's 25 devices); a device's streams (one per attack) go together.
 
     python3 scripts/real-validation.py RUN_DIR [RUN_DIR …]
     python3 scripts/real-validation.py --table runs/sweep/val-NAME-sSEED …
+    python3 scripts/real-validation.py --halves runs/sweep/val-NAME-sSEED …
 
 
 --table: one row per run of `scripts/recipe-sweep.sh` (validation devices, Danmini),
-means per recipe, and the run the rule below chooses. RUN_DIR is a `metapu-lab
+means per recipe, and the run the rule below chooses. --halves: each run's FPR on two
+halves of the validation devices, and how alike the halves rank the runs (Spearman). RUN_DIR is a `metapu-lab
 real-traffic --out` folder (stream.json, scores-ours.csv) of all
 devices or of some (a captures folder holding only the validation devices' files runs
 in a third of the time), optionally with `eval/results.json` (`metapu-lab eval --out
@@ -128,9 +130,33 @@ def table(run_dirs):
         print("\nchosen: none meets TPR ≥ 95 % with at most 4 late streams")
 
 
+def halves(run_dirs):
+    """How well the validation FPR ranks models: the validation devices in two halves
+    (alternately, in name order), each sweep run's FPR on both, and the rank correlation."""
+    names = sorted(VALIDATION)
+    first, second = set(names[0::2]), set(names[1::2])
+    runs = []
+    for run_dir in sorted(run_dirs):
+        rows = json.load(open(os.path.join(run_dir, "stream.json")))["devices"]
+        a, b = (stream_rates(rows, half.__contains__)[0] for half in (first, second))
+        runs.append((os.path.basename(run_dir.rstrip("/")), a, b))
+        print(f"{runs[-1][0]:28s} FPR first half {a:5.2f} %, second half {b:5.2f} %")
+
+    def ranks(values):
+        order = sorted(range(len(values)), key=values.__getitem__)
+        return [order.index(i) for i in range(len(values))]
+
+    ra, rb, n = ranks([r[1] for r in runs]), ranks([r[2] for r in runs]), len(runs)
+    rho = 1 - 6 * sum((x - y) ** 2 for x, y in zip(ra, rb)) / (n * (n * n - 1))
+    print(f"Spearman rank correlation between the halves over {n} runs: {rho:.2f}")
+
+
 def main():
     if sys.argv[1:2] == ["--table"]:
         table(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["--halves"]:
+        halves(sys.argv[2:])
         return
     parts = (("validation", lambda d: d in VALIDATION), ("target", lambda d: d not in VALIDATION))
     for run_dir in sys.argv[1:]:
