@@ -5,14 +5,16 @@
 #   bash scripts/recipe-sweep.sh NAME "SEEDS" [metapu-lab train options…]
 #   python3 scripts/real-validation.py --table runs/sweep/val-*
 #
-# Needs make iot-model's data (runs/iot-train-real.csv and its split; DATA and SPLIT name
-# other training data) and make real-results' captures (runs/real/captures). Writes runs/sweep/NAME-sSEED.safetensors and runs/sweep/val-NAME-sSEED/.
+# Needs make iot-model's data (runs/iot-train.csv, the simulated sources; DATA and SPLIT
+# name other training data, such as runs/iot-train-real.csv and .split.json, which add
+# the real ones) and make real-results' captures (runs/real/captures). Writes
+# runs/sweep/NAME-sSEED.safetensors and runs/sweep/val-NAME-sSEED/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 name=$1 seeds=$2
 shift 2
 lab=target/release/metapu-lab runs=runs sweep=runs/sweep
-data=${DATA:-$runs/iot-train-real.csv} split=${SPLIT:-$runs/iot-train-real.split.json}
+data=${DATA:-$runs/iot-train.csv} split=${SPLIT:-$runs/iot-train.split.json}
 mkdir -p "$sweep/captures-val"
 # The validation devices' captures (a third of the streams: a third of the time).
 python3 - "$runs/real/captures" "$sweep/captures-val" <<'PY'
