@@ -20,8 +20,8 @@ work=$(mktemp -d)
 mkdir "$work/rows"
 trap 'rm -rf "$work"' EXIT
 
-# name=capture=MAC: the two hosts that send most in each capture (a phone running the
-# Alexa app and its access point; a Google Nest and its gateway).
+# name=capture=MAC: the two hosts that send most in each capture (nDPI's captures of the
+# Alexa app's traffic and of a Google Nest; the README of ../shared/data/pcap).
 hosts=(
   "alexa=$pcap/ndpi/alexa-app.pcapng=78:f8:82:d3:fb:c2"
   "alexaap=$pcap/ndpi/alexa-app.pcapng=00:c0:ca:91:5a:01"
