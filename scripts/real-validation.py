@@ -45,9 +45,22 @@ def stream_rates(rows, keep):
     return 100 * false_alarms / benign, 100 * detected / attack, late, len(rows)
 
 
+def device_fpr(rows, keep):
+    """FPR (%) per device, then the mean over devices: each device weighs the same,
+    however many benign records it sent (the record-weighted FPR turns on the largest)."""
+    per = {}
+    for r in rows:
+        d = device(r["device"])
+        if keep(d) and r["benign"]:
+            alerts, benign = per.get(d, (0, 0))
+            per[d] = (alerts + r["benign_alerts"], benign + r["benign"])
+    return 100 * sum(a / b for a, b in per.values()) / max(1, len(per))
+
+
 def streaming(rows, keep):
     fpr, tpr, late, streams = stream_rates(rows, keep)
-    return f"FPR {fpr:5.2f} %, TPR {tpr:5.2f} %, first alert after record 10 or never: {late} of {streams} streams"
+    return (f"FPR {fpr:5.2f} % (device mean {device_fpr(rows, keep):5.2f} %), TPR {tpr:5.2f} %, "
+            f"first alert after record 10 or never: {late} of {streams} streams")
 
 
 def kept_episodes(run, method, keep):
@@ -96,29 +109,31 @@ def sweep_row(run_dir):
     validation = lambda d: d in VALIDATION  # noqa: E731
     rows = json.load(open(os.path.join(run_dir, "stream.json")))["devices"]
     fpr, tpr, late, streams = stream_rates(rows, validation)
+    per_device = device_fpr(rows, validation)
     run = json.load(open(os.path.join(run_dir, "eval", "results.json")))["runs"][0]
     pairs = kept_episodes(run, next(m for m in run["methods"] if m["method"] == "Ours"), validation)
     high = [a for a, e in pairs if e["prior"] == 0.8]
     danmini = json.load(open(os.path.join(run_dir, "danmini", "results.json")))["summary"]["methods"][0]
-    return dict(recipe=name, seed=int(seed), fpr=fpr, tpr=tpr,
+    return dict(recipe=name, seed=int(seed), fpr=fpr, per_device=per_device, tpr=tpr,
                 late=late, streams=streams, protocol=100 * sum(a for a, _ in pairs) / len(pairs),
                 high=100 * sum(high) / len(high), danmini=100 * danmini["mean_accuracy"])
 
 
 def table(run_dirs):
     rows = sorted((sweep_row(d) for d in run_dirs), key=lambda r: (r["recipe"], r["seed"]))
-    print("| recipe | seed | stream FPR | stream TPR | late or never | protocol | at π = 0.8 | Danmini |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| recipe | seed | stream FPR | FPR, device mean | stream TPR | late or never | protocol | at π = 0.8 | Danmini |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['recipe']} | {r['seed']} | {r['fpr']:.2f} % | {r['tpr']:.2f} % | {r['late']} of {r['streams']} | "
-              f"{r['protocol']:.2f} % | {r['high']:.2f} % | {r['danmini']:.2f} % |")
+        print(f"| {r['recipe']} | {r['seed']} | {r['fpr']:.2f} % | {r['per_device']:.2f} % | {r['tpr']:.2f} % | "
+              f"{r['late']} of {r['streams']} | {r['protocol']:.2f} % | {r['high']:.2f} % | {r['danmini']:.2f} % |")
     print()
-    print("| recipe | seeds | mean FPR | mean TPR | late or never, all seeds | protocol | at π = 0.8 | Danmini |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| recipe | seeds | mean FPR | FPR, device mean | mean TPR | late or never, all seeds | protocol | at π = 0.8 "
+          "| Danmini |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for recipe in sorted({r["recipe"] for r in rows}):
         rs = [r for r in rows if r["recipe"] == recipe]
         mean = lambda key: sum(r[key] for r in rs) / len(rs)  # noqa: E731
-        print(f"| {recipe} | {len(rs)} | {mean('fpr'):.2f} % | {mean('tpr'):.2f} % | "
+        print(f"| {recipe} | {len(rs)} | {mean('fpr'):.2f} % | {mean('per_device'):.2f} % | {mean('tpr'):.2f} % | "
               f"{sum(r['late'] for r in rs)} of {sum(r['streams'] for r in rs)} | {mean('protocol'):.2f} % | "
               f"{mean('high'):.2f} % | {mean('danmini'):.2f} % |")
     eligible = [r for r in rows if r["tpr"] >= 95 and r["late"] <= MAX_LATE]
