@@ -7,11 +7,13 @@ of IoT Sentinel's 25 devices); a device's streams (one per attack) go together.
     python3 scripts/real-validation.py RUN_DIR [RUN_DIR …]
     python3 scripts/real-validation.py --table runs/sweep/val-NAME-sSEED …
     python3 scripts/real-validation.py --halves runs/sweep/val-NAME-sSEED …
+    python3 scripts/real-validation.py --compare BEFORE_RUN_DIR AFTER_RUN_DIR
 
 
 --table: one row per run of `scripts/recipe-sweep.sh` (validation devices, Danmini),
 means per recipe, and the run the rule below chooses. --halves: each run's FPR on two
-halves of the validation devices, and how alike the halves rank the runs (Spearman). RUN_DIR is a `metapu-lab
+halves of the validation devices, and how alike the halves rank the runs (Spearman).
+--compare: each device's FPR in two runs (two models on the same streams). RUN_DIR is a `metapu-lab
 real-traffic --out` folder (stream.json, scores-ours.csv) of all
 devices or of some (a captures folder holding only the validation devices' files runs
 in a third of the time), optionally with `eval/results.json` (`metapu-lab eval --out
@@ -21,6 +23,7 @@ RUN_DIR/eval` on its real.csv) and `danmini/results.json` (the Danmini rows, as
 import csv
 import json
 import os
+import statistics
 import sys
 
 
@@ -45,16 +48,35 @@ def stream_rates(rows, keep):
     return 100 * false_alarms / benign, 100 * detected / attack, late, len(rows)
 
 
-def device_fpr(rows, keep):
-    """FPR (%) per device, then the mean over devices: each device weighs the same,
-    however many benign records it sent (the record-weighted FPR turns on the largest)."""
+def per_device_fpr(rows, keep):
+    """FPR (%) of each device with benign records after the labeled ones."""
     per = {}
     for r in rows:
         d = device(r["device"])
         if keep(d) and r["benign"]:
             alerts, benign = per.get(d, (0, 0))
             per[d] = (alerts + r["benign_alerts"], benign + r["benign"])
-    return 100 * sum(a / b for a, b in per.values()) / max(1, len(per))
+    return {d: 100 * a / b for d, (a, b) in per.items()}
+
+
+def device_fpr(rows, keep):
+    """The mean of the devices' FPRs: each device weighs the same, however many benign
+    records it sent (the record-weighted FPR turns on the largest)."""
+    per = per_device_fpr(rows, keep)
+    return sum(per.values()) / max(1, len(per))
+
+
+def compare_devices(before_dir, after_dir):
+    """Each device's FPR in two runs, and per part how many went down or up."""
+    runs = [json.load(open(os.path.join(d, "stream.json")))["devices"] for d in (before_dir, after_dir)]
+    for name, keep in (("validation", lambda d: d in VALIDATION), ("target", lambda d: d not in VALIDATION)):
+        before, after = (per_device_fpr(rows, keep) for rows in runs)
+        for d in sorted(before, key=lambda d: -after.get(d, 0)):
+            print(f"  {name:10s} {d:32s} FPR {before[d]:5.1f} % → {after.get(d, float('nan')):5.1f} %")
+        pairs = [(before[d], after[d]) for d in before if d in after]
+        print(f"{name}: {len(pairs)} devices, {sum(a < b for b, a in pairs)} lower, {sum(a > b for b, a in pairs)} "
+              f"higher, {sum(a == b for b, a in pairs)} unchanged; median "
+              f"{statistics.median(b for b, _ in pairs):.2f} % → {statistics.median(a for _, a in pairs):.2f} %")
 
 
 def streaming(rows, keep):
@@ -172,6 +194,9 @@ def main():
         return
     if sys.argv[1:2] == ["--halves"]:
         halves(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["--compare"]:
+        compare_devices(*sys.argv[2:4])
         return
     parts = (("validation", lambda d: d in VALIDATION), ("target", lambda d: d not in VALIDATION))
     for run_dir in sys.argv[1:]:
