@@ -39,6 +39,10 @@ VALIDATION = {
 }
 
 
+# The two parts of the benchmark, as (name, keep(device)).
+PARTS = (("validation", lambda d: d in VALIDATION), ("target", lambda d: d not in VALIDATION))
+
+
 def stream_rates(rows, keep):
     """FPR and TPR (%), streams alerting after attack record 10 or never, and streams kept."""
     rows = [r for r in rows if keep(device(r["device"]))]
@@ -69,7 +73,7 @@ def device_fpr(rows, keep):
 def compare_devices(before_dir, after_dir):
     """Each device's FPR in two runs, and per part how many went down or up."""
     runs = [json.load(open(os.path.join(d, "stream.json")))["devices"] for d in (before_dir, after_dir)]
-    for name, keep in (("validation", lambda d: d in VALIDATION), ("target", lambda d: d not in VALIDATION)):
+    for name, keep in PARTS:
         before, after = (per_device_fpr(rows, keep) for rows in runs)
         for d in sorted(before, key=lambda d: -after.get(d, 0)):
             print(f"  {name:10s} {d:32s} FPR {before[d]:5.1f} % → {after.get(d, float('nan')):5.1f} %")
@@ -128,7 +132,7 @@ MAX_LATE = 4
 
 def sweep_row(run_dir):
     name, _, seed = os.path.basename(run_dir.rstrip("/")).removeprefix("val-").rpartition("-s")
-    validation = lambda d: d in VALIDATION  # noqa: E731
+    validation = PARTS[0][1]
     rows = json.load(open(os.path.join(run_dir, "stream.json")))["devices"]
     fpr, tpr, late, streams = stream_rates(rows, validation)
     per_device = device_fpr(rows, validation)
@@ -198,7 +202,6 @@ def main():
     if sys.argv[1:2] == ["--compare"]:
         compare_devices(*sys.argv[2:4])
         return
-    parts = (("validation", lambda d: d in VALIDATION), ("target", lambda d: d not in VALIDATION))
     for run_dir in sys.argv[1:]:
         rows = json.load(open(os.path.join(run_dir, "stream.json")))["devices"]
         print(run_dir)
@@ -207,7 +210,7 @@ def main():
             print(f"  all streams: benign FPR {before_and_after_attack(scores)}")
         results = os.path.join(run_dir, "eval", "results.json")
         run = json.load(open(results))["runs"][0] if os.path.exists(results) else None
-        for name, keep in parts:
+        for name, keep in PARTS:
             if not any(keep(device(r["device"])) for r in rows):
                 continue
             print(f"  {name:10s} streaming: {streaming(rows, keep)}")

@@ -260,12 +260,12 @@ impl IncidentTracker {
         self
     }
 
-    /// Close the open incident (kept for late feedback).
     /// The device leaves this daemon's memory with its open incident, if any.
     pub fn close_evicted(&mut self, now_unix: f64) -> Option<Transition> {
         self.close(Resolution::Evicted, now_unix)
     }
 
+    /// Close the open incident (kept for late feedback).
     fn close(&mut self, resolution: Resolution, now_unix: f64) -> Option<Transition> {
         let mut closed = self.open.take()?;
         closed.closed_at = Some(now_unix);

@@ -298,25 +298,26 @@ async fn a_false_positive_verdict_teaches_the_device_its_new_normal() {
     assert_eq!(closed[0]["feedback"][0]["by"], "ana");
     assert_eq!(closed[0]["feedback"][0]["note"], "firmware update");
 
+    // 40 records of the new behaviour from `skip` on, waited for on the scores topic:
+    // how many were anomalous, of how many scored.
+    let mut score_changed = async |skip: usize| {
+        let before = json_values(&read_topic(&boot, "m10.scores", Duration::from_secs(5), |_| false)).len();
+        send(changed.iter().skip(skip).take(40).collect(), false).await;
+        let scores = read_topic(&boot, "m10.scores", Duration::from_secs(20), |m| m.len() >= before + 40);
+        let new: Vec<serde_json::Value> = json_values(&scores).into_iter().skip(before).collect();
+        (new.iter().filter(|v| v["decision"] == "anomalous").count(), new.len())
+    };
     // The same behaviour goes on: no new incident.
-    let before = json_values(&read_topic(&boot, "m10.scores", Duration::from_secs(5), |_| false)).len();
-    send(changed.iter().skip(15).take(40).collect(), false).await;
-    let scores = read_topic(&boot, "m10.scores", Duration::from_secs(20), |m| m.len() >= before + 40);
-    let after: Vec<serde_json::Value> = json_values(&scores).into_iter().skip(before).collect();
-    let anomalous = after.iter().filter(|v| v["decision"] == "anomalous").count();
-    println!("after the verdict: {anomalous} of {} records of the new behaviour anomalous", after.len());
+    let (anomalous, scored) = score_changed(15).await;
+    println!("after the verdict: {anomalous} of {scored} records of the new behaviour anomalous");
     // Once the behaviour fills the unlabeled window, the device is re-adapted on it: the
     // verdict must still hold (the incident's kept records alone were not enough).
     let readapted = |m: &[(Option<String>, Vec<u8>)]| {
         json_values(m).iter().any(|v| v["unlabeled_window"].as_u64().is_some_and(|n| n >= 85))
     };
     read_topic(&boot, "m10.priors", Duration::from_secs(20), readapted);
-    let before = json_values(&read_topic(&boot, "m10.scores", Duration::from_secs(5), |_| false)).len();
-    send(changed.iter().skip(55).take(40).collect(), false).await;
-    let scores = read_topic(&boot, "m10.scores", Duration::from_secs(20), |m| m.len() >= before + 40);
-    let later: Vec<serde_json::Value> = json_values(&scores).into_iter().skip(before).collect();
-    let anomalous = later.iter().filter(|v| v["decision"] == "anomalous").count();
-    println!("after re-adaptation: {anomalous} of {} records of the new behaviour anomalous", later.len());
+    let (anomalous, scored) = score_changed(55).await;
+    println!("after re-adaptation: {anomalous} of {scored} records of the new behaviour anomalous");
     let got = read_topic(&boot, "m10.incidents", Duration::from_secs(3), |_| false);
     assert_eq!(events(&got, "opened").len(), 1, "a new incident on the dismissed behaviour");
     let body = http_get(daemon.http_addr, "/metrics").1;
