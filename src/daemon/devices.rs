@@ -113,6 +113,9 @@ pub struct Observed {
     pub evicted: usize,
     /// The record was already in the windows (redelivery): left out of them.
     pub replayed: bool,
+    /// The record entered the positive window as known-normal: labeled so, or taken
+    /// so (a new device's first records, or the records after a dismissal).
+    pub taken_as_normal: bool,
 }
 
 #[derive(Debug)]
@@ -212,6 +215,7 @@ impl DeviceTable {
                 if known_normal || d.seen < bootstrap || d.learning > 0 {
                     d.positive.push(features);
                     d.learning = d.learning.saturating_sub(1);
+                    out.taken_as_normal = true;
                 }
                 d.unlabeled.push(features);
                 d.seen += 1;
@@ -417,12 +421,13 @@ mod tests {
     fn after_a_dismissal_the_next_records_are_learned_as_normal() {
         let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
         let mut t = DeviceTable::new(1, sizes, 10);
-        t.observe("a", &[0.0], true, &at(0, 0), 0);
+        assert!(t.observe("a", &[0.0], true, &at(0, 0), 0).taken_as_normal);
         t.get_mut("a").unwrap().learn_after_dismissal();
-        for offset in 1..6 {
-            t.observe("a", &[offset as f32], false, &at(0, offset), 0);
-        }
+        let taken: Vec<bool> = (1..6)
+            .map(|offset| t.observe("a", &[offset as f32], false, &at(0, offset), 0).taken_as_normal)
+            .collect();
         // Half the positive window (2 records) learned, then labels rule again.
+        assert_eq!(taken, [true, true, false, false, false]);
         assert_eq!(t.get("a").unwrap().positive.rows(), [0.0, 1.0, 2.0]);
         assert_eq!(t.get("a").unwrap().unlabeled.len(), 6);
     }

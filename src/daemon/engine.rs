@@ -35,6 +35,9 @@ pub enum Verdict {
 pub struct Processed {
     /// One per input record, in order.
     pub verdicts: Vec<Verdict>,
+    /// One per input record: it entered its device's windows as known-normal (see
+    /// `Observed::taken_as_normal`); such a record never counts towards an incident.
+    pub taken_as_normal: Vec<bool>,
     /// Devices evicted to make room for new ones.
     pub evicted: usize,
     /// Redelivered records scored again but kept out of the windows.
@@ -74,7 +77,7 @@ impl Engine {
     /// until the next adaptation round. A device's records beyond `max_per_device` in
     /// this batch are deferred.
     pub fn process(&mut self, records: &[(&FeatureRecord, &Source)], now_ms: u64) -> Processed {
-        let mut out = Processed::default();
+        let mut out = Processed { taken_as_normal: vec![false; records.len()], ..Processed::default() };
         let mut taken: HashMap<&str, usize> = HashMap::new();
         let mut kept = Vec::with_capacity(records.len());
         for (i, (r, source)) in records.iter().enumerate() {
@@ -86,6 +89,7 @@ impl Engine {
             let seen = self.devices.observe(&r.device, &r.features, r.known_normal, source, now_ms);
             out.evicted += seen.evicted;
             out.replayed += usize::from(seen.replayed);
+            out.taken_as_normal[i] = seen.taken_as_normal;
             kept.push(i);
         }
         out.adapted = self.adapt_unready(kept.iter().map(|&i| records[i].0.device.as_str()));

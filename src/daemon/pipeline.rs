@@ -156,19 +156,20 @@ impl Pipeline {
         metrics.batch_records.observe(batch.len() as f64);
 
         let mut outputs = Vec::new();
-        let mut verdicts = processed.verdicts.into_iter();
+        let mut verdicts = processed.verdicts.into_iter().zip(processed.taken_as_normal);
         let mut done = Vec::with_capacity(batch.len());
         for c in batch {
             match &c.decoded {
                 Ok(r) => match verdicts.next().expect("one verdict per valid record") {
-                    Verdict::Deferred => {
+                    (Verdict::Deferred, _) => {
                         self.deferred.push(c);
                         continue;
                     }
-                    v => {
+                    (v, taken_as_normal) => {
                         self.record_outputs(r, &c.source, v, model_version, metrics, &mut outputs);
                         if let Verdict::Scored { posterior, anomalous, prior } = v {
-                            let decision = Decision::of(r, &c.source, posterior, anomalous, prior);
+                            let decision =
+                                Decision::of(r, &c.source, posterior, anomalous, prior, taken_as_normal);
                             let tracker = engine.devices.get_mut(&r.device).map(|d| &mut d.incidents);
                             if let Some(t) = tracker.and_then(|t| {
                                 t.observe(&r.device, decision, &self.rules, now_ms, output::unix_now())
@@ -446,7 +447,7 @@ mod tests {
 
     use super::*;
     use crate::daemon::config::DaemonConfig;
-    use crate::daemon::devices::WindowSizes;
+    use crate::daemon::devices::{DeviceTable, WindowSizes};
     use crate::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 
     fn engine(max_per_device: usize) -> Engine {
@@ -555,5 +556,42 @@ mod tests {
         assert_eq!((update.device.as_str(), update.positive_window, update.unlabeled_window), ("a", 1, 4));
         assert_eq!(metrics.adaptations.get(), 1);
         assert_eq!(metrics.records_invalid.with_label_values(&["malformed"]).get(), 1);
+    }
+
+    /// Records taken as known-normal (here a new device's first three) are being learned
+    /// as normal: however they score, they open no incident; the records after them do.
+    #[test]
+    fn records_taken_as_normal_open_no_incident() {
+        let metrics = Metrics::new();
+        let (mut engine, mut pipeline) = (engine(0), pipeline());
+        engine.threshold = 1.1; // every record scores anomalous
+        engine.devices =
+            DeviceTable::new(2, WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 3 }, 10);
+        let opened = |outputs: &[Output]| outputs.iter().filter(|o| o.topic == "metapu.incidents").count();
+        let (outputs, _) = pipeline.run(
+            &mut engine,
+            consumed((0..3).map(|o| record("a", o, false)).collect()),
+            0,
+            "v",
+            &metrics,
+        );
+        assert_eq!(opened(&outputs), 0, "bootstrap records are learned, not alerted on");
+        let anomalous = outputs
+            .iter()
+            .filter(|o| o.topic == "metapu.scores")
+            .filter(|o| {
+                serde_json::from_slice::<ScoreRecord>(&o.value).expect("a score record").decision
+                    == "anomalous"
+            })
+            .count();
+        assert_eq!(anomalous, 3, "yet scored anomalous");
+        let (outputs, _) = pipeline.run(
+            &mut engine,
+            consumed((3..5).map(|o| record("a", o, false)).collect()),
+            0,
+            "v",
+            &metrics,
+        );
+        assert_eq!(opened(&outputs), 1, "2 of the last 3 decisions anomalous");
     }
 }

@@ -181,7 +181,7 @@ fn run_device(
             .collect();
         let refs: Vec<_> = records.iter().zip(&sources).collect();
         let processed = engine.process(&refs, (now * 1000.0).max(0.0) as u64);
-        for (i, v) in (start..end).zip(processed.verdicts) {
+        for ((i, v), taken_as_normal) in (start..end).zip(processed.verdicts).zip(processed.taken_as_normal) {
             let attack_started = out.attack > 0 || task.labels[i] == Label::Negative;
             if task.labels[i] == Label::Negative && out.attack == 0 && tracker.open.is_some() {
                 out.attack_covered = true;
@@ -192,7 +192,8 @@ fn run_device(
                     out.scores[i] = 1.0 - posterior;
                     out.anomalous += usize::from(anomalous);
                     let r = &records[i - start];
-                    let decision = Decision::of(r, &sources[i - start], posterior, anomalous, prior);
+                    let decision =
+                        Decision::of(r, &sources[i - start], posterior, anomalous, prior, taken_as_normal);
                     if let Some(Transition::Opened(_)) =
                         tracker.observe(&task.id, decision, &cfg.incidents, clock_ms(r.ts), r.ts)
                     {
