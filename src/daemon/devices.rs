@@ -87,6 +87,11 @@ impl Device {
         self.learning = (self.positive.capacity() / 2).max(1);
     }
 
+    /// Records still to be learned as known-normal after a dismissal.
+    pub fn learning(&self) -> usize {
+        self.learning
+    }
+
     pub fn heap_bytes(&self) -> usize {
         self.positive.heap_bytes()
             + self.unlabeled.heap_bytes()
@@ -132,6 +137,9 @@ pub struct DeviceTable {
     /// Devices evicted (capacity or idle) with an incident open: their incidents must
     /// still be closed on the incidents topic (see [`Self::take_evicted_with_incidents`]).
     evicted_with_incidents: Vec<(String, Device)>,
+    /// Devices evicted (capacity or idle) and their partitions: their snapshots on the
+    /// state topic must be deleted too (see [`Self::take_forgotten`]).
+    forgotten: Vec<(String, i32)>,
 }
 
 impl DeviceTable {
@@ -145,6 +153,7 @@ impl DeviceTable {
             clock: 0,
             handovers: 0,
             evicted_with_incidents: Vec::new(),
+            forgotten: Vec::new(),
         }
     }
 
@@ -232,12 +241,15 @@ impl DeviceTable {
     fn evict_oldest(&mut self) -> Option<String> {
         let (_, id) = self.recency.pop_first()?;
         if let Some(d) = self.devices.remove(&id) {
-            self.keep_if_incident_open(&id, d);
+            self.forget_evicted(&id, d);
         }
         Some(id)
     }
 
-    fn keep_if_incident_open(&mut self, id: &str, d: Device) {
+    /// An evicted device: its snapshot is to be deleted, and it is kept until its open
+    /// incident is closed.
+    fn forget_evicted(&mut self, id: &str, d: Device) {
+        self.forgotten.push((id.to_string(), d.partition));
         if d.incidents.open.is_some() {
             self.evicted_with_incidents.push((id.to_string(), d));
         }
@@ -247,6 +259,21 @@ impl DeviceTable {
     /// (to explain the incident as it closes).
     pub fn take_evicted_with_incidents(&mut self) -> Vec<(String, Device)> {
         std::mem::take(&mut self.evicted_with_incidents)
+    }
+
+    /// Devices evicted since the last call and not tracked again, with their partitions:
+    /// the daemon stopped tracking them, so their snapshots go too. Otherwise a restart
+    /// would restore them, an evicted incident would reopen and close a second time,
+    /// and the state topic would bring back every device ever seen.
+    pub fn take_forgotten(&mut self) -> Vec<(String, i32)> {
+        let mut forgotten = std::mem::take(&mut self.forgotten);
+        forgotten.retain(|(id, _)| !self.devices.contains_key(id));
+        forgotten
+    }
+
+    /// A device whose snapshot could not be deleted: to be tried again.
+    pub fn forget_again(&mut self, id: String, partition: i32) {
+        self.forgotten.push((id, partition));
     }
 
     /// Drop devices not seen for `idle_ms`; returns their ids.
@@ -259,7 +286,7 @@ impl DeviceTable {
             .collect();
         for id in &stale {
             if let Some(d) = self.remove(id) {
-                self.keep_if_incident_open(id, d);
+                self.forget_evicted(id, d);
             }
         }
         stale
@@ -326,6 +353,7 @@ impl DeviceTable {
         d.changed = usize::from(!d.positive.is_empty());
         d.first_seen_ms = now_ms;
         d.incidents = snapshot.incidents.clone().restored(now_ms);
+        d.learning = snapshot.learning;
         if let Some(old) = self.devices.insert(id.to_string(), d) {
             self.recency.remove(&old.lru_key);
         }
@@ -415,6 +443,26 @@ mod tests {
         open_incident(&mut t, "moved");
         t.remove("moved"); // revoked: the snapshot carries the incident to its new owner
         assert!(t.take_evicted_with_incidents().is_empty());
+    }
+
+    #[test]
+    fn evicted_devices_are_forgotten_unless_tracked_again_and_revoked_ones_are_not() {
+        let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
+        let mut t = DeviceTable::new(1, sizes, 1);
+        t.observe("a", &[1.0], true, &at(3, 0), 0);
+        t.observe("b", &[2.0], true, &at(4, 1), 1); // evicts a (capacity)
+        assert_eq!(t.take_forgotten(), [("a".to_string(), 3)]);
+        assert!(t.take_forgotten().is_empty(), "taken once");
+        t.observe("a", &[3.0], true, &at(3, 2), 2); // evicts b, a is back
+        t.observe("b", &[4.0], true, &at(4, 3), 3); // evicts a, b is back
+        assert_eq!(t.take_forgotten(), [("a".to_string(), 3)], "b is tracked again: its snapshot stays");
+        assert_eq!(t.evict_idle(1000, 500), ["b"]);
+        assert_eq!(t.take_forgotten(), [("b".to_string(), 4)], "idle eviction too");
+        t.observe("c", &[5.0], true, &at(0, 4), 4);
+        t.remove("c"); // revoked: its snapshot is its new owner's to restore
+        assert!(t.take_forgotten().is_empty());
+        t.forget_again("c".into(), 0);
+        assert_eq!(t.take_forgotten(), [("c".to_string(), 0)]);
     }
 
     #[test]

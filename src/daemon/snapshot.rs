@@ -3,9 +3,12 @@
 //! `MPS3`: dim, positive rows, unlabeled rows (u32 LE each), records seen (u64 LE),
 //! the newest input record in the windows (partition i32, offset i64, topic length
 //! u16 and bytes; offset −1 when none), the f32 LE values, then the device's incident
-//! state as JSON (u32 LE length and bytes). `MPS2` (no incident state) and `MPS1` (no
+//! state as JSON (u32 LE length and bytes; since the dismissal learning, the object also
+//! holds `learning`, absent in older snapshots). `MPS2` (no incident state) and `MPS1` (no
 //! source either) are still read. Windows, not adapted states, are stored: they outlive
 //! a model change.
+
+use serde::{Deserialize, Serialize};
 
 use super::incidents::IncidentTracker;
 use super::output::Source;
@@ -25,6 +28,17 @@ pub struct Snapshot {
     pub last_source: Option<Source>,
     /// The device's last decisions and open incident (`MPS3`; empty from older ones).
     pub incidents: IncidentTracker,
+    /// Records still to be learned as known-normal after a dismissal (0 when absent).
+    pub learning: usize,
+}
+
+/// The JSON tail: the incident state, and beside its fields the dismissal learning.
+#[derive(Serialize, Deserialize)]
+struct Tail<T> {
+    #[serde(flatten)]
+    incidents: T,
+    #[serde(default)]
+    learning: usize,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -76,7 +90,8 @@ impl Snapshot {
         for v in self.positive.iter().chain(&self.unlabeled) {
             out.extend_from_slice(&v.to_le_bytes());
         }
-        let incidents = serde_json::to_vec(&self.incidents).expect("incident state serialises");
+        let tail = Tail { incidents: &self.incidents, learning: self.learning };
+        let incidents = serde_json::to_vec(&tail).expect("incident state serialises");
         out.extend_from_slice(&(incidents.len() as u32).to_le_bytes());
         out.extend_from_slice(&incidents);
         out
@@ -108,14 +123,14 @@ impl Snapshot {
             (np + nu).checked_mul(dim).and_then(|v| v.checked_mul(4)).ok_or(SnapshotError::BadLength)?;
         let windows = if version == 3 { r.take(values) } else { (r.0.len() == values).then_some(r.0) };
         let windows = windows.ok_or(SnapshotError::BadLength)?;
-        let incidents = if version == 3 {
+        let tail = if version == 3 {
             let len = r.array::<4>().map(u32::from_le_bytes).ok_or(SnapshotError::BadLength)? as usize;
             if r.0.len() != len {
                 return Err(SnapshotError::BadLength);
             }
             serde_json::from_slice(r.0).map_err(|e| SnapshotError::Incidents(e.to_string()))?
         } else {
-            IncidentTracker::default()
+            Tail { incidents: IncidentTracker::default(), learning: 0 }
         };
         let floats: Vec<f32> =
             windows.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
@@ -129,7 +144,8 @@ impl Snapshot {
             unlabeled: unlabeled.to_vec(),
             seen,
             last_source,
-            incidents,
+            incidents: tail.incidents,
+            learning: tail.learning,
         })
     }
 }
@@ -148,6 +164,7 @@ mod tests {
             unlabeled: vec![3.0, 4.0, 5.0, 6.0],
             seen: 9,
             last_source: Some(Source { topic: "in".into(), partition: 3, offset: 41 }),
+            learning: 0,
         };
         assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
         let none = Snapshot { last_source: None, ..s.clone() };
@@ -166,10 +183,20 @@ mod tests {
         };
         assert!(with_incident.incidents.observe("a", d, &rules, 0, 1.5e9).is_some());
         assert_eq!(Snapshot::decode(&with_incident.encode()).unwrap(), with_incident);
+        // So does the dismissal learning still to come, and a tail without it reads as 0.
+        let learning = Snapshot { learning: 12, ..with_incident.clone() };
+        assert_eq!(Snapshot::decode(&learning.encode()).unwrap(), learning);
+        let mut before = s.encode();
+        let new_tail = serde_json::to_vec(&Tail { incidents: &s.incidents, learning: 0 }).unwrap();
+        before.truncate(before.len() - 4 - new_tail.len());
+        let old_tail = serde_json::to_vec(&s.incidents).unwrap();
+        before.extend_from_slice(&(old_tail.len() as u32).to_le_bytes());
+        before.extend_from_slice(&old_tail);
+        assert_eq!(Snapshot::decode(&before).unwrap(), s);
         // The second layout (no incident state) still reads.
         let mut v2 = s.encode();
         v2[..4].copy_from_slice(b"MPS2");
-        let tail = 4 + serde_json::to_vec(&s.incidents).unwrap().len();
+        let tail = 4 + serde_json::to_vec(&Tail { incidents: &s.incidents, learning: 0 }).unwrap().len();
         v2.truncate(v2.len() - tail);
         assert_eq!(Snapshot::decode(&v2).unwrap(), s);
         // The first layout (no source) still reads.

@@ -1,6 +1,6 @@
 //! Device state on the state topic: paced background snapshots of changed windows,
-//! snapshots awaited on revocation and shutdown, failed ones retried, and windows
-//! restored (and adapted) when partitions are assigned.
+//! snapshots awaited on revocation and shutdown, failed ones retried, tombstones for
+//! evicted devices, and windows restored (and adapted) when partitions are assigned.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -18,8 +18,9 @@ use super::kafka;
 use super::metrics::Metrics;
 use super::snapshot::Snapshot;
 
-/// An encoded snapshot: device, state partition, bytes.
-type Encoded = (String, i32, Vec<u8>);
+/// An encoded snapshot: device, state partition, bytes (`None`: a tombstone that deletes
+/// the device's snapshot).
+type Encoded = (String, i32, Option<Vec<u8>>);
 
 pub(crate) struct StateStore {
     kafka: KafkaConfig,
@@ -29,7 +30,7 @@ pub(crate) struct StateStore {
     interval_ms: u64,
     metrics: Arc<Metrics>,
     /// Devices whose background snapshot failed, to be marked for another try.
-    failures: (mpsc::UnboundedSender<Vec<String>>, mpsc::UnboundedReceiver<Vec<String>>),
+    failures: (mpsc::UnboundedSender<Vec<Failed>>, mpsc::UnboundedReceiver<Vec<Failed>>),
 }
 
 impl StateStore {
@@ -61,7 +62,7 @@ impl StateStore {
     /// here; failures come back through `failures` and are retried.
     pub(crate) fn snapshot_due(&mut self, devices: &mut DeviceTable, now_ms: u64, tick: Duration) {
         while let Ok(failed) = self.failures.1.try_recv() {
-            mark_unsnapshotted(devices, &failed);
+            mark_failed(devices, failed);
         }
         let budget =
             (2 * devices.len() as u64 * tick.as_millis() as u64).div_ceil(self.interval_ms).max(16) as usize;
@@ -98,13 +99,18 @@ impl StateStore {
             return;
         }
         let failed = send(&self.producer, &self.kafka.state_topic, &self.metrics, &records).await;
-        mark_unsnapshotted(devices, &failed);
+        mark_failed(devices, failed);
     }
 
-    /// Encoded snapshots of the given devices, marked as snapshotted now.
+    /// Tombstones for the devices evicted since the last call, then encoded snapshots of
+    /// the given devices, marked as snapshotted now.
     fn encode(&self, devices: &mut DeviceTable, ids: &[String], now_ms: u64) -> Vec<Encoded> {
         let dim = devices.dim();
-        let mut records = Vec::with_capacity(ids.len());
+        let mut records: Vec<Encoded> = devices
+            .take_forgotten()
+            .into_iter()
+            .map(|(id, partition)| (id, self.state_partition(partition), None))
+            .collect();
         for id in ids {
             if let Some(d) = devices.get_mut(id) {
                 d.unsnapshotted = false;
@@ -116,8 +122,9 @@ impl StateStore {
                     seen: d.seen,
                     last_source: d.last_source.clone(),
                     incidents: d.incidents.clone(),
+                    learning: d.learning(),
                 };
-                records.push((id.clone(), self.state_partition(d.partition), snap.encode()));
+                records.push((id.clone(), self.state_partition(d.partition), Some(snap.encode())));
             }
         }
         records
@@ -170,24 +177,39 @@ impl StateStore {
     }
 }
 
-fn mark_unsnapshotted(devices: &mut DeviceTable, ids: &[String]) {
-    for id in ids {
-        if let Some(d) = devices.get_mut(id) {
-            d.unsnapshotted = true;
+/// Failed sends to try again: a tracked device's snapshot at its next round, an
+/// untracked device's tombstone at the next write.
+fn mark_failed(devices: &mut DeviceTable, failed: Vec<Failed>) {
+    for (id, partition, tombstone) in failed {
+        match devices.get_mut(&id) {
+            Some(d) => d.unsnapshotted = true,
+            None if tombstone => devices.forget_again(id, partition),
+            None => {}
         }
     }
 }
 
-/// Send encoded snapshots and wait for their acknowledgement; counts them and returns
-/// the devices whose snapshot failed.
-async fn send(producer: &FutureProducer, topic: &str, metrics: &Metrics, records: &[Encoded]) -> Vec<String> {
+/// A record that was not acknowledged: device, state partition, whether a tombstone.
+type Failed = (String, i32, bool);
+
+/// Send encoded snapshots and tombstones and wait for their acknowledgement; counts
+/// them and returns those that failed.
+async fn send(producer: &FutureProducer, topic: &str, metrics: &Metrics, records: &[Encoded]) -> Vec<Failed> {
     let sends = records.iter().map(|(id, partition, bytes)| {
-        let rec = FutureRecord::to(topic).key(id).payload(bytes).partition(*partition);
+        let rec = FutureRecord::<String, Vec<u8>>::to(topic).key(id).partition(*partition);
+        let rec = match bytes {
+            Some(bytes) => rec.payload(bytes),
+            None => rec,
+        };
         producer.send(rec, Timeout::After(Duration::from_secs(30)))
     });
     let results = futures::future::join_all(sends).await;
-    let failed: Vec<String> =
-        records.iter().zip(&results).filter(|(_, r)| r.is_err()).map(|((id, _, _), _)| id.clone()).collect();
+    let failed: Vec<Failed> = records
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| r.is_err())
+        .map(|((id, partition, bytes), _)| (id.clone(), *partition, bytes.is_none()))
+        .collect();
     events::snapshots_sent(metrics, results.len() - failed.len(), failed.len());
     failed
 }

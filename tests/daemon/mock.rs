@@ -329,7 +329,7 @@ async fn a_false_positive_verdict_teaches_the_device_its_new_normal() {
 
 /// A device with an open incident that the daemon stops tracking (here: a new device
 /// past `devices.max_tracked`) closes its incident as `evicted`, explained: an incident
-/// an analyst saw open never stays open for ever.
+/// an analyst saw open never stays open for ever. A restart does not bring it back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_evicted_device_closes_its_open_incident() {
     let fx = fixture();
@@ -368,5 +368,23 @@ async fn an_evicted_device_closes_its_open_incident() {
     let body = http_get(daemon.http_addr, "/metrics").1;
     assert_eq!(metric(&body, "metapu_incidents_closed_total{resolution=\"evicted\"}"), Some(1.0));
     assert_eq!(metric(&body, "metapu_devices_evicted_total{reason=\"capacity\"}"), Some(1.0));
+    daemon.shutdown().await.unwrap();
+
+    // Restart: only the tracked device comes back from the state topic; cam's snapshot
+    // was deleted with it, so its incident neither reopens nor closes a second time.
+    let daemon = daemon::start(cfg.clone()).await.unwrap();
+    send_record(&p, &input, "doorbell", 31.0, &normal[21], false).await;
+    let restored = wait_until(Duration::from_secs(30), || {
+        metric(&http_get(daemon.http_addr, "/metrics").1, "metapu_state_restored_devices_total")
+            .unwrap_or(0.0)
+            >= 1.0
+    })
+    .await;
+    assert!(restored, "doorbell not restored: {}", http_get(daemon.http_addr, "/metrics").1);
+    let got = read_topic(&boot, "m11.incidents", Duration::from_secs(3), |_| false);
+    assert_eq!(events(&got, "closed").len(), 1, "{:?}", events(&got, "closed"));
+    let body = http_get(daemon.http_addr, "/metrics").1;
+    assert_eq!(metric(&body, "metapu_state_restored_devices_total"), Some(1.0));
+    assert_eq!(metric(&body, "metapu_devices_evicted_total{reason=\"capacity\"}"), Some(0.0));
     daemon.shutdown().await.unwrap();
 }
