@@ -8,12 +8,16 @@ of IoT Sentinel's 25 devices); a device's streams (one per attack) go together.
     python3 scripts/real-validation.py --table runs/sweep/val-NAME-sSEED …
     python3 scripts/real-validation.py --halves runs/sweep/val-NAME-sSEED …
     python3 scripts/real-validation.py --compare BEFORE_RUN_DIR AFTER_RUN_DIR
+    python3 scripts/real-validation.py --thresholds RUN_DIR
 
 
 --table: one row per run of `scripts/recipe-sweep.sh` (validation devices, Danmini),
 means per recipe, and the run the rule below chooses. --halves: each run's FPR on two
 halves of the validation devices, and how alike the halves rank the runs (Spearman).
---compare: each device's FPR in two runs (two models on the same streams). RUN_DIR is a `metapu-lab
+--compare: each device's FPR in two runs (two models on the same streams). --thresholds:
+the streaming rates on the validation devices only, had the daemon alerted above other
+anomaly scores than its 0.5 (the threshold changes no adaptation, so the run's scores
+give them exactly). RUN_DIR is a `metapu-lab
 real-traffic --out` folder (stream.json, scores-ours.csv) of all
 devices or of some (a captures folder holding only the validation devices' files runs
 in a third of the time), optionally with `eval/results.json` (`metapu-lab eval --out
@@ -192,7 +196,41 @@ def halves(run_dirs):
     print(f"Spearman rank correlation between the halves over {n} runs: {rho:.2f}")
 
 
+def thresholds(run_dir):
+    """Validation FPR (records, device mean), TPR and late streams at other thresholds."""
+    labeled = json.load(open(os.path.join(run_dir, "stream.json")))["labeled"]
+    streams = {}
+    for row in csv.DictReader(open(os.path.join(run_dir, "scores-ours.csv"))):
+        if device(row["device"]) in VALIDATION:
+            streams.setdefault(row["device"], []).append((row["label"] == "1", float(row["score"])))
+    for tau in (0.5, 0.6, 0.7, 0.8, 0.9, 0.95):
+        rows = []
+        for stream, records in streams.items():
+            r = {"device": stream, "benign": 0, "benign_alerts": 0, "attack": 0, "attack_alerts": 0}
+            known, first = 0, None
+            for attack, score in records:
+                alert = score > tau
+                if attack:
+                    r["attack"] += 1
+                    r["attack_alerts"] += alert
+                    if alert and first is None:
+                        first = r["attack"]
+                elif known < labeled:
+                    known += 1  # labeled normal: not counted, as in the daemon's streaming
+                else:
+                    r["benign"] += 1
+                    r["benign_alerts"] += alert
+            rows.append(dict(r, first_alert=first))
+        fpr, tpr, late, n = stream_rates(rows, PARTS[0][1])
+        per_device = device_fpr(rows, PARTS[0][1])
+        print(f"threshold {tau}: validation FPR {fpr:.2f} % (device mean {per_device:.2f} %), "
+              f"TPR {tpr:.2f} %, {late} of {n} streams late")
+
+
 def main():
+    if sys.argv[1:2] == ["--thresholds"]:
+        thresholds(sys.argv[2])
+        return
     if sys.argv[1:2] == ["--table"]:
         table(sys.argv[2:])
         return
