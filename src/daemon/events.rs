@@ -14,7 +14,7 @@ pub(crate) fn deliveries_failed(metrics: &Metrics, health: &Health, failed: usiz
 }
 
 /// Outputs sent without holding up scoring (prior updates, unmonitored devices) that
-/// were not delivered; not sent again.
+/// were not delivered: a prior update is not sent again, an unmonitored report is.
 pub(crate) fn detached_failed(metrics: &Metrics, topic: &str, failed: usize) {
     if failed > 0 {
         metrics.produce_errors.inc_by(failed as u64);

@@ -9,6 +9,7 @@ use std::time::Duration;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
+use tokio::sync::mpsc;
 
 use super::delivery::{Deliveries, Output, PartitionOffset};
 use super::events;
@@ -26,6 +27,8 @@ pub(crate) struct Outbox {
     assignment: Arc<Assignment>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
+    /// Keys of reports sent with [`Self::send_reports`] that were not delivered.
+    unsent: (mpsc::UnboundedSender<Vec<String>>, mpsc::UnboundedReceiver<Vec<String>>),
 }
 
 impl Outbox {
@@ -36,7 +39,7 @@ impl Outbox {
         health: Arc<Health>,
     ) -> Self {
         let deliveries = Deliveries::new(producer.clone(), MAX_BATCHES_IN_FLIGHT);
-        Self { deliveries, producer, assignment, metrics, health }
+        Self { deliveries, producer, assignment, metrics, health, unsent: mpsc::unbounded_channel() }
     }
 
     /// A micro-batch's outputs; its offsets are stored once every output is acknowledged.
@@ -73,8 +76,34 @@ impl Outbox {
         }
     }
 
-    /// Send keyed values to `topic` in the background; failures are counted, not retried.
+    /// Send keyed values to `topic` in the background; failures are counted, not retried
+    /// (prior updates: the next one supersedes a lost one).
     pub(crate) fn send_detached(&self, topic: &str, records: Vec<(String, Vec<u8>)>) {
+        self.send_in_background(topic, records, None);
+    }
+
+    /// Send one-off reports keyed by device in the background; the keys of those not
+    /// delivered come back from [`Self::take_unsent_reports`], to be reported again (a
+    /// report lost in a broker outage would otherwise never reach an analyst).
+    pub(crate) fn send_reports(&self, topic: &str, records: Vec<(String, Vec<u8>)>) {
+        self.send_in_background(topic, records, Some(self.unsent.0.clone()));
+    }
+
+    /// Keys of reports not delivered since the last call.
+    pub(crate) fn take_unsent_reports(&mut self) -> Vec<String> {
+        let mut keys = Vec::new();
+        while let Ok(more) = self.unsent.1.try_recv() {
+            keys.extend(more);
+        }
+        keys
+    }
+
+    fn send_in_background(
+        &self,
+        topic: &str,
+        records: Vec<(String, Vec<u8>)>,
+        unsent: Option<mpsc::UnboundedSender<Vec<String>>>,
+    ) {
         if records.is_empty() {
             return;
         }
@@ -85,8 +114,18 @@ impl Outbox {
                 producer
                     .send(FutureRecord::to(&topic).key(k).payload(v), Timeout::After(Duration::from_secs(30)))
             });
-            let failed = futures::future::join_all(sends).await.iter().filter(|r| r.is_err()).count();
-            events::detached_failed(&metrics, &topic, failed);
+            let results = futures::future::join_all(sends).await;
+            let failed: Vec<String> = records
+                .iter()
+                .zip(&results)
+                .filter(|(_, r)| r.is_err())
+                .map(|((k, _), _)| k.clone())
+                .collect();
+            events::detached_failed(&metrics, &topic, failed.len());
+            if let Some(unsent) = unsent.filter(|_| !failed.is_empty()) {
+                // The service may be gone (shutdown): nothing is left to report then.
+                let _ = unsent.send(failed);
+            }
         });
     }
 
@@ -94,5 +133,39 @@ impl Outbox {
     pub(crate) async fn flush(&self, limit: Duration) {
         let producer = self.producer.clone();
         let _ = tokio::task::spawn_blocking(move || producer.flush(limit)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report the broker never acknowledges comes back to be sent again; a prior
+    /// update does not.
+    #[tokio::test]
+    async fn undelivered_reports_come_back_and_prior_updates_do_not() {
+        let producer: FutureProducer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:1")
+            .set("message.timeout.ms", "200")
+            .create()
+            .expect("a producer");
+        let metrics = Arc::new(Metrics::new());
+        let health = Arc::new(Health::new(Arc::clone(&metrics)));
+        let mut outbox = Outbox::new(producer, Arc::default(), Arc::clone(&metrics), health);
+        outbox.send_detached("priors", vec![("cam".into(), b"{}".to_vec())]);
+        outbox
+            .send_reports("incidents", vec![("plug".into(), b"{}".to_vec()), ("hub".into(), b"{}".to_vec())]);
+        let mut unsent = Vec::new();
+        for _ in 0..100 {
+            unsent.extend(outbox.take_unsent_reports());
+            if metrics.produce_errors.get() >= 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        unsent.extend(outbox.take_unsent_reports());
+        assert_eq!(metrics.produce_errors.get(), 3, "every undelivered output counted");
+        unsent.sort();
+        assert_eq!(unsent, ["hub", "plug"]);
     }
 }

@@ -262,11 +262,15 @@ impl Service {
     }
 
     /// Devices sending traffic without any known-normal record are not scored: each is
-    /// reported once on the incidents topic, and all are counted in a gauge.
+    /// reported once on the incidents topic (again if the report was not delivered), and
+    /// all are counted in a gauge.
     fn report_unmonitored(&mut self, now_ms: u64) {
         let after_s = self.cfg.incidents.unmonitored_after_s;
         if after_s == 0 {
             return;
+        }
+        for device in self.outbox.take_unsent_reports() {
+            self.detector.engine.devices.report_unmonitored_again(&device);
         }
         let (total, new) = self.detector.engine.devices.unmonitored(now_ms, after_s * 1000);
         events::unmonitored(&self.metrics, total, &new);
@@ -288,7 +292,7 @@ impl Service {
                 (device, serde_json::to_vec(&event).expect("outputs serialise"))
             })
             .collect();
-        self.outbox.send_detached(&self.cfg.kafka.incidents_topic, records);
+        self.outbox.send_reports(&self.cfg.kafka.incidents_topic, records);
     }
 
     async fn shutdown(mut self) {
