@@ -575,7 +575,7 @@ mod tests {
             "v",
             &metrics,
         );
-        assert_eq!(opened(&outputs), 0, "bootstrap records are learned, not alerted on");
+        assert_eq!(opened(&outputs), 0, "bootstrap records are learned as normal: no incident");
         let anomalous = outputs
             .iter()
             .filter(|o| o.topic == "metapu.scores")

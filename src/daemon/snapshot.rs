@@ -3,8 +3,9 @@
 //! `MPS3`: dim, positive rows, unlabeled rows (u32 LE each), records seen (u64 LE),
 //! the newest input record in the windows (partition i32, offset i64, topic length
 //! u16 and bytes; offset −1 when none), the f32 LE values, then the device's incident
-//! state as JSON (u32 LE length and bytes; since the dismissal learning, the object also
-//! holds `learning`, absent in older snapshots). `MPS2` (no incident state) and `MPS1` (no
+//! state as JSON (u32 LE length and bytes; beside the incident state's fields,
+//! `learning`: records still to learn as normal after a dismissal, absent in older
+//! snapshots). `MPS2` (no incident state) and `MPS1` (no
 //! source either) are still read. Windows, not adapted states, are stored: they outlive
 //! a model change.
 

@@ -29,7 +29,7 @@ pub(crate) struct StateStore {
     partitions: i32,
     interval_ms: u64,
     metrics: Arc<Metrics>,
-    /// Devices whose background snapshot failed, to be marked for another try.
+    /// Background snapshots and tombstones that failed, to be tried again.
     failures: (mpsc::UnboundedSender<Vec<Failed>>, mpsc::UnboundedReceiver<Vec<Failed>>),
 }
 
