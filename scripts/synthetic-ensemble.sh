@@ -4,7 +4,8 @@
 # NP's ensemble of two, scored on the same 1,200 target episodes and merged into one
 # table with the paired t-tests. Ours is validated on fresh episodes
 # (`eval --fresh-validation 5`, docs/results.md "Validation on fresh episodes").
-# Resumable: a model or result already written is kept.
+# Resumable: a model or result already written is kept (a score is redone when one of
+# its models or the lab binary is newer).
 #
 #   scripts/synthetic-ensemble.sh [OUT]          OUT defaults to runs/synthetic-ensemble
 #
@@ -93,13 +94,25 @@ export out
 echo "$(wc -l <"$joblist") jobs, $jobs at a time; logs in $out/logs"
 tr '\n' '\0' <"$joblist" | xargs -0 -P "$jobs" -I{} bash -c 'run_job "$1"' _ {}
 
-# Scoring: each member adapts to the same supports; ~1 s a split.
+# Scoring: each member adapts to the same supports; ~1 s a split. Kept, like the
+# models, unless a member's model or the lab binary is newer than the result.
+score() { # name split member-dir...
+  local name=$1 s=$2 member
+  shift 2
+  local result="$out/$name/results.json"
+  if [[ -s "$result" ]]; then
+    local stale=
+    [[ "$lab" -nt "$result" ]] && stale=1
+    for member in "$@"; do [[ "$member/split-$s.safetensors" -nt "$result" ]] && stale=1; done
+    if [[ -z "$stale" ]]; then echo "$name: kept $result"; return 0; fi
+  fi
+  "$lab" eval $flags $ours --splits 1 --first-split "$s" --members-from "$@" \
+    --out "$out/$name" >"$out/logs/$name.log" 2>&1
+}
 members=(a1-m0 a1-m1 a3-m0 a3-m1 a10-m0)
 for s in $splits; do
-  "$lab" eval $flags $ours --splits 1 --first-split "$s" \
-    --members-from "${members[@]/#/$out/models/}" --out "$out/ours-s$s" >"$out/logs/ours-s$s.log" 2>&1
-  "$lab" eval $flags $ours --splits 1 --first-split "$s" \
-    --members-from "$out/models/a1-m0" --out "$out/ours-single-s$s" >"$out/logs/ours-single-s$s.log" 2>&1
+  score "ours-s$s" "$s" "${members[@]/#/$out/models/}"
+  score "ours-single-s$s" "$s" "$out/models/a1-m0"
 done
 
 results() { for s in $splits; do echo "$out/$1-s$s/results.json"; done; }
