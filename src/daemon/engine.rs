@@ -23,6 +23,9 @@ pub enum Verdict {
         posterior: f32,
         anomalous: bool,
         prior: f32,
+        /// The record entered its device's windows as known-normal (see
+        /// `Observed::taken_as_normal`): it never counts towards an incident.
+        taken_as_normal: bool,
     },
     /// Over the device's share of this micro-batch (`scoring.max_per_device`): neither
     /// windowed nor scored, so a flooding device cannot crowd out the others. The
@@ -35,9 +38,6 @@ pub enum Verdict {
 pub struct Processed {
     /// One per input record, in order.
     pub verdicts: Vec<Verdict>,
-    /// One per input record: it entered its device's windows as known-normal (see
-    /// `Observed::taken_as_normal`); such a record never counts towards an incident.
-    pub taken_as_normal: Vec<bool>,
     /// Devices evicted to make room for new ones.
     pub evicted: usize,
     /// Redelivered records scored again but kept out of the windows.
@@ -77,9 +77,10 @@ impl Engine {
     /// until the next adaptation round. A device's records beyond `max_per_device` in
     /// this batch are deferred.
     pub fn process(&mut self, records: &[(&FeatureRecord, &Source)], now_ms: u64) -> Processed {
-        let mut out = Processed { taken_as_normal: vec![false; records.len()], ..Processed::default() };
+        let mut out = Processed::default();
         let mut taken: HashMap<&str, usize> = HashMap::new();
         let mut kept = Vec::with_capacity(records.len());
+        let mut taken_as_normal = Vec::with_capacity(records.len());
         for (i, (r, source)) in records.iter().enumerate() {
             let n = taken.entry(r.device.as_str()).or_insert(0);
             *n += 1;
@@ -89,13 +90,16 @@ impl Engine {
             let seen = self.devices.observe(&r.device, &r.features, r.known_normal, source, now_ms);
             out.evicted += seen.evicted;
             out.replayed += usize::from(seen.replayed);
-            out.taken_as_normal[i] = seen.taken_as_normal;
+            taken_as_normal.push(seen.taken_as_normal);
             kept.push(i);
         }
         out.adapted = self.adapt_unready(kept.iter().map(|&i| records[i].0.device.as_str()));
         out.verdicts = vec![Verdict::Deferred; records.len()];
         let scored = self.score(kept.iter().map(|&i| records[i].0));
-        for (i, v) in kept.into_iter().zip(scored) {
+        for ((i, mut v), taken) in kept.into_iter().zip(scored).zip(taken_as_normal) {
+            if let Verdict::Scored { taken_as_normal, .. } = &mut v {
+                *taken_as_normal = taken;
+            }
             out.verdicts[i] = v;
         }
         out
@@ -157,6 +161,8 @@ impl Engine {
                         posterior,
                         anomalous: posterior < self.threshold,
                         prior: states[t].prior,
+                        // `process` sets it: it knows what entered the windows.
+                        taken_as_normal: false,
                     };
                 }
             }

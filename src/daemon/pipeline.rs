@@ -156,18 +156,18 @@ impl Pipeline {
         metrics.batch_records.observe(batch.len() as f64);
 
         let mut outputs = Vec::new();
-        let mut verdicts = processed.verdicts.into_iter().zip(processed.taken_as_normal);
+        let mut verdicts = processed.verdicts.into_iter();
         let mut done = Vec::with_capacity(batch.len());
         for c in batch {
             match &c.decoded {
                 Ok(r) => match verdicts.next().expect("one verdict per valid record") {
-                    (Verdict::Deferred, _) => {
+                    Verdict::Deferred => {
                         self.deferred.push(c);
                         continue;
                     }
-                    (v, taken_as_normal) => {
+                    v => {
                         self.record_outputs(r, &c.source, v, model_version, metrics, &mut outputs);
-                        if let Verdict::Scored { posterior, anomalous, prior } = v {
+                        if let Verdict::Scored { posterior, anomalous, prior, taken_as_normal } = v {
                             let decision =
                                 Decision::of(r, &c.source, posterior, anomalous, prior, taken_as_normal);
                             let tracker = engine.devices.get_mut(&r.device).map(|d| &mut d.incidents);
@@ -410,7 +410,7 @@ impl Pipeline {
                 metrics.records_unknown.inc();
                 (None, "unknown")
             }
-            Verdict::Scored { posterior, anomalous, prior } => {
+            Verdict::Scored { posterior, anomalous, prior, .. } => {
                 metrics.records_scored.inc();
                 if let (true, Some(topic)) = (anomalous, &self.alerts_topic) {
                     metrics.alerts.inc();
@@ -568,13 +568,11 @@ mod tests {
         engine.devices =
             DeviceTable::new(2, WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 3 }, 10);
         let opened = |outputs: &[Output]| outputs.iter().filter(|o| o.topic == "metapu.incidents").count();
-        let (outputs, _) = pipeline.run(
-            &mut engine,
-            consumed((0..3).map(|o| record("a", o, false)).collect()),
-            0,
-            "v",
-            &metrics,
-        );
+        let mut run = |offsets: std::ops::Range<i64>| {
+            let fresh = consumed(offsets.map(|o| record("a", o, false)).collect());
+            pipeline.run(&mut engine, fresh, 0, "v", &metrics).0
+        };
+        let outputs = run(0..3);
         assert_eq!(opened(&outputs), 0, "bootstrap records are learned as normal: no incident");
         let anomalous = outputs
             .iter()
@@ -585,13 +583,7 @@ mod tests {
             })
             .count();
         assert_eq!(anomalous, 3, "yet scored anomalous");
-        let (outputs, _) = pipeline.run(
-            &mut engine,
-            consumed((3..5).map(|o| record("a", o, false)).collect()),
-            0,
-            "v",
-            &metrics,
-        );
+        let outputs = run(3..5);
         assert_eq!(opened(&outputs), 1, "2 of the last 3 decisions anomalous");
     }
 }

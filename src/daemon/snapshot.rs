@@ -187,9 +187,9 @@ mod tests {
         // So does the dismissal learning still to come, and a tail without it reads as 0.
         let learning = Snapshot { learning: 12, ..with_incident.clone() };
         assert_eq!(Snapshot::decode(&learning.encode()).unwrap(), learning);
+        let tail = 4 + serde_json::to_vec(&Tail { incidents: &s.incidents, learning: 0 }).unwrap().len();
         let mut before = s.encode();
-        let new_tail = serde_json::to_vec(&Tail { incidents: &s.incidents, learning: 0 }).unwrap();
-        before.truncate(before.len() - 4 - new_tail.len());
+        before.truncate(before.len() - tail);
         let old_tail = serde_json::to_vec(&s.incidents).unwrap();
         before.extend_from_slice(&(old_tail.len() as u32).to_le_bytes());
         before.extend_from_slice(&old_tail);
@@ -197,7 +197,6 @@ mod tests {
         // The second layout (no incident state) still reads.
         let mut v2 = s.encode();
         v2[..4].copy_from_slice(b"MPS2");
-        let tail = 4 + serde_json::to_vec(&Tail { incidents: &s.incidents, learning: 0 }).unwrap().len();
         v2.truncate(v2.len() - tail);
         assert_eq!(Snapshot::decode(&v2).unwrap(), s);
         // The first layout (no source) still reads.

@@ -181,14 +181,14 @@ fn run_device(
             .collect();
         let refs: Vec<_> = records.iter().zip(&sources).collect();
         let processed = engine.process(&refs, (now * 1000.0).max(0.0) as u64);
-        for ((i, v), taken_as_normal) in (start..end).zip(processed.verdicts).zip(processed.taken_as_normal) {
+        for (i, v) in (start..end).zip(processed.verdicts) {
             let attack_started = out.attack > 0 || task.labels[i] == Label::Negative;
             if task.labels[i] == Label::Negative && out.attack == 0 && tracker.open.is_some() {
                 out.attack_covered = true;
                 out.first_incident = Some(1);
             }
             let alerted = match v {
-                Verdict::Scored { posterior, anomalous, prior } => {
+                Verdict::Scored { posterior, anomalous, prior, taken_as_normal } => {
                     out.scores[i] = 1.0 - posterior;
                     out.anomalous += usize::from(anomalous);
                     let r = &records[i - start];
