@@ -110,16 +110,23 @@ def protocol(run, keep):
     return "; ".join(out)
 
 
-def before_and_after_attack(path):
-    """Benign FPR before a stream's first attack record and after it (scores-ours.csv:
-    label 1 = attack; score = anomaly score, above 0.5 = alert)."""
+def scores_by_stream(path, keep=lambda d: True):
+    """scores-ours.csv's records of the kept devices' streams, in stream order, as
+    (attack, anomaly score) per stream (label 1 = attack; above 0.5 the daemon alerts)."""
     streams = {}
     for row in csv.DictReader(open(path)):
-        streams.setdefault(row["device"], []).append((row["label"] == "1", float(row["score"]) > 0.5))
+        if keep(device(row["device"])):
+            streams.setdefault(row["device"], []).append((row["label"] == "1", float(row["score"])))
+    return streams
+
+
+def before_and_after_attack(path):
+    """Benign FPR before a stream's first attack record and after it."""
     counts = {"before": [0, 0], "after": [0, 0]}
-    for records in streams.values():
+    for records in scores_by_stream(path).values():
         start = next((i for i, (attack, _) in enumerate(records) if attack), len(records))
-        for i, (attack, alert) in enumerate(records):
+        for i, (attack, score) in enumerate(records):
+            alert = score > 0.5
             if not attack:
                 part = counts["before" if i < start else "after"]
                 part[0] += 1
@@ -199,10 +206,7 @@ def halves(run_dirs):
 def thresholds(run_dir):
     """Validation FPR (records, device mean), TPR and late streams at other thresholds."""
     labeled = json.load(open(os.path.join(run_dir, "stream.json")))["labeled"]
-    streams = {}
-    for row in csv.DictReader(open(os.path.join(run_dir, "scores-ours.csv"))):
-        if device(row["device"]) in VALIDATION:
-            streams.setdefault(row["device"], []).append((row["label"] == "1", float(row["score"])))
+    streams = scores_by_stream(os.path.join(run_dir, "scores-ours.csv"), PARTS[0][1])
     for tau in (0.5, 0.6, 0.7, 0.8, 0.9, 0.95):
         rows = []
         for stream, records in streams.items():
