@@ -9,6 +9,20 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::util::Timeout;
+
+/// Produce one record per item and wait for every acknowledgement (at most 30 s each);
+/// the items whose record was not acknowledged. For outputs sent beside the batches:
+/// state snapshots, prior updates, reports.
+pub(crate) async fn send_all<'a, T>(
+    producer: &FutureProducer,
+    items: &'a [T],
+    record: impl Fn(&'a T) -> FutureRecord<'a, String, Vec<u8>>,
+) -> Vec<&'a T> {
+    let sends = items.iter().map(|item| producer.send(record(item), Timeout::After(Duration::from_secs(30))));
+    let results = futures::future::join_all(sends).await;
+    items.iter().zip(&results).filter(|(_, r)| r.is_err()).map(|(item, _)| item).collect()
+}
 
 /// One record to produce.
 #[derive(Debug, Clone)]

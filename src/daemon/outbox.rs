@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-use rdkafka::util::Timeout;
 use tokio::sync::mpsc;
 
-use super::delivery::{Deliveries, Output, PartitionOffset};
+use super::delivery::{send_all, Deliveries, Output, PartitionOffset};
 use super::events;
 use super::health::Health;
 use super::kafka::{Assignment, DaemonContext};
@@ -110,17 +109,12 @@ impl Outbox {
         let (producer, topic, metrics) =
             (self.producer.clone(), topic.to_string(), Arc::clone(&self.metrics));
         tokio::spawn(async move {
-            let sends = records.iter().map(|(k, v)| {
-                producer
-                    .send(FutureRecord::to(&topic).key(k).payload(v), Timeout::After(Duration::from_secs(30)))
-            });
-            let results = futures::future::join_all(sends).await;
-            let failed: Vec<String> = records
-                .iter()
-                .zip(&results)
-                .filter(|(_, r)| r.is_err())
-                .map(|((k, _), _)| k.clone())
-                .collect();
+            let failed: Vec<String> =
+                send_all(&producer, &records, |(k, v)| FutureRecord::to(&topic).key(k).payload(v))
+                    .await
+                    .into_iter()
+                    .map(|(k, _)| k.clone())
+                    .collect();
             events::detached_failed(&metrics, &topic, failed.len());
             if let Some(unsent) = unsent.filter(|_| !failed.is_empty()) {
                 // The service may be gone (shutdown): nothing is left to report then.

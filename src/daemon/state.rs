@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::util::Timeout;
 use tokio::sync::mpsc;
 
 use super::config::KafkaConfig;
+use super::delivery::send_all;
 use super::devices::DeviceTable;
 use super::engine::Engine;
 use super::events;
@@ -195,21 +195,17 @@ type Failed = (String, i32, bool);
 /// Send encoded snapshots and tombstones and wait for their acknowledgement; counts
 /// them and returns those that failed.
 async fn send(producer: &FutureProducer, topic: &str, metrics: &Metrics, records: &[Encoded]) -> Vec<Failed> {
-    let sends = records.iter().map(|(id, partition, bytes)| {
-        let rec = FutureRecord::<String, Vec<u8>>::to(topic).key(id).partition(*partition);
-        let rec = match bytes {
+    let failed: Vec<Failed> = send_all(producer, records, |(id, partition, bytes)| {
+        let rec = FutureRecord::to(topic).key(id).partition(*partition);
+        match bytes {
             Some(bytes) => rec.payload(bytes),
             None => rec,
-        };
-        producer.send(rec, Timeout::After(Duration::from_secs(30)))
-    });
-    let results = futures::future::join_all(sends).await;
-    let failed: Vec<Failed> = records
-        .iter()
-        .zip(&results)
-        .filter(|(_, r)| r.is_err())
-        .map(|((id, partition, bytes), _)| (id.clone(), *partition, bytes.is_none()))
-        .collect();
-    events::snapshots_sent(metrics, results.len() - failed.len(), failed.len());
+        }
+    })
+    .await
+    .into_iter()
+    .map(|(id, partition, bytes)| (id.clone(), *partition, bytes.is_none()))
+    .collect();
+    events::snapshots_sent(metrics, records.len() - failed.len(), failed.len());
     failed
 }
