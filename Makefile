@@ -47,13 +47,7 @@ results-synthetic: build | $(RUNS)
 # real-traffic validation devices (docs/experiments/2026-11-26-real-sources.md).
 IOT_MODEL ?= models/iot-default.safetensors
 iot-model: build | $(RUNS)
-	$(METAPU) simulate --devices 250 --duration 10m --seed 1 --attacked 1 --max-rows-per-class 500 \
-		--out $(RUNS)/iot-train.csv --split-out $(RUNS)/iot-train.split.json --holdout-types baby_monitor,webcam
-	bash scripts/source-data.sh $(RUNS)/iot-train.csv $(RUNS)/iot-train.split.json $(RUNS)/iot-train-real
-	$(METAPU) train --data $(RUNS)/iot-train-real.csv --split $(RUNS)/iot-train-real.split.json \
-		--out $(IOT_MODEL) --iterations 3000 --eval-every 250 --meta-batch 8 \
-		--prior-estimate known-normal-median --onset-share 0.25 --seed 3
-	$(METAPU) info $(IOT_MODEL)
+	bash scripts/iot-model.sh $(RUNS) $(IOT_MODEL)
 
 # docs/results.md, default IoT model: held-out simulated types and the real Danmini rows,
 # ours beside nnPU given the true prior, on the same supports.
@@ -68,8 +62,10 @@ iot-results: build | $(RUNS)
 		--methods ours,ours-no-prior,ours-true-prior,nnpu --target-repeats 20 --out $(RUNS)/eval-iot-danmini
 
 # docs/results.md, "Real traffic": real captures made infected with real attacks
-# (scripts/real-data.sh), streamed through the daemon's engine, the peers on the same
-# streams, and the paper's protocol against nnPU (about 20 minutes on two cores).
+# (scripts/real-data.sh) and with simulated attack kinds that no real capture covers,
+# scored by models that never saw them (scripts/real-unseen-kinds.sh), streamed through
+# the daemon's engine, the peers on the same streams, and the paper's protocol against
+# nnPU (about XX minutes on two cores).
 REAL := $(RUNS)/real
 real-results: build | $(RUNS)
 	bash scripts/bench-setup.sh
@@ -77,7 +73,8 @@ real-results: build | $(RUNS)
 	$(LAB) real-traffic --captures $(REAL)/captures --model $(IOT_MODEL) --out $(REAL)
 	$(LAB) eval --data $(REAL)/real.csv --split $(REAL)/real.split.json --model $(IOT_MODEL) \
 		--methods ours,ours-no-prior,ours-true-prior,nnpu --target-repeats 3 --out $(REAL)/eval
-	.venv-bench/bin/python scripts/real-results.py $(REAL) docs/results.md
+	bash scripts/real-unseen-kinds.sh $(REAL)-unseen
+	.venv-bench/bin/python scripts/real-results.py $(REAL) $(REAL)-unseen docs/results.md
 
 # Four test threads on two cores: most integration tests spend their time waiting on a
 # broker, a child process or a timer (cargo test --test integration: 205 s with two

@@ -4,9 +4,12 @@
 # network, each made infected with each real attack capture by `metapu datasets
 # infect` (the attack starts halfway through the device's traffic). Writes, per
 # (device, attack): NAME.pcap, NAME.labels.csv and NAME.mac into OUT.
-# Usage: scripts/real-data.sh OUT   (METAPU and PCAP may point elsewhere)
+# Usage: scripts/real-data.sh OUT [NAME=ATTACK.pcap …]   (METAPU and PCAP may point elsewhere)
+# Without NAME=ATTACK arguments, the three real attack captures. SKIP="DEVICE …" leaves
+# those devices out.
 set -euo pipefail
-out=${1:?usage: scripts/real-data.sh OUT}
+out=${1:?usage: scripts/real-data.sh OUT [NAME=ATTACK.pcap …]}
+shift
 metapu=${METAPU:-target/release/metapu}
 pcap=${PCAP:-../shared/data/pcap}
 mkdir -p "$out"
@@ -16,10 +19,12 @@ attacks=(
   "icmp-sweep=$pcap/stratosphere/test12-icmp-portscan.pcap"
   "tcp-scan=$pcap/ndpi/tcp_scan.pcapng"
 )
+if (($#)); then attacks=("$@"); fi
 
 infect() { # name mac how benign... (how: --concatenate, or --start 0.5 alone)
   local name=$1 mac=$2 how=$3
   shift 3
+  [[ " ${SKIP:-} " == *" $name "* ]] && return
   for a in "${attacks[@]}"; do
     local kind=${a%%=*} file=${a#*=}
     "$metapu" datasets infect $how --benign "$@" --device-mac "$mac" --attack "$file" --start 0.5 \

@@ -10,6 +10,9 @@
 #
 #   scripts/source-data.sh SIM.csv SIM.split.json OUT   (METAPU and PCAP may point elsewhere)
 #
+# KINDS=a,b,… keeps only those attack kinds (models that must not see the others:
+# scripts/real-unseen-kinds.sh); each kept kind's seed stays what it is without KINDS.
+#
 # writes OUT.csv (SIM.csv's tasks, then the real ones) and OUT.split.json (SIM's split
 # with the real tasks added to the sources).
 set -euo pipefail
@@ -31,10 +34,13 @@ hosts=(
 # name=kind=seconds=seed
 attacks=()
 kinds=(mirai.scan mirai.syn mirai.ack mirai.udp mirai.udpplain gafgyt.scan gafgyt.junk gafgyt.tcp gafgyt.udp gafgyt.combo)
-for i in "${!kinds[@]}"; do attacks+=("${kinds[$i]}=${kinds[$i]}=5=$i"); done
+kept() { [[ -z ${KINDS:-} || ,$KINDS, == *",$1,"* ]]; }
+for i in "${!kinds[@]}"; do kept "${kinds[$i]}" && attacks+=("${kinds[$i]}=${kinds[$i]}=5=$i"); done
 short=(mirai.scan gafgyt.scan mirai.syn mirai.ack)
 if [[ ${SHORT:-yes} == yes ]]; then # SHORT=no: without them (docs/experiments/2026-11-26-real-sources.md)
-  for i in "${!short[@]}"; do attacks+=("short-${short[$i]}=${short[$i]}=0.25=$((20 + i))"); done
+  for i in "${!short[@]}"; do
+    kept "${short[$i]}" && attacks+=("short-${short[$i]}=${short[$i]}=0.25=$((20 + i))")
+  done
 fi
 
 for a in "${attacks[@]}"; do
