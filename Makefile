@@ -65,7 +65,8 @@ iot-results: build | $(RUNS)
 # (scripts/real-data.sh) and with simulated attack kinds that no real capture covers,
 # scored by models that never saw them (scripts/real-unseen-kinds.sh), streamed through
 # the daemon's engine, the peers on the same streams, and the paper's protocol against
-# nnPU (about XX minutes on two cores).
+# nnPU (32 minutes on two cores, the models of real-unseen-kinds.sh already trained;
+# each of them adds about 2).
 REAL := $(RUNS)/real
 real-results: build | $(RUNS)
 	bash scripts/bench-setup.sh
