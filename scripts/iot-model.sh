@@ -7,7 +7,7 @@
 #
 # KINDS=a,b,… trains on those attack kinds only, in the simulated devices and the real
 # sources alike (scripts/real-unseen-kinds.sh's leave-kinds-out models). Without it,
-# every kind: MODEL is then the shipped model, byte for byte.
+# every kind: MODEL is then the shipped model, byte for byte. SEED (3) seeds training.
 set -euo pipefail
 work=${1:?usage: scripts/iot-model.sh WORK MODEL} model=${2:?}
 metapu=${METAPU:-target/release/metapu}
@@ -18,5 +18,5 @@ mkdir -p "$work"
 bash scripts/source-data.sh "$work/iot-train.csv" "$work/iot-train.split.json" "$work/iot-train-real"
 "$metapu" train --data "$work/iot-train-real.csv" --split "$work/iot-train-real.split.json" \
   --out "$model" --iterations 3000 --eval-every 250 --meta-batch 8 \
-  --prior-estimate known-normal-median --onset-share 0.25 --seed 3
+  --prior-estimate known-normal-median --onset-share 0.25 --seed "${SEED:-3}"
 "$metapu" info "$model"

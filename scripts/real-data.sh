@@ -6,7 +6,7 @@
 # (device, attack): NAME.pcap, NAME.labels.csv and NAME.mac into OUT.
 # Usage: scripts/real-data.sh OUT [NAME=ATTACK.pcap …]   (METAPU and PCAP may point elsewhere)
 # Without NAME=ATTACK arguments, the three real attack captures. SKIP="DEVICE …" leaves
-# those devices out.
+# those devices out; ONLY="DEVICE …" makes those alone.
 set -euo pipefail
 out=${1:?usage: scripts/real-data.sh OUT [NAME=ATTACK.pcap …]}
 shift
@@ -25,6 +25,7 @@ infect() { # name mac how benign... (how: --concatenate, or --start 0.5 alone)
   local name=$1 mac=$2 how=$3
   shift 3
   [[ " ${SKIP:-} " == *" $name "* ]] && return
+  [[ -n ${ONLY:-} && " $ONLY " != *" $name "* ]] && return
   for a in "${attacks[@]}"; do
     local kind=${a%%=*} file=${a#*=}
     "$metapu" datasets infect $how --benign "$@" --device-mac "$mac" --attack "$file" --start 0.5 \

@@ -13,6 +13,11 @@
 # The paper's protocol runs on one stream per device and family (its kind taken in turn
 # over the devices: nnPU's training is most of the time), streaming on all.
 #
+# For experiments (docs/experiments/): DEVICES=validation injects into the validation
+# devices instead (choices are made there); EXTRA_KINDS=a,b,… adds attack kinds to every
+# family's training (such as the simulator's kinds beyond N-BaIoT's); SEED (3) and
+# METHODS (ours,ours-no-prior,ours-true-prior,nnpu) go to training and to the protocol.
+#
 # Writes per family OUT/FAMILY/: model.safetensors (kept between runs unless the metapu
 # binary or the recipe's scripts are newer), captures/, and what `metapu-lab
 # real-traffic` and `metapu-lab eval` write.
@@ -30,7 +35,14 @@ families=(
 # Seconds of each attack injected: 300 to 750 packets at the simulator's rates, the
 # attack records of a stream about as many as a small device's benign ones.
 seconds=1
+# Validation devices (of scripts/real-validation.py): left out, or with
+# DEVICES=validation the only ones.
 validation=$(python3 -c 'import sys; sys.path.insert(0, "scripts"); print(" ".join(sorted(__import__("real-validation").VALIDATION)))')
+case ${DEVICES:-target} in
+  target) which=(SKIP="$validation") ;;
+  validation) which=(ONLY="$validation") ;;
+  *) echo "DEVICES: target or validation" >&2 && exit 2 ;;
+esac
 
 for f in "${families[@]}"; do
   family=${f%%=*} held=${f#*=}
@@ -40,7 +52,8 @@ for f in "${families[@]}"; do
   mkdir -p "$dir/attacks"
   model=$dir/model.safetensors
   if [[ ! -f $model || $metapu -nt $model || scripts/iot-model.sh -nt $model || scripts/source-data.sh -nt $model ]]; then
-    KINDS=$(IFS=,; echo "${kept[*]}") METAPU=$metapu bash scripts/iot-model.sh "$dir/train" "$model" | tail -3
+    KINDS=$(IFS=,; echo "${kept[*]}")${EXTRA_KINDS:+,$EXTRA_KINDS} METAPU=$metapu \
+      bash scripts/iot-model.sh "$dir/train" "$model" | tail -3
     rm -rf "$dir/train"
   fi
   attacks=()
@@ -50,7 +63,7 @@ for f in "${families[@]}"; do
     attacks+=("${k/./-}=$dir/attacks/$k.pcap")
   done
   rm -rf "$dir/captures"
-  SKIP=$validation METAPU=$metapu bash scripts/real-data.sh "$dir/captures" "${attacks[@]}"
+  env "${which[@]}" METAPU="$metapu" bash scripts/real-data.sh "$dir/captures" "${attacks[@]}"
   "$lab" real-traffic --captures "$dir/captures" --model "$model" --out "$dir"
   python3 - "$dir/real.split.json" "$dir/protocol.split.json" <<'PY'
 import json, sys
@@ -62,5 +75,5 @@ split["target"] = [streams[i % len(streams)] for i, streams in enumerate(by_devi
 json.dump(split, open(sys.argv[2], "w"))
 PY
   "$lab" eval --data "$dir/real.csv" --split "$dir/protocol.split.json" --model "$model" \
-    --methods ours,ours-no-prior,ours-true-prior,nnpu --out "$dir/eval"
+    --methods "${METHODS:-ours,ours-no-prior,ours-true-prior,nnpu}" --out "$dir/eval"
 done

@@ -9,6 +9,7 @@ of IoT Sentinel's 25 devices); a device's streams (one per attack) go together.
     python3 scripts/real-validation.py --halves runs/sweep/val-NAME-sSEED …
     python3 scripts/real-validation.py --compare BEFORE_RUN_DIR AFTER_RUN_DIR
     python3 scripts/real-validation.py --thresholds RUN_DIR
+    python3 scripts/real-validation.py --unseen UNSEEN_DIR …
 
 
 --table: one row per run of `scripts/recipe-sweep.sh` (validation devices, Danmini),
@@ -17,7 +18,9 @@ halves of the validation devices, and how alike the halves rank the runs (Spearm
 --compare: each device's FPR in two runs (two models on the same streams). --thresholds:
 the streaming rates on the validation devices only, had the daemon alerted above other
 anomaly scores than its 0.5 (the threshold changes no adaptation, so the run's scores
-give them exactly). RUN_DIR is a `metapu-lab
+give them exactly). --unseen: per folder of `DEVICES=validation
+scripts/real-unseen-kinds.sh UNSEEN_DIR`, the validation streams of its families
+pooled, and each family's protocol. RUN_DIR is a `metapu-lab
 real-traffic --out` folder (stream.json, scores-ours.csv) of all
 devices or of some (a captures folder holding only the validation devices' files runs
 in a third of the time), optionally with `eval/results.json` (`metapu-lab eval --out
@@ -231,7 +234,21 @@ def thresholds(run_dir):
               f"TPR {tpr:.2f} %, {late} of {n} streams late")
 
 
+def unseen(unseen_dirs):
+    """Simulated attack families left out of training, on the validation devices."""
+    for unseen_dir in sorted(unseen_dirs):
+        families = sorted(f for f in os.listdir(unseen_dir) if os.path.exists(os.path.join(unseen_dir, f, "stream.json")))
+        rows = [r for f in families for r in json.load(open(os.path.join(unseen_dir, f, "stream.json")))["devices"]]
+        print(f"{os.path.basename(unseen_dir.rstrip('/'))}: validation streaming {streaming(rows, PARTS[0][1])}")
+        for f in families:
+            run = json.load(open(os.path.join(unseen_dir, f, "eval", "results.json")))["runs"][0]
+            print(f"  {f} protocol: {protocol(run, PARTS[0][1])}")
+
+
 def main():
+    if sys.argv[1:2] == ["--unseen"]:
+        unseen(sys.argv[2:])
+        return
     if sys.argv[1:2] == ["--thresholds"]:
         thresholds(sys.argv[2])
         return

@@ -11,7 +11,8 @@
 #   scripts/source-data.sh SIM.csv SIM.split.json OUT   (METAPU and PCAP may point elsewhere)
 #
 # KINDS=a,b,… keeps only those attack kinds (models that must not see the others:
-# scripts/real-unseen-kinds.sh); each kept kind's seed stays what it is without KINDS.
+# scripts/real-unseen-kinds.sh), and may name the simulator's kinds beyond N-BaIoT's;
+# each kept kind's seed stays what it is without KINDS.
 #
 # writes OUT.csv (SIM.csv's tasks, then the real ones) and OUT.split.json (SIM's split
 # with the real tasks added to the sources).
@@ -36,6 +37,12 @@ attacks=()
 kinds=(mirai.scan mirai.syn mirai.ack mirai.udp mirai.udpplain gafgyt.scan gafgyt.junk gafgyt.tcp gafgyt.udp gafgyt.combo)
 kept() { [[ -z ${KINDS:-} || ,$KINDS, == *",$1,"* ]]; }
 for i in "${!kinds[@]}"; do kept "${kinds[$i]}" && attacks+=("${kinds[$i]}=${kinds[$i]}=5=$i"); done
+# The simulator's kinds beyond N-BaIoT's, 30 s each (a beacon sends every few seconds),
+# only when KINDS names them.
+extra=(telnet.bruteforce cnc.beacon dns.amplification exfiltration.burst)
+for i in "${!extra[@]}"; do
+  [[ -n ${KINDS:-} ]] && kept "${extra[$i]}" && attacks+=("${extra[$i]}=${extra[$i]}=30=$((10 + i))")
+done
 short=(mirai.scan gafgyt.scan mirai.syn mirai.ack)
 if [[ ${SHORT:-yes} == yes ]]; then # SHORT=no: without them (docs/experiments/2026-11-26-real-sources.md)
   for i in "${!short[@]}"; do

@@ -22,7 +22,8 @@ pub enum DatasetsCommand {
 
 #[derive(Debug, Args)]
 pub struct AttackArgs {
-    /// The attack (N-BaIoT names: mirai.scan … gafgyt.combo).
+    /// The attack (N-BaIoT's mirai.scan … gafgyt.combo, or telnet.bruteforce,
+    /// cnc.beacon, dns.amplification, exfiltration.burst).
     #[arg(long)]
     kind: metapu::traffic::profiles::Attack,
     /// How long it runs (seconds).

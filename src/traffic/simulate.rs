@@ -9,7 +9,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::afterimage::{feature_names, AfterImage, FEATURES};
 use super::packet::{host_of_ip, Host, Packet};
-use super::profiles::{Attack, DeviceType, Profile, Video, ATTACKS, DEVICE_TYPES};
+use super::profiles::{Attack, DeviceType, Profile, Video, ATTACKS, DEVICE_TYPES, EXTRA_ATTACKS};
 use crate::data::{Label, Task, TaskSet};
 
 const TCP: u8 = 6;
@@ -293,6 +293,9 @@ impl Generator {
             self.exchange(t, cnc, cnc_local, cnc_port, up, down, TCP, true);
             t += self.uniform(30.0, 60.0);
         }
+        if EXTRA_ATTACKS.contains(&attack) {
+            return self.extra_attack(attack, from, intensity, cnc);
+        }
         let pps = intensity
             * match attack {
                 MiraiScan => 150.0,
@@ -305,6 +308,9 @@ impl Generator {
                 GafgytTcp => 350.0,
                 GafgytUdp => 300.0,
                 GafgytCombo => 300.0,
+                TelnetBruteforce | CncBeacon | DnsAmplification | Exfiltration => {
+                    unreachable!("handled above")
+                }
             };
         let mut t = from;
         let mut n = 0u64;
@@ -353,6 +359,9 @@ impl Generator {
                     GafgytTcp => (self.ephemeral_port(), victim_port, 60, TCP, false),
                     GafgytUdp => (self.ephemeral_port(), victim_port, 60, UDP, true),
                     MiraiScan | GafgytScan => unreachable!("scans are handled above"),
+                    TelnetBruteforce | CncBeacon | DnsAmplification | Exfiltration => {
+                        unreachable!("handled above")
+                    }
                 };
                 if spoofed {
                     // BASHLITE's UDP flood forges its source address.
@@ -365,6 +374,83 @@ impl Generator {
                 }
             }
             t += self.exponential(1.0 / pps);
+        }
+    }
+
+    /// [`EXTRA_ATTACKS`]: slower or stealthier than N-BaIoT's floods and scans, so that
+    /// a model can be shown (or tested on) attacks that do not shout.
+    fn extra_attack(&mut self, attack: Attack, from: f64, intensity: f64, cnc: Host) {
+        use Attack::*;
+        let mut t = from;
+        match attack {
+            // Password guessing against one telnet server: a connection, two or three
+            // logins, the next connection.
+            TelnetBruteforce => {
+                let target = self.public_ip();
+                while t < self.end {
+                    let port = self.ephemeral_port();
+                    t = self.exchange(t, target, port, 23, 74, 74, TCP, true);
+                    for _ in 0..self.rng.gen_range(2..=3) {
+                        let (user, reply) =
+                            (self.uniform(70.0, 100.0) as u32, self.uniform(70.0, 120.0) as u32);
+                        let at = t + self.uniform(0.05, 0.3);
+                        t = self.exchange(at, target, port, 23, user, reply, TCP, true);
+                    }
+                    t += self.exponential(0.3 / intensity);
+                }
+            }
+            // A bot polling its controller over HTTPS on a steady period, now and then
+            // downloading a command.
+            CncBeacon => {
+                let period = self.uniform(2.0, 8.0);
+                let port = self.ephemeral_port();
+                while t < self.end {
+                    let (up, down) = (self.uniform(100.0, 200.0) as u32, self.uniform(60.0, 300.0) as u32);
+                    let at = self.exchange(t, cnc, port, 443, up, down, TCP, true);
+                    if self.rng.gen_bool(0.05) {
+                        for k in 0..self.rng.gen_range(3..12) {
+                            self.send(at + 0.002 * f64::from(k), false, cnc, port, 443, 1514, TCP, true);
+                        }
+                    }
+                    t += period * self.uniform(0.95, 1.05);
+                }
+            }
+            // DNS queries from the victim's forged address to many open resolvers; their
+            // large answers go to the victim, so the device's capture holds queries only.
+            DnsAmplification => {
+                let victim = self.public_ip();
+                let resolvers: Vec<Host> = (0..50).map(|_| self.public_ip()).collect();
+                let pps = 250.0 * intensity;
+                while t < self.end {
+                    let resolver = resolvers[self.rng.gen_range(0..resolvers.len())];
+                    let (port, len) = (self.ephemeral_port(), self.uniform(70.0, 90.0) as u32);
+                    let ip = std::mem::replace(&mut self.ip, victim);
+                    self.send(t, true, resolver, port, 53, len, UDP, true);
+                    self.ip = ip;
+                    t += self.exponential(1.0 / pps);
+                }
+            }
+            // Stolen data leaving in bursts of full frames to one server, acknowledged
+            // every second frame, with quiet spells between.
+            Exfiltration => {
+                let server = self.public_ip();
+                let port = self.ephemeral_port();
+                while t < self.end {
+                    let (until, pps) = (t + self.uniform(0.5, 2.0), self.uniform(400.0, 800.0) * intensity);
+                    let mut n = 0u32;
+                    while t < until {
+                        self.send(t, true, server, port, 443, 1514, TCP, true);
+                        n += 1;
+                        if n % 2 == 0 {
+                            let ack = t + self.uniform(0.01, 0.05);
+                            self.send(ack, false, server, port, 443, 66, TCP, true);
+                        }
+                        t += self.exponential(1.0 / pps);
+                    }
+                    t += self.uniform(5.0, 20.0);
+                }
+            }
+            _ => unreachable!("{attack} is one of N-BaIoT's"),
         }
     }
 }
@@ -529,6 +615,43 @@ mod tests {
         let sent = packets.iter().filter(|p| p.packet.src_mac == mac).count();
         assert!(sent * 10 > packets.len() * 9, "the bot sends it: {sent} of {}", packets.len());
         assert_eq!(attack_packets(Attack::MiraiUdp, 5.0, 7).1, packets, "deterministic by seed");
+    }
+
+    #[test]
+    fn the_extra_attacks_are_drawn_only_when_named_and_look_as_described() {
+        let drawn: Vec<Attack> = plan(&FleetConfig { devices: 200, ..small(9) })
+            .iter()
+            .filter_map(|d| d.attack)
+            .map(|a| a.0)
+            .collect();
+        assert!(drawn.iter().all(|a| ATTACKS.contains(a)), "the default fleet draws N-BaIoT's kinds only");
+        for attack in EXTRA_ATTACKS {
+            assert_eq!(attack.name().parse::<Attack>(), Ok(attack));
+            let (device, packets) = attack_packets(attack, 60.0, 3);
+            assert_eq!(attack_packets(attack, 60.0, 3).1, packets, "{attack}: deterministic by seed");
+            let (mac, _) = device_macs(&device);
+            let sent: Vec<&Packet> = packets.iter().map(|p| &p.packet).filter(|p| p.src_mac == mac).collect();
+            let rate = packets.len() as f64 / 60.0;
+            let share =
+                |f: &dyn Fn(&Packet) -> bool| sent.iter().filter(|p| f(p)).count() as f64 / sent.len() as f64;
+            match attack {
+                Attack::TelnetBruteforce => {
+                    assert!(share(&|p| p.dst_port == 23) > 0.9 && rate < 100.0, "{attack}: {rate} packets/s");
+                }
+                Attack::CncBeacon => assert!(rate < 3.0 && packets.len() > 10, "{attack}: {rate} packets/s"),
+                Attack::DnsAmplification => {
+                    let own = packets.iter().find(|p| p.packet.dst_port == 23 || p.packet.dst_port == 6667);
+                    let device_ip = own.map(|p| p.packet.src);
+                    assert!(
+                        share(&|p| p.dst_port == 53 && Some(p.src) != device_ip) > 0.95,
+                        "{attack}: forged queries"
+                    );
+                    assert!(rate > 150.0, "{attack}: {rate} packets/s");
+                }
+                Attack::Exfiltration => assert!(share(&|p| p.len == 1514) > 0.9, "{attack}: full frames out"),
+                _ => unreachable!(),
+            }
+        }
     }
 
     #[test]
