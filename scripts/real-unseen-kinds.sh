@@ -18,10 +18,9 @@
 # family's training (such as the simulator's kinds beyond N-BaIoT's); SEED (3) and
 # METHODS (ours,ours-no-prior,ours-true-prior,nnpu) go to training and to the protocol.
 #
-# Writes per family OUT/FAMILY/: model.safetensors (kept between runs, so one OUT per
-# SEED and EXTRA_KINDS, unless the metapu
-# binary or the recipe's scripts are newer), captures/, and what `metapu-lab
-# real-traffic` and `metapu-lab eval` write.
+# Writes per family OUT/FAMILY/: model.safetensors (kept between runs unless the metapu
+# binary or the recipe's scripts are newer: one OUT per SEED and EXTRA_KINDS),
+# captures/, and what `metapu-lab real-traffic` and `metapu-lab eval` write.
 set -euo pipefail
 out=${1:?usage: scripts/real-unseen-kinds.sh OUT}
 metapu=${METAPU:-target/release/metapu}
