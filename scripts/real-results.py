@@ -141,15 +141,27 @@ def protocol_tables(out_dir):
     return "\n".join(keep).strip()
 
 
+def protocol_run(out_dir):
+    return json.load(open(os.path.join(out_dir, "eval", "results.json")))["runs"][0]
+
+
+def accuracies(run, method, keep):
+    """`method`'s (results.json's name) accuracy on each episode of `run` that `keep` keeps."""
+    per_episode = next(m["accuracies"] for m in run["methods"] if m["method"] == method)
+    return [a for a, e in zip(per_episode, run["episodes"]) if keep(e)]
+
+
+def mean_percent(values):
+    return 100 * sum(values) / max(len(values), 1)
+
+
 def target_accuracy(out_dirs, method, keep=lambda e: True):
-    """Mean protocol accuracy (%) of `method` (results.json's name) over the target
-    devices' episodes that `keep` keeps, pooled over the folders' runs."""
+    """Mean protocol accuracy (%) of `method` over the target devices' episodes that
+    `keep` keeps, pooled over the folders' runs."""
     kept = []
     for out_dir in out_dirs:
-        run = json.load(open(os.path.join(out_dir, "eval", "results.json")))["runs"][0]
-        accuracies = next(m["accuracies"] for m in run["methods"] if m["method"] == method)
-        kept += [a for a, e in zip(accuracies, run["episodes"]) if is_target(e["task"]) and keep(e)]
-    return 100 * sum(kept) / max(len(kept), 1)
+        kept += accuracies(protocol_run(out_dir), method, lambda e: is_target(e["task"]) and keep(e))
+    return mean_percent(kept)
 
 
 def goals(devices, out_dirs):
@@ -176,29 +188,19 @@ def unseen_protocol_table(families):
         "| kinds left out | method | accuracy | N_p = 1 | N_p = 3 | N_p = 5 | π = 0.8 |",
         "|---|---|---|---|---|---|---|",
     ]
+    keeps = [lambda e: True] + [lambda e, n=n: e["n_pos"] == n for n in (1, 3, 5)]
+    keeps.append(lambda e: abs(e["prior"] - 0.8) < 1e-6)
     for family, out_dir in families:
-        run = json.load(open(os.path.join(out_dir, "eval", "results.json")))["runs"][0]
-        for m in run["methods"]:
-            if m["method"] not in names:
-                continue
-
-            def mean(keep, m=m):
-                kept = [a for a, e in zip(m["accuracies"], run["episodes"]) if keep(e)]
-                return f"{100 * sum(kept) / max(len(kept), 1):.2f}"
-
-            cells = [mean(lambda e: True)] + [mean(lambda e, n=n: e["n_pos"] == n) for n in (1, 3, 5)]
-            cells.append(mean(lambda e: abs(e["prior"] - 0.8) < 1e-6))
-            out.append(f"| {family} | {names[m['method']]} | " + " | ".join(cells) + " |")
+        run = protocol_run(out_dir)
+        for method in (m["method"] for m in run["methods"] if m["method"] in names):
+            cells = [f"{mean_percent(accuracies(run, method, keep)):.2f}" for keep in keeps]
+            out.append(f"| {family} | {names[method]} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
 def unseen_section(unseen_dir, labeled):
     """The simulated kinds' part of the section, and its goals line."""
-    families = sorted(
-        (f, os.path.join(unseen_dir, f))
-        for f in os.listdir(unseen_dir)
-        if os.path.exists(os.path.join(unseen_dir, f, "stream.json"))
-    )
+    families = validation_split.unseen_families(unseen_dir)
     if not families:
         sys.exit(f"real-results: no family folder with stream.json in {unseen_dir}")
     dirs = [d for _, d in families]

@@ -234,14 +234,23 @@ def thresholds(run_dir):
               f"TPR {tpr:.2f} %, {late} of {n} streams late")
 
 
+def unseen_families(unseen_dir):
+    """(family, folder) of each family that scripts/real-unseen-kinds.sh ran in UNSEEN_DIR."""
+    return sorted(
+        (f, os.path.join(unseen_dir, f))
+        for f in os.listdir(unseen_dir)
+        if os.path.exists(os.path.join(unseen_dir, f, "stream.json"))
+    )
+
+
 def unseen(unseen_dirs):
     """Simulated attack families left out of training, on the validation devices."""
     for unseen_dir in sorted(unseen_dirs):
-        families = sorted(f for f in os.listdir(unseen_dir) if os.path.exists(os.path.join(unseen_dir, f, "stream.json")))
-        rows = [r for f in families for r in json.load(open(os.path.join(unseen_dir, f, "stream.json")))["devices"]]
+        families = unseen_families(unseen_dir)
+        rows = [r for _, d in families for r in json.load(open(os.path.join(d, "stream.json")))["devices"]]
         print(f"{os.path.basename(unseen_dir.rstrip('/'))}: validation streaming {streaming(rows, PARTS[0][1])}")
-        for f in families:
-            run = json.load(open(os.path.join(unseen_dir, f, "eval", "results.json")))["runs"][0]
+        for f, d in families:
+            run = json.load(open(os.path.join(d, "eval", "results.json")))["runs"][0]
             print(f"  {f} protocol: {protocol(run, PARTS[0][1])}")
 
 

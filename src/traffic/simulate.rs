@@ -181,6 +181,23 @@ impl Generator {
         self.out.push(SimPacket { packet, proto, attack });
     }
 
+    /// An attack packet the device sends from a forged source address `from`.
+    #[allow(clippy::too_many_arguments)]
+    fn send_forged(
+        &mut self,
+        from: Host,
+        t: f64,
+        peer: Host,
+        dev_port: u16,
+        peer_port: u16,
+        len: u32,
+        proto: u8,
+    ) {
+        let ip = std::mem::replace(&mut self.ip, from);
+        self.send(t, true, peer, dev_port, peer_port, len, proto, true);
+        self.ip = ip;
+    }
+
     /// Request, response after a round trip, and for TCP the device's ACK.
     #[allow(clippy::too_many_arguments)]
     fn exchange(
@@ -366,9 +383,7 @@ impl Generator {
                 if spoofed {
                     // BASHLITE's UDP flood forges its source address.
                     let forged = self.public_ip();
-                    let ip = std::mem::replace(&mut self.ip, forged);
-                    self.send(t, true, victim, sport, dport, len, proto, true);
-                    self.ip = ip;
+                    self.send_forged(forged, t, victim, sport, dport, len, proto);
                 } else {
                     self.send(t, true, victim, sport, dport, len, proto, true);
                 }
@@ -424,9 +439,7 @@ impl Generator {
                 while t < self.end {
                     let resolver = resolvers[self.rng.gen_range(0..resolvers.len())];
                     let (port, len) = (self.ephemeral_port(), self.uniform(70.0, 90.0) as u32);
-                    let ip = std::mem::replace(&mut self.ip, victim);
-                    self.send(t, true, resolver, port, 53, len, UDP, true);
-                    self.ip = ip;
+                    self.send_forged(victim, t, resolver, port, 53, len, UDP);
                     t += self.exponential(1.0 / pps);
                 }
             }
