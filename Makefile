@@ -80,8 +80,9 @@ real-results: build | $(RUNS)
 # Four test threads on two cores: most integration tests spend their time waiting on a
 # broker, a child process or a timer (cargo test --test integration: 205 s with two
 # threads, 163 s with four, back to back).
-test: setup
+test:
 	$(CARGO) fmt --check
+	CARGO="$(CARGO)" bash scripts/setup-while-building.sh
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) test -- --test-threads=4
 
