@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # `make test`'s first step: scripts/setup.sh, and on a clone where setup has not run yet,
 # the compilation of everything that does not need libtorch at the same time. Setup
-# spends its minutes downloading torch (~540 MB) with the CPU idle; meanwhile cargo
-# builds librdkafka and the Rust dependencies, for clippy (check) and for the tests
-# (`cargo build --tests`, whose units `cargo test` reuses), with --keep-going past what
-# needs libtorch. The steps after setup then start
-# warm. Where setup has run before, this is scripts/setup.sh alone.
+# spends its time downloading torch (~540 MB) with the CPU idle; meanwhile cargo builds
+# librdkafka and the Rust dependencies, for clippy (check) and for the tests (`cargo
+# build --tests`, whose units `cargo test` reuses), with --keep-going past what needs
+# libtorch. The steps after setup then start warm. Where setup has run before, this is
+# scripts/setup.sh alone.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
