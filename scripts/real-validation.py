@@ -20,7 +20,8 @@ the streaming rates on the validation devices only, had the daemon alerted above
 anomaly scores than its 0.5 (the threshold changes no adaptation, so the run's scores
 give them exactly). --unseen: per folder of `DEVICES=validation
 scripts/real-unseen-kinds.sh UNSEEN_DIR`, the validation streams of its families
-pooled, and each family's protocol. RUN_DIR is a `metapu-lab
+pooled, and each family's protocol, overall and per target prior π (with ours' mean
+estimate π̂ there). RUN_DIR is a `metapu-lab
 real-traffic --out` folder (stream.json, scores-ours.csv) of all
 devices or of some (a captures folder holding only the validation devices' files runs
 in a third of the time), optionally with `eval/results.json` (`metapu-lab eval --out
@@ -252,6 +253,30 @@ def unseen(unseen_dirs):
         for f, d in families:
             run = json.load(open(os.path.join(d, "eval", "results.json")))["runs"][0]
             print(f"  {f} protocol: {protocol(run, PARTS[0][1])}")
+            print(f"    by π: {protocol_by_prior(run, PARTS[0][1])}")
+
+
+def protocol_by_prior(run, keep):
+    """Each method's mean accuracy at each target prior π, and the mean of its own
+    estimate π̂ at each π where the run recorded one."""
+    out = []
+    for method in run["methods"]:
+        pairs = kept_episodes(run, method, keep)
+        if not pairs:
+            continue
+        priors = sorted({e["prior"] for _, e in pairs})
+        cells = []
+        for p in priors:
+            at = [a for a, e in pairs if e["prior"] == p]
+            cells.append(f"{p}: {100 * sum(at) / len(at):.1f} %")
+        text = f"{method['method']} " + ", ".join(cells)
+        estimates = method.get("estimated_priors") or []
+        if estimates and method["method"] == "Ours":
+            kept = [(est, e) for est, e in zip(estimates, run["episodes"]) if keep(device(e["task"]))]
+            means = [statistics.mean(est for est, e in kept if e["prior"] == p) for p in priors]
+            text += " (mean π̂ " + ", ".join(f"{m:.2f}" for m in means) + ")"
+        out.append(text)
+    return "; ".join(out)
 
 
 def main():
