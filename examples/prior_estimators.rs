@@ -89,7 +89,8 @@ fn main() -> Result<()> {
             ("1/max U r", per_episode(&|k| inverse_top(&support, k, 1, false, true))),
             ("1/max P r", per_episode(&|k| inverse_top(&support, k, 1, true, false))),
             ("share of U positive", per_episode(&|k| positive_share(&support, &scores, k))),
-            ("share of U ≥ min P r", per_episode(&|k| share_like_labeled(&support, k))),
+            ("share of U ≥ min P r", per_episode(&|k| share_like_labeled(&support, k, false))),
+            ("… ÷ n/(n+1)", per_episode(&|k| share_like_labeled(&support, k, true))),
         ];
         for (label, estimated_prior) in estimates {
             let replaced = EpisodeScores { estimated_prior, ..scores.clone() };
@@ -143,10 +144,15 @@ fn positive_share(support: &SupportScores, s: &EpisodeScores, episode: usize) ->
 }
 
 /// Share of the unlabeled support whose ratio reaches the lowest ratio of a labeled
-/// positive: a rank estimate, blind to how far the ratio's scale is compressed.
-fn share_like_labeled(support: &SupportScores, episode: usize) -> f64 {
-    let lowest = support.ratios_of(episode, true, false).into_iter().fold(f64::INFINITY, f64::min);
+/// positive: a rank estimate, blind to how far the ratio's scale is compressed. With
+/// `corrected`, divided by n/(n+1), the chance that a positive row reaches the lowest of
+/// n labeled ones (n exchangeable draws and one more).
+fn share_like_labeled(support: &SupportScores, episode: usize, corrected: bool) -> f64 {
+    let labeled = support.ratios_of(episode, true, false);
+    let lowest = labeled.iter().copied().fold(f64::INFINITY, f64::min);
     let unlabeled = support.ratios_of(episode, false, true);
-    let like = unlabeled.iter().filter(|&&r| r >= lowest).count();
-    (like as f64 / unlabeled.len().max(1) as f64).clamp(0.05, 1.0)
+    let like = unlabeled.iter().filter(|&&r| r >= lowest).count() as f64 / unlabeled.len().max(1) as f64;
+    let n = labeled.len() as f64;
+    let share = if corrected { like * (n + 1.0) / n.max(1.0) } else { like };
+    share.clamp(0.05, 1.0)
 }
