@@ -182,17 +182,21 @@ async fn main() {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let again = m.records_consumed.get();
-        let restarted = first_again.map_or(f64::NAN, |(t, n)| (again - n) as f64 / t.elapsed().as_secs_f64());
+        let (again, last_again) = (m.records_consumed.get(), Instant::now());
+        let restarted =
+            first_again.map_or(f64::NAN, |(t, n)| (again - n) as f64 / (last_again - t).as_secs_f64());
+        let shortfall = |n: u64| {
+            if n < RECORDS as u64 {
+                format!(" ({n} of {RECORDS} in 600 s)")
+            } else {
+                String::new()
+            }
+        };
         println!(
             "| {devices} | {} | {produce:.0} | {overall:.0}{} | {restarted:.0}{} | {incidents} | {peak_rss:.0} MiB |",
             if binary { "binary" } else { "JSON" },
-            if consumed < RECORDS as u64 {
-                format!(" ({consumed} of {RECORDS} in 600 s)")
-            } else {
-                String::new()
-            },
-            if again < RECORDS as u64 { format!(" ({again} of {RECORDS} in 600 s)") } else { String::new() },
+            shortfall(consumed),
+            shortfall(again),
         );
         daemon.shutdown().await.ok();
         drop(broker);

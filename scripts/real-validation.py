@@ -102,6 +102,14 @@ def kept_episodes(run, method, keep):
     return [(a, e) for a, e in zip(method["accuracies"], run["episodes"]) if keep(device(e["task"]))]
 
 
+def by_prior(pairs):
+    """{target prior π: [value, …]} of (value, episode) pairs, in order of π."""
+    out = {}
+    for value, e in sorted(pairs, key=lambda p: p[1]["prior"]):
+        out.setdefault(e["prior"], []).append(value)
+    return out
+
+
 def protocol(run, keep):
     out = []
     for method in run["methods"]:
@@ -109,7 +117,7 @@ def protocol(run, keep):
         if not pairs:
             continue
         mean = sum(a for a, _ in pairs) / len(pairs)
-        high = [a for a, e in pairs if e["prior"] == 0.8]
+        high = by_prior(pairs)[0.8]
         out.append(f"{method['method']} {100 * mean:.2f} % (π = 0.8: {100 * sum(high) / len(high):.2f} %)")
     return "; ".join(out)
 
@@ -264,17 +272,13 @@ def protocol_by_prior(run, keep):
         pairs = kept_episodes(run, method, keep)
         if not pairs:
             continue
-        priors = sorted({e["prior"] for _, e in pairs})
-        cells = []
-        for p in priors:
-            at = [a for a, e in pairs if e["prior"] == p]
-            cells.append(f"{p}: {100 * sum(at) / len(at):.1f} %")
-        text = f"{method['method']} " + ", ".join(cells)
+        text = f"{method['method']} " + ", ".join(
+            f"{p}: {100 * statistics.mean(at):.1f} %" for p, at in by_prior(pairs).items()
+        )
         estimates = method.get("estimated_priors") or []
         if estimates and method["method"] == "Ours":
             kept = [(est, e) for est, e in zip(estimates, run["episodes"]) if keep(device(e["task"]))]
-            means = [statistics.mean(est for est, e in kept if e["prior"] == p) for p in priors]
-            text += " (mean π̂ " + ", ".join(f"{m:.2f}" for m in means) + ")"
+            text += " (mean π̂ " + ", ".join(f"{statistics.mean(v):.2f}" for v in by_prior(kept).values()) + ")"
         out.append(text)
     return "; ".join(out)
 

@@ -27,15 +27,11 @@ use super::health::Health;
 /// The back-off applies only while the queue is full, so an idle daemon costs no more.
 const FETCH_QUEUE_BACKOFF_MS: &str = "10";
 
-/// A consumer's properties: [`base_config`], a short fetch back-off (which
-/// `[kafka.options]` or `[kafka.consumer_options]` may override) and
-/// `[kafka.consumer_options]`.
+/// A consumer's properties: [`base_config`]'s with a short fetch back-off among the
+/// defaults that `[kafka.options]` overrides, then `[kafka.consumer_options]`.
 pub fn consumer_config(cfg: &KafkaConfig) -> ClientConfig {
-    let mut c = base_config(cfg);
-    if !cfg.options.contains_key("fetch.queue.backoff.ms") {
-        c.set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS);
-    }
-    with_options(c, &cfg.consumer_options)
+    let defaults = [("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)];
+    with_options(client_config(cfg, &defaults), &cfg.consumer_options)
 }
 
 /// A producer's properties: [`base_config`] and `[kafka.producer_options]`.
@@ -53,15 +49,21 @@ fn with_options(mut c: ClientConfig, options: &std::collections::BTreeMap<String
 /// Client properties shared by every client (consumers, producers, the admin client):
 /// brokers plus `[kafka.options]`.
 pub fn base_config(cfg: &KafkaConfig) -> ClientConfig {
+    client_config(cfg, &[])
+}
+
+/// Brokers, our defaults (these and the given ones), then `[kafka.options]`, which
+/// override any default.
+fn client_config(cfg: &KafkaConfig, defaults: &[(&str, &str)]) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &cfg.brokers);
     // Find topics created after start-up (ours included) within seconds, not librdkafka's
-    // default 5 minutes. `[kafka.options]` may override it.
+    // default 5 minutes.
     c.set("topic.metadata.refresh.interval.ms", "5000");
-    for (k, v) in &cfg.options {
-        c.set(k, v);
+    for (k, v) in defaults {
+        c.set(*k, *v);
     }
-    c
+    with_options(c, &cfg.options)
 }
 
 /// Assignment changes seen by the consumer, sent to the service loop.
