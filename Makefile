@@ -41,10 +41,13 @@ results-synthetic: build | $(RUNS)
 	bash scripts/synthetic-ensemble.sh $(RUNS)/synthetic-ensemble
 
 # The default IoT model shipped in models/: meta-trained on simulated doorbells,
-# thermostats and cameras (baby monitors and webcams are held out for evaluation) and on
-# four real consumer-IoT hosts made infected with simulated attacks (scripts/source-data.sh).
-# The real sources, the prior estimate, the onset episodes and the seed were chosen on the
-# real-traffic validation devices (docs/experiments/2026-11-26-real-sources.md).
+# thermostats and cameras (baby monitors and webcams are held out for evaluation), on
+# four real consumer-IoT hosts and on the real-traffic benchmark's validation devices of
+# IoT Sentinel, made infected with simulated attacks (scripts/source-data.sh). The real
+# sources, the prior estimate, the onset episodes and the seed were chosen on the
+# real-traffic validation devices (docs/experiments/2026-11-26-real-sources.md,
+# docs/experiments/2026-11-27-benchmark-devices-as-sources.md), each scored by the same
+# recipe trained without them (scripts/folds.py).
 IOT_MODEL ?= models/iot-default.safetensors
 iot-model: build | $(RUNS)
 	bash scripts/iot-model.sh $(RUNS) $(IOT_MODEL)
@@ -63,17 +66,15 @@ iot-results: build | $(RUNS)
 
 # docs/results.md, "Real traffic": real captures made infected with real attacks
 # (scripts/real-data.sh) and with simulated attack kinds that no real capture covers,
-# scored by models that never saw them (scripts/real-unseen-kinds.sh), streamed through
+# scored by models that never saw them, the devices nor the kinds (scripts/real-attacks.sh,
+# scripts/real-unseen-kinds.sh, scripts/folds.py), streamed through
 # the daemon's engine, the peers on the same streams, and the paper's protocol against
 # nnPU (32 minutes on two cores, the models of real-unseen-kinds.sh already trained;
 # each of them adds about 2).
 REAL := $(RUNS)/real
 real-results: build | $(RUNS)
 	bash scripts/bench-setup.sh
-	rm -rf $(REAL) && bash scripts/real-data.sh $(REAL)/captures
-	$(LAB) real-traffic --captures $(REAL)/captures --model $(IOT_MODEL) --out $(REAL)
-	$(LAB) eval --data $(REAL)/real.csv --split $(REAL)/real.split.json --model $(IOT_MODEL) \
-		--methods ours,ours-no-prior,ours-true-prior,nnpu --target-repeats 3 --out $(REAL)/eval
+	bash scripts/real-attacks.sh $(REAL) $(IOT_MODEL)
 	bash scripts/real-unseen-kinds.sh $(REAL)-unseen
 	.venv-bench/bin/python scripts/real-results.py $(REAL) $(REAL)-unseen docs/results.md
 

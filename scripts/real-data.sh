@@ -34,29 +34,9 @@ infect() { # name mac how benign... (how: --concatenate, or --start 0.5 alone)
   done
 }
 
-for dir in "$pcap"/iot-sentinel/*/; do
-  name=$(basename "$dir")
-  infect "sentinel-$name" "$(tr -d '[:space:]' <"$dir/_iotdevice-mac.txt")" --concatenate "$dir"/Setup-*.pcap
-done
-
-# Kitsune's capture is a whole LAN: every host that sends IPv4 (the cameras, the
-# gateway) is a device in turn.
-camera=$pcap/kitsune/mirai2000.pcap
-hosts=$(python3 - "$camera" <<'PY'
-import struct, sys
-data = open(sys.argv[1], "rb").read()
-assert data[:4] == bytes.fromhex("d4c3b2a1"), "classic little-endian pcap expected"
-at, macs = 24, set()
-while at + 16 <= len(data):
-    captured = struct.unpack("<I", data[at + 8 : at + 12])[0]
-    frame = data[at + 16 : at + 16 + captured]
-    at += 16 + captured
-    if frame[12:14] == b"\x08\x00":
-        macs.add(frame[6:12].hex(":"))
-print("\n".join(sorted(macs)))
-PY
-)
-for mac in $hosts; do
-  infect "kitsune-${mac//:/}" "$mac" "" "$camera"
-done
+while read -r -u 3 name mac how files; do
+  [[ $how == - ]] && how=
+  # shellcheck disable=SC2086 # the capture paths hold no spaces
+  infect "$name" "$mac" "$how" $files
+done 3< <(PCAP=$pcap bash "$(dirname "$0")/benchmark-devices.sh")
 echo "real-data: $(ls "$out"/*.pcap | wc -l) infected captures in $out"

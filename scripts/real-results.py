@@ -1,6 +1,7 @@
 """`make real-results`, last step: the peers on the same real-traffic stream as ours,
 then docs/results.md's section "Real traffic" from what the earlier steps left in
-OUT (real.csv, scores-ours.csv and stream.json from `metapu-lab real-traffic`,
+OUT (scripts/real-attacks.sh: per fold, target and validation, real.csv,
+scores-ours.csv and stream.json from `metapu-lab real-traffic`; the target's
 eval/results.md from `metapu-lab eval --model`), and the same from each family folder
 of UNSEEN (scripts/real-unseen-kinds.sh: simulated attack kinds, each scored by a model
 that never saw them). Text outside the <!-- real-traffic:begin --> /
@@ -29,6 +30,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from importlib import import_module  # noqa: E402
 
 validation_split = import_module("real-validation")
+folds = import_module("folds")
 
 BEGIN, END = "<!-- real-traffic:begin -->", "<!-- real-traffic:end -->"
 
@@ -252,11 +254,16 @@ over the devices ({targets} streams: nnPU's training takes most of the time):
 
 def main():
     warnings.filterwarnings("ignore", category=RuntimeWarning)
-    out_dir, unseen_dir, doc = sys.argv[1:4]
+    out, unseen_dir, doc = sys.argv[1:4]
+    # Each fold's devices scored by a model that never saw them (scripts/folds.py).
+    out_dir, fold_dirs = os.path.join(out, "target"), [os.path.join(out, f) for f in ("target", "validation")]
     report = json.load(open(os.path.join(out_dir, "stream.json")))
-    peers, records, attacks, seconds, (autoencoder, kit, attack_in_grace) = peer_table([out_dir], report["labeled"])
+    devices = [d for f in fold_dirs for d in json.load(open(os.path.join(f, "stream.json")))["devices"]]
+    benchmark = folds.devices()
+    sources = {fold: len(folds.sources(fold, benchmark)) for fold in ("target", "validation")}
+    peers, records, attacks, seconds, (autoencoder, kit, attack_in_grace) = peer_table(fold_dirs, report["labeled"])
     unseen, unseen_goals = unseen_section(unseen_dir, report["labeled"])
-    n_streams = len(report["devices"])
+    n_streams = len(devices)
     targets = len(report["protocol_targets"])
     section = f"""{BEGIN}
 ## Real traffic: devices and attacks the model never saw
@@ -273,17 +280,24 @@ captures of `../shared/data/pcap` (`syn-scan`: nDPI's SYN scan, 2,011 packets;
 traffic, from the device's own MAC and IPv4 address. Features from the real path
 (`metapu-lab real-traffic`: the capture reader and the extractor of `metapu extract
 --device-mac --labels`): {n_streams} (device, attack) streams, {records:,} records,
-{attacks:,} of them attack. The shipped model (`models/iot-default.safetensors`) was
-meta-trained on simulated devices and on four real hosts of nDPI's captures made
-infected with simulated attacks (`scripts/source-data.sh`): every device and every
-attack capture here is held out from training. Its real sources, prior estimate, onset
-share and seed were chosen on the validation devices (every third device of each
-network, `scripts/real-validation.py`; records
-[onset episodes](experiments/2026-11-26-onset-episodes.md),
-[real sources](experiments/2026-11-26-real-sources.md)), so the goals are judged on the
-target devices, on which no choice was made. Simulated attack kinds that no real capture
-covers follow [below](#simulated-attack-kinds-left-out-of-training), each scored by a
-model that never saw it.
+{attacks:,} of them attack. The validation devices (every third device of each
+network, `scripts/real-validation.py`) are where choices are made, the target devices
+where the goals are judged. **Leave devices out** (`scripts/folds.py`): the shipped
+model (`models/iot-default.safetensors`) scores the target devices; it was meta-trained
+on simulated devices, on four real hosts of nDPI's captures and on the
+{sources["target"]} validation devices of IoT Sentinel that share no MAC with a target
+device, all made infected with simulated attacks (`scripts/source-data.sh`). The
+validation devices are scored by the same recipe trained on the {sources["validation"]}
+target devices of IoT Sentinel that share no MAC with a validation device instead. No
+host of Kitsune's camera network is a source (one capture holds them all), and no attack
+capture here is: every device is scored by a model that never saw it, nor the attack.
+The recipe's real sources, prior estimate, onset share and seed were chosen on the
+validation devices (records [onset episodes](experiments/2026-11-26-onset-episodes.md),
+[real sources](experiments/2026-11-26-real-sources.md),
+[benchmark devices as sources](experiments/2026-11-27-benchmark-devices-as-sources.md)).
+Simulated attack kinds that no real capture covers follow
+[below](#simulated-attack-kinds-left-out-of-training), each scored by a model that never
+saw it.
 
 **Streaming** (`metapu-lab real-traffic`). Each stream through the daemon's engine with
 the daemon's default configuration (windows 50/200, threshold 0.5, adaptation every
@@ -292,7 +306,7 @@ labeled normal. FPR: alerts on the benign records after those; TPR: alerts on at
 records; first alert: attack records up to the first alerted one. Goal (issue #37):
 FPR ≤ 1 %, TPR ≥ 95 %, first alert within 10 attack records.
 
-{stream_table(report["devices"])}
+{stream_table(devices)}
 
 N-BaIoT's autoencoder on the same streams, trained on the same labeled records
 (`scripts/nbaiot_autoencoder.py`, written from its paper; its threshold is the training
@@ -317,16 +331,16 @@ before a stream's first adaptation; the autoencoders: their reconstruction error
 {peers}
 
 **The paper's protocol** (`metapu-lab eval --model … --methods ours,ours-no-prior,ours-true-prior,nnpu
---target-repeats 3`) on the {targets} streams with ≥ {report["min_rows"]} records of each class
-(the others, mostly the 37- and 30-packet attacks, are streaming only). Goal: ours ≥ 95 %
-at every N_p and above every peer.
+--target-repeats 3`) on the {targets} streams of target devices with ≥ {report["min_rows"]} records
+of each class (the others, mostly the 37- and 30-packet attacks, are streaming only).
+Goal: ours ≥ 95 % at every N_p and above every peer.
 
 {protocol_tables(out_dir)}
 
 {unseen}
 
 **Against the goals of issue #37**, on the target devices (no choice was made on them):
-real attacks: {goals(report["devices"], [out_dir])}; simulated kinds left out of training:
+real attacks: {goals(devices, [out_dir])}; simulated kinds left out of training:
 {unseen_goals}.
 {END}"""
     text = open(doc).read()

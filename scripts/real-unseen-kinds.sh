@@ -3,7 +3,7 @@
 # the simulator's floods, which no real attack capture covers, each injected into every
 # target device of scripts/real-data.sh (not the validation devices of
 # scripts/real-validation.py: nothing is chosen on these streams), and scored by a model
-# that never saw its family.
+# that never saw its family, nor the devices it scores.
 # Leave kinds out: for each family below, scripts/iot-model.sh trains make iot-model's
 # recipe on every other kind (the scans stay: the real scans are held out from all models
 # anyway), and only that model scores the family's streams.
@@ -51,8 +51,13 @@ for f in "${families[@]}"; do
   for k in "${all[@]}"; do [[ ,$held, == *",$k,"* ]] || kept+=("$k"); done
   mkdir -p "$dir/attacks"
   model=$dir/model.safetensors
-  if [[ ! -f $model || $metapu -nt $model || scripts/iot-model.sh -nt $model || scripts/source-data.sh -nt $model ]]; then
-    KINDS=$(IFS=,; echo "${kept[*]}")${EXTRA_KINDS:+,$EXTRA_KINDS} METAPU=$metapu \
+  stale=no
+  for input in "$metapu" scripts/iot-model.sh scripts/source-data.sh scripts/folds.py scripts/benchmark-devices.sh; do
+    [[ $input -nt $model ]] && stale=yes
+  done
+  if [[ ! -f $model || $stale == yes ]]; then
+    # The model never saw the devices it scores either (scripts/folds.py).
+    KINDS=$(IFS=,; echo "${kept[*]}")${EXTRA_KINDS:+,$EXTRA_KINDS} FOLD=${DEVICES:-target} METAPU=$metapu \
       bash scripts/iot-model.sh "$dir/train" "$model" | tail -3
     rm -rf "$dir/train"
   fi

@@ -10,6 +10,10 @@
 #
 #   scripts/source-data.sh SIM.csv SIM.split.json OUT   (METAPU and PCAP may point elsewhere)
 #
+# SOURCE_DEVICES="NAME …" adds those devices of the real-traffic benchmark
+# (scripts/benchmark-devices.sh), infected in the same way: the benchmark then scores
+# them with another model (make real-results: leave devices out, in two folds).
+#
 # KINDS=a,b,… keeps only those attack kinds (models that must not see the others:
 # scripts/real-unseen-kinds.sh), and may name the simulator's kinds beyond N-BaIoT's;
 # each kept kind's seed stays what it is without KINDS.
@@ -24,14 +28,20 @@ work=$(mktemp -d)
 mkdir "$work/rows"
 trap 'rm -rf "$work"' EXIT
 
-# name=capture=MAC: the two hosts that send most in each capture (nDPI's captures of the
-# Alexa app's traffic and of a Google Nest; the README of ../shared/data/pcap).
+# NAME MAC HOW CAPTURE…, as scripts/benchmark-devices.sh writes them: the two hosts that
+# send most in each of two nDPI captures (the Alexa app's traffic and a Google Nest; the
+# README of ../shared/data/pcap), and the benchmark's devices that SOURCE_DEVICES names.
 hosts=(
-  "alexa=$pcap/ndpi/alexa-app.pcapng=78:f8:82:d3:fb:c2"
-  "alexaap=$pcap/ndpi/alexa-app.pcapng=00:c0:ca:91:5a:01"
-  "nest=$pcap/ndpi/nest_log_sink.pcap=18:b4:30:26:34:40"
-  "nestgw=$pcap/ndpi/nest_log_sink.pcap=00:90:fb:26:27:6b"
+  "alexa 78:f8:82:d3:fb:c2 - $pcap/ndpi/alexa-app.pcapng"
+  "alexaap 00:c0:ca:91:5a:01 - $pcap/ndpi/alexa-app.pcapng"
+  "nest 18:b4:30:26:34:40 - $pcap/ndpi/nest_log_sink.pcap"
+  "nestgw 00:90:fb:26:27:6b - $pcap/ndpi/nest_log_sink.pcap"
 )
+if [[ -n ${SOURCE_DEVICES:-} ]]; then
+  while read -r line; do
+    [[ " $SOURCE_DEVICES " == *" ${line%% *} "* ]] && hosts+=("$line")
+  done < <(PCAP=$pcap bash "$(dirname "$0")/benchmark-devices.sh")
+fi
 # name=kind=seconds=seed
 attacks=()
 kinds=(mirai.scan mirai.syn mirai.ack mirai.udp mirai.udpplain gafgyt.scan gafgyt.junk gafgyt.tcp gafgyt.udp gafgyt.combo)
@@ -55,10 +65,12 @@ for a in "${attacks[@]}"; do
   "$metapu" datasets attack --kind "$kind" --duration "$seconds" --seed "$seed" --out "$work/$name.pcap" >/dev/null
 done
 for h in "${hosts[@]}"; do
-  IFS== read -r host file mac <<<"$h"
+  read -r host mac how files <<<"$h"
+  [[ $how == - ]] && how=
   for a in "${attacks[@]}"; do
     name=${a%%=*} task=src-$host.${a%%=*}
-    "$metapu" datasets infect --benign "$file" --device-mac "$mac" --attack "$work/$name.pcap" --start 0.5 \
+    # shellcheck disable=SC2086 # the capture paths hold no spaces
+    "$metapu" datasets infect $how --benign $files --device-mac "$mac" --attack "$work/$name.pcap" --start 0.5 \
       --out "$work/$task.pcap" >/dev/null
     echo "$task,$mac" >"$work/$task.device"
     "$metapu" extract --pcap "$work/$task.pcap" --devices "$work/$task.device" \
