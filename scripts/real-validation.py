@@ -86,6 +86,8 @@ def compare_devices(before_dir, after_dir):
         for d in sorted(before, key=lambda d: -after.get(d, 0)):
             print(f"  {name:10s} {d:32s} FPR {before[d]:5.1f} % → {after.get(d, float('nan')):5.1f} %")
         pairs = [(before[d], after[d]) for d in before if d in after]
+        if not pairs:  # a run of one fold's devices (scripts/real-attacks.sh)
+            continue
         print(f"{name}: {len(pairs)} devices, {sum(a < b for b, a in pairs)} lower, {sum(a > b for b, a in pairs)} "
               f"higher, {sum(a == b for b, a in pairs)} unchanged; median "
               f"{statistics.median(b for b, _ in pairs):.2f} % → {statistics.median(a for _, a in pairs):.2f} %")
