@@ -69,8 +69,9 @@ iot-results: build | $(RUNS)
 # scored by models that never saw them, the devices nor the kinds (scripts/real-attacks.sh,
 # scripts/real-unseen-kinds.sh, scripts/folds.py), streamed through
 # the daemon's engine, the peers on the same streams, and the paper's protocol against
-# nnPU (32 minutes on two cores, the models of real-unseen-kinds.sh already trained;
-# each of them adds about 2).
+# nnPU (65 minutes on two cores with other jobs beside it, training its three models:
+# the validation devices' and one per family of real-unseen-kinds.sh, which keeps its
+# models between runs).
 REAL := $(RUNS)/real
 real-results: build | $(RUNS)
 	bash scripts/bench-setup.sh
