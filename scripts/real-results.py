@@ -257,8 +257,8 @@ def main():
     out, unseen_dir, doc = sys.argv[1:4]
     # Each fold's devices scored by a model that never saw them (scripts/folds.py).
     out_dir, fold_dirs = os.path.join(out, "target"), [os.path.join(out, f) for f in ("target", "validation")]
-    report = json.load(open(os.path.join(out_dir, "stream.json")))
-    devices = [d for f in fold_dirs for d in json.load(open(os.path.join(f, "stream.json")))["devices"]]
+    reports = [json.load(open(os.path.join(f, "stream.json"))) for f in fold_dirs]
+    report, devices = reports[0], [d for r in reports for d in r["devices"]]
     benchmark = folds.devices()
     sources = {fold: len(folds.sources(fold, benchmark)) for fold in ("target", "validation")}
     peers, records, attacks, seconds, (autoencoder, kit, attack_in_grace) = peer_table(fold_dirs, report["labeled"])

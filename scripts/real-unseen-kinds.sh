@@ -52,7 +52,8 @@ for f in "${families[@]}"; do
   mkdir -p "$dir/attacks"
   model=$dir/model.safetensors
   stale=no
-  for input in "$metapu" scripts/iot-model.sh scripts/source-data.sh scripts/folds.py scripts/benchmark-devices.sh; do
+  for input in "$metapu" scripts/iot-model.sh scripts/source-data.sh scripts/folds.py scripts/benchmark-devices.sh \
+    scripts/real-validation.py; do
     [[ $input -nt $model ]] && stale=yes
   done
   if [[ ! -f $model || $stale == yes ]]; then

@@ -60,6 +60,16 @@ def stream_rates(rows, keep):
     return 100 * false_alarms / benign, 100 * detected / attack, late, len(rows)
 
 
+def by_attack(rows, keep):
+    """TPR and late streams per attack (the part after the stream name's last dot)."""
+    attacks = sorted({r["device"].rsplit(".", 1)[1] for r in rows})
+    parts = []
+    for attack in attacks:
+        _, tpr, late, streams = stream_rates([r for r in rows if r["device"].endswith("." + attack)], keep)
+        parts.append(f"{attack} TPR {tpr:.1f} %, late {late} of {streams}")
+    return "; ".join(parts)
+
+
 def per_device_fpr(rows, keep):
     """FPR (%) of each device with benign records after the labeled ones."""
     per = {}
@@ -313,6 +323,7 @@ def main():
             if not any(keep(device(r["device"])) for r in rows):
                 continue
             print(f"  {name:10s} streaming: {streaming(rows, keep)}")
+            print(f"  {name:10s} by attack: {by_attack(rows, keep)}")
             if run:
                 print(f"  {name:10s} protocol:  {protocol(run, keep)}")
         danmini = os.path.join(run_dir, "danmini", "results.json")

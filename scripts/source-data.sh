@@ -38,9 +38,14 @@ hosts=(
   "nestgw 00:90:fb:26:27:6b - $pcap/ndpi/nest_log_sink.pcap"
 )
 if [[ -n ${SOURCE_DEVICES:-} ]]; then
+  wanted=(${SOURCE_DEVICES})
   while read -r line; do
     [[ " $SOURCE_DEVICES " == *" ${line%% *} "* ]] && hosts+=("$line")
   done < <(PCAP=$pcap bash "$(dirname "$0")/benchmark-devices.sh")
+  if ((${#hosts[@]} != 4 + ${#wanted[@]})); then
+    echo "source-data: SOURCE_DEVICES names a device the benchmark does not have (scripts/benchmark-devices.sh): $SOURCE_DEVICES" >&2
+    exit 2
+  fi
 fi
 # name=kind=seconds=seed
 attacks=()
