@@ -43,8 +43,7 @@ impl Output {
     }
 }
 
-/// Highest consumed offset of one input partition in a batch.
-pub type PartitionOffset = (String, i32, i64);
+pub use super::pipeline::PartitionOffset;
 
 enum State {
     /// Not handed to the producer yet, or failed: to be sent (again).

@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::model::TaskState;
 
-use super::incidents::IncidentTracker;
+use super::clock::Now;
+use super::incidents::{Applied, Decision, Feedback, IncidentRules, IncidentTracker, Transition};
 use super::output::Source;
 use super::snapshot::Snapshot;
 use super::windows::{RowWindow, SharedRows};
@@ -395,6 +396,50 @@ impl DeviceTable {
     /// Devices with an open incident.
     pub fn with_open_incidents(&self) -> Vec<String> {
         self.devices.iter().filter(|(_, d)| d.incidents.open.is_some()).map(|(id, _)| id.clone()).collect()
+    }
+
+    /// A scored record's decision moves the device's incident state; the transition,
+    /// if it opened one.
+    pub fn observe_decision(
+        &mut self,
+        id: &str,
+        decision: Decision<'_>,
+        rules: &IncidentRules,
+        now: Now,
+    ) -> Option<Transition> {
+        self.devices.get_mut(id)?.incidents.observe(id, decision, rules, now.ms, now.unix)
+    }
+
+    /// Time passes for the device's open incident: an update or a quiet close, if due.
+    pub fn tick_incident(&mut self, id: &str, rules: &IncidentRules, now: Now) -> Option<Transition> {
+        self.devices.get_mut(id)?.incidents.tick(rules, now.ms, now.unix)
+    }
+
+    /// An analyst's verdict on one of the device's incidents.
+    pub fn apply_feedback(
+        &mut self,
+        fb: &Feedback,
+        now_unix: f64,
+        max_age_s: u64,
+    ) -> Result<Applied, String> {
+        let d = self
+            .devices
+            .get_mut(&fb.device)
+            .ok_or_else(|| format!("unknown device {}: not tracked by this daemon", fb.device))?;
+        d.incidents.feedback(fb, now_unix, max_age_s).map_err(|e| e.to_string())
+    }
+
+    /// A dismissed incident's kept rows become known-normal, and so do the device's
+    /// next records for a while ([`Device::learn_after_dismissal`]).
+    pub fn learn_dismissed(&mut self, id: &str, rows: &[f32]) {
+        let dim = self.dim;
+        let Some(d) = self.devices.get_mut(id) else { return };
+        for row in rows.chunks_exact(dim) {
+            d.positive.push(row);
+        }
+        d.learn_after_dismissal();
+        d.changed += 1;
+        d.unsnapshotted = true;
     }
 
     /// Forget every adapted state (after a model reload), keeping windows.

@@ -21,8 +21,8 @@ use super::http::{self, HttpState};
 use super::incidents::IncidentRules;
 use super::kafka::{self, Assignment, DaemonContext};
 use super::metrics::Metrics;
-use super::outbox::Outbox;
-use super::pipeline::Pipeline;
+use super::outbox::{Outbox, Topics};
+use super::pipeline::{Clock, Pipeline, RecordOutputs};
 use super::service::Service;
 use super::state::StateStore;
 
@@ -216,12 +216,19 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     let mut engine = Engine::new(scoring, sizes, cfg.devices.max_tracked, cfg.model.threshold);
     engine.max_per_device = cfg.scoring.max_per_device;
     engine.adaptation_batch = cfg.adaptation.batch_size;
-    let mut pipeline = Pipeline::new(&cfg.kafka, incident_rules(&cfg), cfg.scoring.max_batch);
+    let outputs = RecordOutputs { scores: cfg.kafka.publish_scores, alerts: cfg.kafka.publish_alerts };
+    let mut pipeline = Pipeline::new(incident_rules(&cfg), outputs, Clock::Service, cfg.scoring.max_batch);
     pipeline.feedback_max_age_s = cfg.incidents.feedback_after_close_s;
     let service = Service {
         detector: Detector::new(engine, adapting, version),
         pipeline,
-        outbox: Outbox::new(producer.clone(), assignment, Arc::clone(&metrics), Arc::clone(&health)),
+        outbox: Outbox::new(
+            Topics::of(&cfg.kafka),
+            producer.clone(),
+            assignment,
+            Arc::clone(&metrics),
+            Arc::clone(&health),
+        ),
         state: StateStore::new(
             cfg.kafka.clone(),
             producer.clone(),

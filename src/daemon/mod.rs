@@ -22,6 +22,7 @@
 //! - `metrics`, `http`, `notify` — operations
 
 pub(crate) mod adapter;
+pub(crate) mod clock;
 pub mod config;
 mod delivery;
 mod detector;
@@ -38,7 +39,7 @@ mod metrics;
 mod notify;
 mod outbox;
 pub(crate) mod output;
-mod pipeline;
+pub(crate) mod pipeline;
 pub mod record;
 mod secrets;
 mod service;

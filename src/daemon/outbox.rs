@@ -10,17 +10,58 @@ use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use tokio::sync::mpsc;
 
+use super::config::KafkaConfig;
 use super::delivery::{send_all, Deliveries, Output, PartitionOffset};
 use super::events;
 use super::health::Health;
 use super::kafka::{Assignment, DaemonContext};
 use super::metrics::Metrics;
+use super::pipeline::Emitted;
+
+/// Where each kind of emitted value is published.
+#[derive(Debug, Clone)]
+pub(crate) struct Topics {
+    incidents: String,
+    priors: String,
+    deadletter: String,
+    alerts: String,
+    scores: String,
+}
+
+impl Topics {
+    pub(crate) fn of(kafka: &KafkaConfig) -> Self {
+        Self {
+            incidents: kafka.incidents_topic.clone(),
+            priors: kafka.priors_topic.clone(),
+            deadletter: kafka.deadletter_topic.clone(),
+            alerts: kafka.alerts_topic.clone(),
+            scores: kafka.scores_topic.clone(),
+        }
+    }
+
+    /// The record that publishes `e`: keyed by its device, a dead letter by the
+    /// refused message's own key.
+    pub(crate) fn output(&self, e: &Emitted) -> Output {
+        match e {
+            Emitted::Score(s) => Output::json(&self.scores, Some(&s.device), s),
+            Emitted::Alert(a) => Output::json(&self.alerts, Some(&a.device), a),
+            Emitted::Incident(i) => Output::json(&self.incidents, Some(i.device()), i),
+            Emitted::Prior(p) => Output::json(&self.priors, Some(&p.device), p),
+            Emitted::DeadLetter { key, letter } => Output::json(&self.deadletter, key.as_deref(), letter),
+        }
+    }
+
+    fn outputs(&self, emitted: &[Emitted]) -> Vec<Output> {
+        emitted.iter().map(|e| self.output(e)).collect()
+    }
+}
 
 /// Micro-batches whose outputs may await acknowledgement while the next are scored.
 /// Bounds the outputs (and unreleased offsets) held when the brokers are slow.
 const MAX_BATCHES_IN_FLIGHT: usize = 4;
 
 pub(crate) struct Outbox {
+    topics: Topics,
     deliveries: Deliveries,
     producer: FutureProducer,
     assignment: Arc<Assignment>,
@@ -32,18 +73,20 @@ pub(crate) struct Outbox {
 
 impl Outbox {
     pub(crate) fn new(
+        topics: Topics,
         producer: FutureProducer,
         assignment: Arc<Assignment>,
         metrics: Arc<Metrics>,
         health: Arc<Health>,
     ) -> Self {
         let deliveries = Deliveries::new(producer.clone(), MAX_BATCHES_IN_FLIGHT);
-        Self { deliveries, producer, assignment, metrics, health, unsent: mpsc::unbounded_channel() }
+        Self { topics, deliveries, producer, assignment, metrics, health, unsent: mpsc::unbounded_channel() }
     }
 
-    /// A micro-batch's outputs; its offsets are stored once every output is acknowledged.
-    pub(crate) fn submit(&mut self, outputs: Vec<Output>, offsets: Vec<PartitionOffset>) {
-        self.deliveries.submit(outputs, offsets);
+    /// What a micro-batch emitted; its offsets are stored once every output is
+    /// acknowledged.
+    pub(crate) fn submit(&mut self, emitted: &[Emitted], offsets: Vec<PartitionOffset>) {
+        self.deliveries.submit(self.topics.outputs(emitted), offsets);
     }
 
     /// Store the offsets of batches whose outputs are all acknowledged. With `all`,
@@ -75,17 +118,17 @@ impl Outbox {
         }
     }
 
-    /// Send keyed values to `topic` in the background; failures are counted, not retried
-    /// (prior updates: the next one supersedes a lost one).
-    pub(crate) fn send_detached(&self, topic: &str, records: Vec<(String, Vec<u8>)>) {
-        self.send_in_background(topic, records, None);
+    /// Send in the background; failures are counted, not retried (prior updates: the
+    /// next one supersedes a lost one).
+    pub(crate) fn send_detached(&self, emitted: &[Emitted]) {
+        self.send_in_background(self.topics.outputs(emitted), None);
     }
 
     /// Send one-off reports keyed by device in the background; the keys of those not
     /// delivered come back from [`Self::take_unsent_reports`], to be reported again (a
     /// report lost in a broker outage would otherwise never reach an analyst).
-    pub(crate) fn send_reports(&self, topic: &str, records: Vec<(String, Vec<u8>)>) {
-        self.send_in_background(topic, records, Some(self.unsent.0.clone()));
+    pub(crate) fn send_reports(&self, emitted: &[Emitted]) {
+        self.send_in_background(self.topics.outputs(emitted), Some(self.unsent.0.clone()));
     }
 
     /// Keys of reports not delivered since the last call.
@@ -97,28 +140,31 @@ impl Outbox {
         keys
     }
 
-    fn send_in_background(
-        &self,
-        topic: &str,
-        records: Vec<(String, Vec<u8>)>,
-        unsent: Option<mpsc::UnboundedSender<Vec<String>>>,
-    ) {
-        if records.is_empty() {
+    fn send_in_background(&self, outputs: Vec<Output>, unsent: Option<mpsc::UnboundedSender<Vec<String>>>) {
+        if outputs.is_empty() {
             return;
         }
-        let (producer, topic, metrics) =
-            (self.producer.clone(), topic.to_string(), Arc::clone(&self.metrics));
+        let (producer, metrics) = (self.producer.clone(), Arc::clone(&self.metrics));
         tokio::spawn(async move {
-            let failed: Vec<String> =
-                send_all(&producer, &records, |(k, v)| FutureRecord::to(&topic).key(k).payload(v))
-                    .await
-                    .into_iter()
-                    .map(|(k, _)| k.clone())
-                    .collect();
-            events::detached_failed(&metrics, &topic, failed.len());
-            if let Some(unsent) = unsent.filter(|_| !failed.is_empty()) {
+            let failed = send_all(&producer, &outputs, |o| {
+                let record = FutureRecord::to(&o.topic).payload(&o.value);
+                match &o.key {
+                    Some(k) => record.key(k),
+                    None => record,
+                }
+            })
+            .await;
+            let mut per_topic = std::collections::BTreeMap::<&str, usize>::new();
+            for o in &failed {
+                *per_topic.entry(o.topic.as_str()).or_default() += 1;
+            }
+            for (topic, n) in per_topic {
+                events::detached_failed(&metrics, topic, n);
+            }
+            let keys: Vec<String> = failed.iter().filter_map(|o| o.key.clone()).collect();
+            if let Some(unsent) = unsent.filter(|_| !keys.is_empty()) {
                 // The service may be gone (shutdown): nothing is left to report then.
-                let _ = unsent.send(failed);
+                let _ = unsent.send(keys);
             }
         });
     }
@@ -133,6 +179,30 @@ impl Outbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::config::DaemonConfig;
+    use crate::daemon::output::{IncidentEvent, PriorUpdate};
+
+    fn prior(device: &str) -> Emitted {
+        Emitted::Prior(PriorUpdate {
+            device: device.into(),
+            prior: 0.9,
+            attack_share: 0.1,
+            positive_window: 1,
+            unlabeled_window: 1,
+            time: 0.0,
+            model_version: "v".into(),
+        })
+    }
+
+    fn unmonitored(device: &str) -> Emitted {
+        Emitted::Incident(IncidentEvent::Unmonitored {
+            device: device.into(),
+            records: 1,
+            since_s: 1.0,
+            time: 0.0,
+            message: String::new(),
+        })
+    }
 
     /// A report the broker never acknowledges comes back to be sent again; a prior
     /// update does not.
@@ -145,10 +215,10 @@ mod tests {
             .expect("a producer");
         let metrics = Arc::new(Metrics::new());
         let health = Arc::new(Health::new(Arc::clone(&metrics)));
-        let mut outbox = Outbox::new(producer, Arc::default(), Arc::clone(&metrics), health);
-        outbox.send_detached("priors", vec![("cam".into(), b"{}".to_vec())]);
-        outbox
-            .send_reports("incidents", vec![("plug".into(), b"{}".to_vec()), ("hub".into(), b"{}".to_vec())]);
+        let topics = Topics::of(&DaemonConfig::defaults().kafka);
+        let mut outbox = Outbox::new(topics, producer, Arc::default(), Arc::clone(&metrics), health);
+        outbox.send_detached(&[prior("cam")]);
+        outbox.send_reports(&[unmonitored("plug"), unmonitored("hub")]);
         let mut unsent = Vec::new();
         for _ in 0..100 {
             unsent.extend(outbox.take_unsent_reports());

@@ -84,6 +84,16 @@ pub enum IncidentEvent {
     },
 }
 
+impl IncidentEvent {
+    /// The device it is about (the record's key).
+    pub fn device(&self) -> &str {
+        match self {
+            Self::Opened(r) | Self::Updated(r) | Self::Closed(r) | Self::Reviewed(r) => &r.device,
+            Self::Unmonitored { device, .. } => device,
+        }
+    }
+}
+
 /// An incident as an analyst reads it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IncidentReport {

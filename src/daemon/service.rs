@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
-use rdkafka::message::{Message, OwnedMessage};
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::producer::FutureProducer;
 use tokio::sync::mpsc;
 
@@ -23,8 +23,8 @@ use super::kafka::{AssignmentEvent, DaemonContext};
 use super::metrics::Metrics;
 use super::notify;
 use super::outbox::Outbox;
-use super::output::{unix_now, IncidentEvent};
-use super::pipeline::{decode_batch, highest_offsets, Pipeline};
+use super::output::{unix_now, IncidentEvent, Source};
+use super::pipeline::{decode_batch, highest_offsets, Emitted, Now, Pipeline, Received};
 use super::state::StateStore;
 
 /// Period of the loop's housekeeping (adaptation, snapshots, health).
@@ -47,15 +47,15 @@ pub(crate) struct Service {
 
 /// Messages gathered into the next micro-batch, and when it must be scored.
 struct Gathering {
-    messages: Vec<OwnedMessage>,
+    messages: Vec<Received>,
     deadline: Option<tokio::time::Instant>,
     max: usize,
     max_wait: Duration,
 }
 
 impl Gathering {
-    fn push(&mut self, m: OwnedMessage) {
-        self.messages.push(m);
+    fn push(&mut self, m: &BorrowedMessage<'_>) {
+        self.messages.push(received(m));
         self.deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.max_wait);
     }
 
@@ -63,7 +63,7 @@ impl Gathering {
         self.messages.len() >= self.max
     }
 
-    fn take(&mut self) -> Vec<OwnedMessage> {
+    fn take(&mut self) -> Vec<Received> {
         self.deadline = None;
         std::mem::take(&mut self.messages)
     }
@@ -74,6 +74,15 @@ impl Gathering {
             Some(d) => tokio::time::sleep_until(d).await,
             None => std::future::pending().await,
         }
+    }
+}
+
+/// A consumed message's bytes and coordinates, copied out of librdkafka's buffer.
+fn received(m: &BorrowedMessage<'_>) -> Received {
+    Received {
+        source: Source { topic: m.topic().to_string(), partition: m.partition(), offset: m.offset() },
+        key: m.key().map(<[u8]>::to_vec),
+        payload: m.payload().unwrap_or_default().to_vec(),
     }
 }
 
@@ -126,12 +135,12 @@ impl Service {
                     Ok(m) => {
                         timers.message = Instant::now();
                         self.health.message_received();
-                        gathering.push(m.detach());
+                        gathering.push(&m);
                         // Take what is already queued without a trip through the
                         // select! per message (a backlog arrives thousands at a time).
                         while !gathering.full() {
                             match self.consumer.recv().now_or_never() {
-                                Some(Ok(m)) => gathering.push(m.detach()),
+                                Some(Ok(m)) => gathering.push(&m),
                                 Some(Err(e)) => { events::consume_failed(&e); break; }
                                 None => break,
                             }
@@ -161,7 +170,7 @@ impl Service {
 
     /// Score a micro-batch, hand its outputs to the outbox (its offsets are stored
     /// once they are acknowledged).
-    async fn process(&mut self, messages: Vec<OwnedMessage>) {
+    async fn process(&mut self, messages: Vec<Received>) {
         // Assignments first: restored windows must be in place before their devices'
         // records are scored.
         while let Ok(event) = self.assignments.try_recv() {
@@ -171,28 +180,25 @@ impl Service {
             return;
         }
         self.metrics.records_consumed.inc_by(messages.len() as u64);
-        let (feedback, messages): (Vec<OwnedMessage>, Vec<OwnedMessage>) =
-            messages.into_iter().partition(|m| m.topic() == self.cfg.kafka.feedback_topic);
+        let (feedback, messages): (Vec<Received>, Vec<Received>) =
+            messages.into_iter().partition(|m| m.source.topic == self.cfg.kafka.feedback_topic);
         let batch =
             decode_batch(messages, self.detector.engine.model.dim(), self.cfg.scoring.max_message_bytes);
         let now_ms = self.now_ms();
         let (engine, version) = self.detector.engine_and_version();
-        let (mut outputs, mut offsets) = self.pipeline.run(engine, batch, now_ms, version, &self.metrics);
+        let (mut emitted, mut offsets) = self.pipeline.run(engine, batch, now_ms, version, &self.metrics);
         if !feedback.is_empty() {
-            outputs.extend(self.pipeline.feedback(engine, &feedback, version, &self.metrics));
-            offsets.extend(highest_offsets(&feedback));
+            emitted.extend(self.pipeline.feedback(engine, &feedback, version, &self.metrics));
+            offsets.extend(highest_offsets(feedback.iter().map(|m| &m.source)));
         }
-        self.outbox.submit(outputs, offsets);
+        self.outbox.submit(&emitted, offsets);
         self.outbox.settle(&self.consumer, false).await;
     }
 
     fn installed(&mut self, done: Finished) {
-        let updates = self.detector.install(done, &self.metrics);
-        let records = updates
-            .iter()
-            .map(|u| (u.device.clone(), serde_json::to_vec(u).expect("outputs serialise")))
-            .collect();
-        self.outbox.send_detached(&self.cfg.kafka.priors_topic, records);
+        let updates: Vec<Emitted> =
+            self.detector.install(done, &self.metrics).into_iter().map(Emitted::Prior).collect();
+        self.outbox.send_detached(&updates);
     }
 
     async fn on_assignment(&mut self, event: AssignmentEvent) {
@@ -235,10 +241,11 @@ impl Service {
             self.evict_idle(now_ms);
             self.report_unmonitored(now_ms);
             let (engine, version) = self.detector.engine_and_version();
-            let incident_events = self.pipeline.incident_ticks(engine, now_ms, version, &self.metrics);
+            let incident_events =
+                self.pipeline.incident_ticks(engine, Now::service(now_ms), version, &self.metrics);
             if !incident_events.is_empty() {
                 // Through the batch deliveries (retried until acknowledged), with no offsets.
-                self.outbox.submit(incident_events, Vec::new());
+                self.outbox.submit(&incident_events, Vec::new());
             }
             t.idle = Instant::now();
         }
@@ -274,7 +281,7 @@ impl Service {
         }
         let (total, new) = self.detector.engine.devices.unmonitored(now_ms, after_s * 1000);
         events::unmonitored(&self.metrics, total, &new);
-        let records = new
+        let reports: Vec<Emitted> = new
             .into_iter()
             .map(|(device, records, since_ms)| {
                 let since_s = since_ms as f64 / 1000.0;
@@ -282,17 +289,16 @@ impl Service {
                     "device {device} sent {records} records in {since_s:.0} s and none is labeled normal: \
                      it is not scored until some of its traffic is onboarded as known-normal"
                 );
-                let event = IncidentEvent::Unmonitored {
-                    device: device.clone(),
+                Emitted::Incident(IncidentEvent::Unmonitored {
+                    device,
                     records,
                     since_s,
                     time: unix_now(),
                     message,
-                };
-                (device, serde_json::to_vec(&event).expect("outputs serialise"))
+                })
             })
             .collect();
-        self.outbox.send_reports(&self.cfg.kafka.incidents_topic, records);
+        self.outbox.send_reports(&reports);
     }
 
     async fn shutdown(mut self) {

@@ -9,10 +9,12 @@
 
 use crate::daemon::config::DaemonConfig;
 use crate::daemon::devices::WindowSizes;
-use crate::daemon::engine::{run_adaptation, Engine, Verdict};
-use crate::daemon::incidents::{Decision, IncidentRules, IncidentTracker, Transition};
-use crate::daemon::output::Source;
+use crate::daemon::engine::{run_adaptation, Engine};
+use crate::daemon::incidents::IncidentRules;
+use crate::daemon::output::{IncidentEvent, Source};
+use crate::daemon::pipeline::{Clock, Consumed, Emitted, Now, Pipeline, RecordOutputs};
 use crate::daemon::record::FeatureRecord;
+use crate::daemon::Metrics;
 use crate::data::{Label, Task};
 use crate::model::Model;
 
@@ -96,6 +98,9 @@ pub struct DeviceOutcome {
     pub first_incident: Option<usize>,
     /// Incident events published: opened, updated, closed.
     pub incident_events: usize,
+    /// Ids of the incidents opened, in order (as the daemon's, from the opening
+    /// record's source).
+    pub opened: Vec<String>,
     /// Capture hours the stream spans.
     pub hours: f64,
 }
@@ -110,26 +115,40 @@ impl DeviceOutcome {
     }
 }
 
-/// Every device through one engine, one device after the other, each on its own
-/// capture clock (the captures come from different years).
+/// Every device through one engine and the daemon's pipeline, one device after the
+/// other, each on its own capture clock (the captures come from different years).
 pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<DeviceOutcome> {
     let dim = model.dim();
     let mut engine = Engine::new(model, cfg.sizes, devices.len().max(1), cfg.threshold);
     engine.max_per_device = cfg.max_per_device;
     engine.adaptation_batch = cfg.adapt_batch;
+    let outputs = RecordOutputs { scores: true, alerts: false };
+    let mut pipeline = Pipeline::new(cfg.incidents, outputs, Clock::Event, cfg.max_batch);
+    let metrics = Metrics::new();
     let mut offset = 0i64;
     devices
         .iter()
         .map(|d| {
-            let out = run_device(&mut engine, d, dim, cfg, offset);
+            let out = run_device(&mut engine, &mut pipeline, &metrics, d, dim, cfg, offset);
             offset += d.task.len() as i64;
             out
         })
         .collect()
 }
 
+/// The source the lab gives a device's `i`-th record: one stream, offsets running on
+/// across devices (incident ids are derived from it, as the daemon's are from Kafka's).
+pub fn source(offset: i64) -> Source {
+    Source { topic: STREAM_TOPIC.into(), partition: 0, offset }
+}
+
+/// The topic name of [`source`].
+pub const STREAM_TOPIC: &str = "stream";
+
 fn run_device(
     engine: &mut Engine,
+    pipeline: &mut Pipeline,
+    metrics: &Metrics,
     d: &DeviceStream,
     dim: usize,
     cfg: &StreamConfig,
@@ -150,8 +169,7 @@ fn run_device(
         .collect();
     let mut next_adapt = d.ts.first().copied().unwrap_or(0.0) + cfg.adapt_every_s;
     out.hours = (d.ts.last().copied().unwrap_or(0.0) - d.ts.first().copied().unwrap_or(0.0)) / 3600.0;
-    let mut tracker = IncidentTracker::default();
-    let clock_ms = |ts: f64| (ts.max(0.0) * 1000.0) as u64;
+    let open = |engine: &Engine| engine.devices.get(&task.id).is_some_and(|d| d.incidents.open.is_some());
     let mut start = 0;
     while start < n {
         // A micro-batch: what arrives within the batching window, up to max_batch and
@@ -168,47 +186,59 @@ fn run_device(
             engine.install(states);
             next_adapt = now + cfg.adapt_every_s;
         }
-        let records: Vec<FeatureRecord> = (start..end)
-            .map(|i| FeatureRecord {
-                device: task.id.clone(),
-                ts: d.ts[i],
-                features: task.row(i, dim).to_vec(),
-                known_normal: out.known[i],
+        let batch: Vec<Consumed> = (start..end)
+            .map(|i| {
+                let record = FeatureRecord {
+                    device: task.id.clone(),
+                    ts: d.ts[i],
+                    features: task.row(i, dim).to_vec(),
+                    known_normal: out.known[i],
+                };
+                Consumed::record(record, source(offset + i as i64))
             })
             .collect();
-        let sources: Vec<Source> = (start..end)
-            .map(|i| Source { topic: "stream".into(), partition: 0, offset: offset + i as i64 })
-            .collect();
-        let refs: Vec<_> = records.iter().zip(&sources).collect();
-        let processed = engine.process(&refs, (now * 1000.0).max(0.0) as u64);
-        for (i, v) in (start..end).zip(processed.verdicts) {
-            let attack_started = out.attack > 0 || task.labels[i] == Label::Negative;
-            if task.labels[i] == Label::Negative && out.attack == 0 && tracker.open.is_some() {
+        // An incident already open when the attack begins covers it.
+        let attack_begins = (start..end).find(|&i| task.labels[i] == Label::Negative);
+        let open_before = open(engine);
+        let (emitted, _) = pipeline.run(engine, batch, 0, "lab", metrics);
+        let mut verdicts: Vec<Option<bool>> = vec![None; end - start];
+        let mut opened_at = Vec::new();
+        for e in &emitted {
+            match e {
+                Emitted::Score(s) => {
+                    let i = (s.source.offset - offset) as usize;
+                    if let Some(posterior) = s.score {
+                        out.scores[i] = 1.0 - posterior;
+                        out.anomalous += usize::from(s.decision == "anomalous");
+                        verdicts[i - start] = Some(s.decision == "anomalous");
+                    }
+                }
+                Emitted::Incident(IncidentEvent::Opened(r)) => {
+                    opened_at.push((r.opened_by.offset - offset) as usize);
+                    out.opened.push(r.incident_id.clone());
+                }
+                _ => {}
+            }
+        }
+        let mut opened = opened_at.into_iter().peekable();
+        let mut open_now = open_before;
+        for i in start..end {
+            if attack_begins == Some(i) && out.attack == 0 && open_now {
                 out.attack_covered = true;
                 out.first_incident = Some(1);
             }
-            let alerted = match v {
-                Verdict::Scored { posterior, anomalous, prior, taken_as_normal } => {
-                    out.scores[i] = 1.0 - posterior;
-                    out.anomalous += usize::from(anomalous);
-                    let r = &records[i - start];
-                    let decision =
-                        Decision::of(r, &sources[i - start], posterior, anomalous, prior, taken_as_normal);
-                    if let Some(Transition::Opened(_)) =
-                        tracker.observe(&task.id, decision, &cfg.incidents, clock_ms(r.ts), r.ts)
-                    {
-                        out.incident_events += 1;
-                        if attack_started {
-                            out.incidents_in_attack += 1;
-                            out.attack_covered = true;
-                        } else {
-                            out.incidents_before_attack += 1;
-                        }
-                    }
-                    Some(anomalous)
+            if opened.peek() == Some(&i) {
+                opened.next();
+                open_now = true;
+                out.incident_events += 1;
+                if out.attack > 0 || task.labels[i] == Label::Negative {
+                    out.incidents_in_attack += 1;
+                    out.attack_covered = true;
+                } else {
+                    out.incidents_before_attack += 1;
                 }
-                Verdict::Unknown | Verdict::Deferred => None,
-            };
+            }
+            let alerted = verdicts[i - start];
             match (task.labels[i], out.known[i]) {
                 (_, true) | (Label::Unlabeled, _) => {}
                 (Label::Positive, false) => {
@@ -223,19 +253,20 @@ fn run_device(
                     if alerted == Some(true) && out.first_alert.is_none() {
                         out.first_alert = Some(out.attack);
                     }
-                    if out.first_incident.is_none() && tracker.open.is_some() {
+                    if out.first_incident.is_none() && open_now {
                         out.first_incident = Some(out.attack);
                     }
                 }
             }
         }
-        // Updates and quiet closes, on the capture clock.
-        while let Some(t) = tracker.tick(&cfg.incidents, clock_ms(now), now) {
-            out.incident_events += 1;
-            if matches!(t, Transition::Closed(..)) {
-                break;
-            }
-        }
+        // Updates and quiet closes, on the capture clock. Devices run one after the
+        // other, each on its own clock: what the tick does to an earlier device's
+        // incident is no event of this one.
+        out.incident_events += pipeline
+            .incident_ticks(engine, Now::event(now), "lab", metrics)
+            .iter()
+            .filter(|e| matches!(e, Emitted::Incident(i) if i.device() == task.id))
+            .count();
         start = end;
     }
     out

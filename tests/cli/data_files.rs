@@ -11,8 +11,8 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-fn shared_raw() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/nbaiot/raw")
+fn real_rows() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/nbaiot/raw")
 }
 
 #[test]
@@ -66,8 +66,8 @@ fn csv_without_task_or_label_column_is_refused() {
 }
 
 #[test]
-fn nbaiot_kaggle_layout_loads_the_shared_real_rows() {
-    let set = TaskSet::load(&shared_raw(), false).expect("../shared/data/nbaiot/raw");
+fn nbaiot_kaggle_layout_loads_the_real_rows() {
+    let set = TaskSet::load(&real_rows(), false).expect("data/nbaiot/raw");
     assert_eq!(set.dim(), 115);
     assert_eq!(set.feature_names[0], "MI_dir_L5_weight");
     assert_eq!(set.feature_names[114], "HpHp_L0.01_pcc");
@@ -82,7 +82,7 @@ fn nbaiot_kaggle_layout_loads_the_shared_real_rows() {
 
 #[test]
 fn nbaiot_uci_layout_loads_the_same_rows() {
-    let raw = shared_raw();
+    let raw = real_rows();
     let dir = tempfile::tempdir().unwrap();
     let dev = dir.path().join("Danmini_Doorbell");
     std::fs::create_dir_all(dev.join("gafgyt_attacks")).unwrap();

@@ -1,6 +1,6 @@
 //! The traffic commands as users run them: a capture through `metapu extract` gives
 //! the same rows as AfterImage on the same packets, reads the real captures of
-//! ../shared/data/pcap whatever their format or name, and splits a LAN capture by
+//! data/pcap whatever their format or name, and splits a LAN capture by
 //! device; `metapu datasets infect` puts a real scan on a real device; `metapu
 //! simulate` is deterministic by seed and writes a split with the held-out types.
 
@@ -77,7 +77,7 @@ fn extract_refuses_what_is_not_a_capture() {
 }
 
 fn pcap_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/pcap")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/pcap")
 }
 
 /// Every packet record of a capture: (index, seconds, source MAC, destination MAC, packet).

@@ -74,7 +74,7 @@ fn doorbell_config(bootstrap: &str, tag: &str, model: PathBuf) -> DaemonConfig {
 /// Replay Danmini's rows with `metapu_bin replay` into the daemon under test and hold
 /// its decisions to the bounds docs/results.md states.
 async fn replay_and_check(boot: &str, cfg: &DaemonConfig, metapu_bin: &Path, clean_env: bool) {
-    let raw = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/nbaiot/raw");
+    let raw = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/nbaiot/raw");
     let boot = boot.to_string();
     let input = cfg.kafka.input_topics[0].clone();
     // Replay into a running consumer, as live traffic arrives: one probe record first,
@@ -202,7 +202,7 @@ async fn a_burst_is_scored_and_a_device_without_normal_traffic_is_reported() {
     cfg.adaptation.interval_ms = 600_000;
     let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
 
-    let raw = root.join("../shared/data/nbaiot/raw");
+    let raw = root.join("data/nbaiot/raw");
     let out = Command::new(env!("CARGO_BIN_EXE_metapu"))
         .args(["replay", "--topic", &cfg.kafka.input_topics[0], "--brokers", &boot, "--rate", "0"])
         .args(["--label-first", "5", "--schedule", "danmini:benign,gafgyt.udp,gafgyt.scan"])

@@ -98,7 +98,11 @@ struct RealTrafficArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt().with_writer(std::io::stderr).init();
+    // The streaming experiments run the daemon's pipeline, which logs every incident:
+    // the lab reports them in its tables instead (RUST_LOG overrides).
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,metapu::daemon=warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     match Lab::parse().command {
         LabCommand::Eval(a) => eval::run(*a),
         LabCommand::Train(a) => train::run(*a),

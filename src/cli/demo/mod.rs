@@ -51,9 +51,9 @@ pub struct DemoArgs {
     /// Seconds of clean traffic before the attacks begin.
     #[arg(long, default_value_t = 30)]
     attack_after: u64,
-    /// Real data: N-BaIoT rows (nbaiot/raw) and captures (pcap/); a device whose data
-    /// is missing is left out.
-    #[arg(long, default_value = "../shared/data")]
+    /// Real data: N-BaIoT rows (nbaiot/raw) and captures (pcap/); the repository's own
+    /// data/ by default (data/README.md). A device whose data is missing is left out.
+    #[arg(long, default_value = "data")]
     data: PathBuf,
     /// Where the infected capture is written.
     #[arg(long, default_value = "runs/demo")]

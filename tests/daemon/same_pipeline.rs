@@ -1,0 +1,131 @@
+//! The lab measures the product: one real capture, made infected with a real scan, goes
+//! through the daemon (Kafka in, scores and incidents out) and through the lab's
+//! streaming evaluation (the capture in place, on its own clock), and both give the
+//! same decision on every record and open the same incidents.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::support::*;
+use metapu::daemon;
+use metapu::daemon::record;
+use metapu::data::Label;
+use metapu::eval::stream::{self, DeviceStream, StreamConfig, STREAM_TOPIC};
+use metapu::model::file;
+use metapu::traffic::devices::{parse_mac, Device};
+use metapu::traffic::extract::{labeled_device_task, read_labels};
+use rdkafka::mocking::MockCluster;
+
+/// Aria's setup captures with nDPI's SYN scan from it half-way through (`metapu
+/// datasets infect`), as the lab's device stream.
+fn infected_aria(dir: &Path) -> DeviceStream {
+    let aria = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/pcap/iot-sentinel/Aria");
+    let mut benign: Vec<PathBuf> = std::fs::read_dir(&aria)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .collect();
+    benign.sort();
+    let mac = std::fs::read_to_string(aria.join("_iotdevice-mac.txt")).unwrap().trim().to_string();
+    let attack = aria.join("../../ndpi/synscan.pcap");
+    let out = dir.join("aria.pcap");
+    let mut args = vec!["datasets".to_string(), "infect".into(), "--device-mac".into(), mac.clone()];
+    args.push("--benign".into());
+    args.extend(benign.iter().map(|p| p.to_str().unwrap().to_string()));
+    args.extend(["--attack".into(), attack.to_str().unwrap().into(), "--start".into(), "0.5".into()]);
+    args.extend(["--out".into(), out.to_str().unwrap().into()]);
+    metapu(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let labels = read_labels(&out.with_extension("labels.csv")).unwrap();
+    let device = Device { name: "aria".into(), mac: parse_mac(&mac).unwrap() };
+    let (mut task, mut ts) = labeled_device_task(&out, device, labels).unwrap();
+    // Enough of the scan to open incidents, few enough records for one-record batches.
+    let keep = task.indices_of(Label::Positive).len() + 300;
+    task.x.truncate(keep * 115);
+    task.labels.truncate(keep);
+    ts.truncate(keep);
+    DeviceStream { task, ts }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_and_the_lab_decide_alike_on_a_real_capture() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = infected_aria(dir.path());
+    let n = s.ts.len();
+    let model_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/iot-default.safetensors");
+
+    let tag = "same";
+    let cluster = MockCluster::new(1).expect("mock cluster");
+    cluster.create_topic(STREAM_TOPIC, 1, 1).unwrap();
+    for suffix in ["state", "feedback", "alerts", "priors", "deadletter", "scores", "incidents"] {
+        cluster.create_topic(&format!("{tag}.{suffix}"), 1, 1).unwrap();
+    }
+    let boot = cluster.bootstrap_servers();
+    let mut cfg = daemon_config(&boot, tag);
+    cfg.kafka.input_topics = vec![STREAM_TOPIC.into()];
+    cfg.model.path = model_path.clone();
+    cfg.model.features = 115;
+    // Every record its own micro-batch, and no adaptation but the one before a new
+    // device's first scoring: what the daemon decides then depends on the records
+    // alone, not on how they were batched on arrival or when the adapter ran.
+    cfg.scoring.max_batch = 1;
+    cfg.adaptation.interval_ms = 1_000_000_000_000_000;
+    cfg.adaptation.after_records = 0;
+    // The daemon's incidents run on its own clock, the lab's on the capture's: with no
+    // quiet close, openings depend on the decisions alone.
+    cfg.incidents.quiet_s = 1_000_000_000_000;
+    let labeled = 10;
+    let lab_cfg = StreamConfig::from_daemon(&cfg, labeled);
+
+    // The lab: the capture in place.
+    let lab =
+        stream::run(file::load(&model_path, tch::Device::Cpu).unwrap(), std::slice::from_ref(&s), &lab_cfg);
+    let lab = &lab[0];
+    assert!(
+        lab.attack > 0 && !lab.opened.is_empty(),
+        "the scan opens an incident in the lab: {:?}",
+        lab.opened
+    );
+
+    // The daemon: the same records through Kafka, the first benign ones labeled normal.
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
+    let p = producer(&boot);
+    for i in 0..n {
+        let row = s.task.row(i, 115);
+        send(&p, STREAM_TOPIC, Some("aria"), &record::encode("aria", s.ts[i], row, lab.known[i])).await;
+    }
+    let scores =
+        json_values(&read_topic(&boot, &format!("{tag}.scores"), Duration::from_secs(120), |m| m.len() >= n));
+    assert_eq!(scores.len(), n, "every record scored");
+    let incidents =
+        json_values(&read_topic(&boot, &format!("{tag}.incidents"), Duration::from_secs(20), |m| {
+            json_values(m).iter().filter(|e| e["event"] == "opened").count() >= lab.opened.len()
+        }));
+    daemon.shutdown().await.unwrap();
+
+    let mut differ = Vec::new();
+    for (i, sc) in scores.iter().enumerate() {
+        assert_eq!(sc["source"]["offset"].as_i64(), Some(i as i64), "in input order");
+        let daemon_anomalous = sc["decision"] == "anomalous";
+        let lab_score = lab.scores[i];
+        let lab_anomalous = !lab_score.is_nan() && 1.0 - lab_score < cfg.model.threshold;
+        let close = match sc["score"].as_f64() {
+            Some(posterior) => (1.0 - posterior as f32 - lab_score).abs() < 1e-5,
+            None => lab_score.is_nan(),
+        };
+        if daemon_anomalous != lab_anomalous || !close {
+            differ.push((i, sc["score"].clone(), lab_score));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{} of {n} records decided apart: {:?}",
+        differ.len(),
+        &differ[..differ.len().min(5)]
+    );
+    let opened: Vec<&str> = incidents
+        .iter()
+        .filter(|e| e["event"] == "opened")
+        .filter_map(|e| e["incident_id"].as_str())
+        .collect();
+    assert_eq!(opened, lab.opened, "the same incidents, by id");
+}
