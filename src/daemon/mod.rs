@@ -3,15 +3,19 @@
 //!
 //! The public surface: [`start`] a [`Daemon`] from a [`DaemonConfig`], [`record`]
 //! (the input wire format clients write), [`Feedback`] (what analysts send back),
-//! [`Snapshot`] (the state topic's format), [`kafka`] (client settings for tools) and
-//! [`engine`] (scoring and adaptation without Kafka, for the benchmarks). Every other
-//! part is the crate's own.
+//! [`Snapshot`] (the state topic's format), [`kafka`] (client settings for tools),
+//! [`engine`] (scoring and adaptation without Kafka, for the benchmarks) and
+//! [`pipeline`], the core that decides — records in, scores, incident events, prior
+//! updates and dead letters out, on the service's clock or the records' own
+//! ([`clock`]) — which the daemon feeds from Kafka and the lab from captures, with
+//! what it emits ([`output`], [`incidents`]). Every other part is the crate's own.
 //!
 //! Inside, one job per part:
 //! - `handle` — start-up and the handle to a running daemon
 //! - `service` — the main loop, which hands work to:
-//!   - `pipeline` — decode, score and build a micro-batch's outputs
-//!   - `outbox` — publish; store offsets after acknowledgement (`delivery`)
+//!   - `pipeline` — decode and score a micro-batch; what it emits, as plain values
+//!   - `outbox` — put each emitted value on its topic; store offsets after
+//!     acknowledgement (`delivery`)
 //!   - `detector` — the engine, the background `adapter`, model reloads
 //!   - `state` — snapshots to and restore from the state topic (`snapshot` format)
 //!   - `health` — readiness flag, gauge and broker state in one type
@@ -22,7 +26,7 @@
 //! - `metrics`, `http`, `notify` — operations
 
 pub(crate) mod adapter;
-pub(crate) mod clock;
+pub mod clock;
 pub mod config;
 mod delivery;
 mod detector;
@@ -33,13 +37,13 @@ pub(crate) mod explain;
 mod handle;
 mod health;
 mod http;
-pub(crate) mod incidents;
+pub mod incidents;
 pub mod kafka;
 mod metrics;
 mod notify;
 mod outbox;
-pub(crate) mod output;
-pub(crate) mod pipeline;
+pub mod output;
+pub mod pipeline;
 pub mod record;
 mod secrets;
 mod service;

@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod broker_outage;
+mod core;
 mod crash;
 mod e2e;
 mod faults;

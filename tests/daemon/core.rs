@@ -1,0 +1,155 @@
+//! The pipeline core without Kafka: what the daemon decides on a device's records and
+//! an analyst's verdicts, checked on the core directly, with adaptation at chosen
+//! points instead of on a timer (the broker tests check the paths in and out).
+
+use crate::support::*;
+use metapu::daemon::config::DaemonConfig;
+use metapu::daemon::engine::{run_adaptation, Engine, WindowSizes};
+use metapu::daemon::incidents::{Feedback, IncidentRules, Verdict};
+use metapu::daemon::output::{IncidentEvent, Source};
+use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Pipeline, Received, RecordOutputs};
+use metapu::daemon::record::FeatureRecord;
+use metapu::daemon::Metrics;
+use metapu::data::Label;
+use metapu::model::file;
+
+/// The daemon's engine and pipeline on the test model, with quick incidents.
+struct Core {
+    engine: Engine,
+    pipeline: Pipeline,
+    metrics: Metrics,
+    offset: i64,
+}
+
+impl Core {
+    fn new() -> Self {
+        let cfg = DaemonConfig::defaults();
+        let model = file::load(&fixture().model_path, tch::Device::Cpu).unwrap();
+        let sizes = WindowSizes {
+            positive: cfg.windows.positive,
+            unlabeled: cfg.windows.unlabeled,
+            bootstrap_positives: cfg.windows.bootstrap_positives,
+        };
+        let engine = Engine::new(model, sizes, 10, cfg.model.threshold);
+        let rules = IncidentRules {
+            open_k: 3,
+            open_n: 5,
+            update_interval_ms: 5_000,
+            quiet_ms: 600_000,
+            keep_records: cfg.windows.positive,
+        };
+        let pipeline =
+            Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Event, 4096);
+        Self { engine, pipeline, metrics: Metrics::new(), offset: 0 }
+    }
+
+    /// One micro-batch of the device's records, a second apart.
+    fn feed(&mut self, rows: &[Vec<f32>], known: bool) -> Vec<Emitted> {
+        let batch = rows
+            .iter()
+            .map(|row| {
+                self.offset += 1;
+                let r = FeatureRecord {
+                    device: "cam".into(),
+                    ts: self.offset as f64,
+                    features: row.clone(),
+                    known_normal: known,
+                };
+                Consumed::record(r, Source { topic: "in".into(), partition: 0, offset: self.offset })
+            })
+            .collect();
+        self.pipeline.run(&mut self.engine, batch, 0, "v", &self.metrics).0
+    }
+
+    /// What the adapter thread does on its interval: every changed device re-adapted.
+    fn adapt(&mut self) {
+        let jobs = self.engine.adaptation_jobs(1, usize::MAX);
+        let states = run_adaptation(&self.engine.model, &jobs, 32);
+        self.engine.install(states);
+    }
+
+    fn verdict(&mut self, incident: &str, verdict: Verdict) -> Vec<Emitted> {
+        let fb = Feedback {
+            device: "cam".into(),
+            incident_id: incident.into(),
+            verdict,
+            by: "ana".into(),
+            note: "firmware update".into(),
+        };
+        let m = Received {
+            source: Source { topic: "feedback".into(), partition: 0, offset: 0 },
+            key: Some(b"cam".to_vec()),
+            payload: serde_json::to_vec(&fb).unwrap(),
+        };
+        self.pipeline.feedback(&mut self.engine, &[m], "v", &self.metrics)
+    }
+}
+
+fn opened(emitted: &[Emitted]) -> Vec<String> {
+    emitted
+        .iter()
+        .filter_map(|e| match e {
+            Emitted::Incident(IncidentEvent::Opened(r)) => Some(r.incident_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn anomalous(emitted: &[Emitted]) -> (usize, usize) {
+    let scores: Vec<&str> = emitted
+        .iter()
+        .filter_map(|e| match e {
+            Emitted::Score(s) => Some(s.decision.as_str()),
+            _ => None,
+        })
+        .collect();
+    (scores.iter().filter(|d| **d == "anomalous").count(), scores.len())
+}
+
+/// A device's benign behaviour changes (a firmware update, a new service): an incident
+/// opens; the analyst calls it a false positive; it closes as dismissed, and the same
+/// behaviour opens no new incident, before and after the device is re-adapted on a
+/// window full of it (the incident's kept records alone were not enough).
+#[test]
+fn a_false_positive_verdict_teaches_the_device_its_new_normal() {
+    let fx = fixture();
+    let (normal, changed) = (fx.rows(0, Label::Positive), fx.rows(0, Label::Negative));
+    let mut core = Core::new();
+    assert!(opened(&core.feed(&normal[..10], true)).is_empty());
+    assert!(opened(&core.feed(&normal[10..30], false)).is_empty(), "normal traffic opens nothing");
+    // The adapter runs while the new behaviour arrives: the device's classifier is
+    // re-adapted on a window that holds some of it (what PU learning looks for).
+    let mut first = core.feed(&changed[..5], false);
+    core.adapt();
+    first.extend(core.feed(&changed[5..15], false));
+    let ids = opened(&first);
+
+    assert_eq!(ids.len(), 1, "the new behaviour opens one incident: {:?}", anomalous(&first));
+
+    let out = core.verdict(&ids[0], Verdict::FalsePositive);
+    let closed: Vec<&IncidentEvent> = out
+        .iter()
+        .filter_map(|e| match e {
+            Emitted::Incident(i @ IncidentEvent::Closed(_)) => Some(i),
+            _ => None,
+        })
+        .collect();
+    let [IncidentEvent::Closed(r)] = closed[..] else { panic!("one close: {out:?}") };
+    assert_eq!((r.incident_id.as_str(), r.resolution.as_deref()), (ids[0].as_str(), Some("dismissed")));
+    assert_eq!((r.feedback[0].by.as_str(), r.feedback[0].note.as_str()), ("ana", "firmware update"));
+    assert!(out.iter().any(|e| matches!(e, Emitted::Prior(_))), "re-adapted at once");
+    let again = core.verdict(&ids[0], Verdict::FalsePositive);
+    assert!(matches!(again[..], [Emitted::DeadLetter { .. }]), "a second dismissal is refused: {again:?}");
+
+    let after = core.feed(&changed[15..55], false);
+    assert!(opened(&after).is_empty(), "the dismissed behaviour again: {:?} anomalous", anomalous(&after));
+    core.adapt();
+    let window = core.engine.devices.get("cam").unwrap().unlabeled.len();
+    assert!(window >= 85, "the unlabeled window holds the new behaviour: {window}");
+    let later = core.feed(&changed[55..95], false);
+    assert!(opened(&later).is_empty(), "after re-adaptation: {:?} anomalous", anomalous(&later));
+    assert!(
+        core.engine.devices.get("cam").unwrap().incidents.open.is_none(),
+        "no incident open on the dismissed behaviour"
+    );
+}
