@@ -7,8 +7,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use futures::FutureExt;
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 
 /// Produce one record per item and wait for every acknowledgement (at most 30 s each);
@@ -22,6 +23,42 @@ pub(crate) async fn send_all<'a, T>(
     let sends = items.iter().map(|item| producer.send(record(item), Timeout::After(Duration::from_secs(30))));
     let results = futures::future::join_all(sends).await;
     items.iter().zip(&results).filter(|(_, r)| r.is_err()).map(|(item, _)| item).collect()
+}
+
+/// One output's delivery: resolves once the sink has it (`Err`: send it again).
+pub type Delivery = BoxFuture<'static, Result<(), String>>;
+
+/// Where outputs are delivered: the Kafka producer; another sink (an HTTP webhook,
+/// syslog) is one more type with this one method, and gets the same guarantee — sent
+/// again with a backoff until acknowledged, the input's offsets stored only after.
+pub trait Sink: Send + Sync {
+    /// Take one output; `None` when the sink cannot take it now (a full queue): it
+    /// stays unsent and is offered again.
+    fn send(&self, output: &Output) -> Option<Delivery>;
+}
+
+/// The Kafka producer as a sink: an output is acknowledged when the brokers have it
+/// (`acks=all`).
+pub struct KafkaSink(pub FutureProducer);
+
+impl Sink for KafkaSink {
+    fn send(&self, o: &Output) -> Option<Delivery> {
+        let mut record = FutureRecord::<String, Vec<u8>>::to(&o.topic).payload(&o.value);
+        if let Some(k) = &o.key {
+            record = record.key(k);
+        }
+        let delivery = self.0.send_result(record).ok()?;
+        Some(
+            async move {
+                match delivery.await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err((e, _))) => Err(e.to_string()),
+                    Err(_) => Err("the producer dropped the delivery".to_string()),
+                }
+            }
+            .boxed(),
+        )
+    }
 }
 
 /// One record to produce.
@@ -48,7 +85,7 @@ pub use super::pipeline::PartitionOffset;
 enum State {
     /// Not handed to the producer yet, or failed: to be sent (again).
     Unsent,
-    InFlight(DeliveryFuture),
+    InFlight(Delivery),
     Acked,
 }
 
@@ -83,15 +120,15 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 pub struct Deliveries {
-    producer: FutureProducer,
+    sink: Box<dyn Sink>,
     batches: VecDeque<Batch>,
     /// Batches allowed in flight before the service waits for the oldest.
     pub max_in_flight: usize,
 }
 
 impl Deliveries {
-    pub fn new(producer: FutureProducer, max_in_flight: usize) -> Self {
-        Self { producer, batches: VecDeque::new(), max_in_flight: max_in_flight.max(1) }
+    pub fn new(sink: Box<dyn Sink>, max_in_flight: usize) -> Self {
+        Self { sink, batches: VecDeque::new(), max_in_flight: max_in_flight.max(1) }
     }
 
     pub fn in_flight(&self) -> usize {
@@ -111,7 +148,7 @@ impl Deliveries {
             retry_at: Instant::now() + FIRST_BACKOFF,
             backoff: FIRST_BACKOFF,
         };
-        enqueue(&self.producer, &mut batch);
+        enqueue(self.sink.as_ref(), &mut batch);
         self.batches.push_back(batch);
     }
 
@@ -132,7 +169,7 @@ impl Deliveries {
         for batch in self.batches.iter_mut().filter(|b| b.retry_at <= now && b.unsent() > 0) {
             batch.retry_at = now + batch.backoff;
             batch.backoff = (batch.backoff * 2).min(MAX_BACKOFF);
-            enqueue(&self.producer, batch);
+            enqueue(self.sink.as_ref(), batch);
         }
         settled
     }
@@ -143,12 +180,12 @@ impl Deliveries {
     pub async fn wait_oldest(&mut self, mut on_failure: impl FnMut(usize)) -> Vec<PartitionOffset> {
         let Some(batch) = self.batches.front_mut() else { return vec![] };
         loop {
-            enqueue(&self.producer, batch);
+            enqueue(self.sink.as_ref(), batch);
             for sent in &mut batch.outputs {
                 if let State::InFlight(delivery) = &mut sent.state {
                     sent.state = match delivery.await {
-                        Ok(Ok(_)) => State::Acked,
-                        _ => State::Unsent,
+                        Ok(()) => State::Acked,
+                        Err(_) => State::Unsent,
                     };
                 }
             }
@@ -174,16 +211,11 @@ impl Deliveries {
     }
 }
 
-/// Hand every unsent output to the producer. One the producer refuses (its queue is
-/// full) stays unsent and is tried again later.
-fn enqueue(producer: &FutureProducer, batch: &mut Batch) {
+/// Hand every unsent output to the sink. One the sink refuses (its queue is full) stays
+/// unsent and is tried again later.
+fn enqueue(sink: &dyn Sink, batch: &mut Batch) {
     for sent in batch.outputs.iter_mut().filter(|s| matches!(s.state, State::Unsent)) {
-        let o = &sent.output;
-        let mut record = FutureRecord::<String, Vec<u8>>::to(&o.topic).payload(&o.value);
-        if let Some(k) = &o.key {
-            record = record.key(k);
-        }
-        if let Ok(delivery) = producer.send_result(record) {
+        if let Some(delivery) = sink.send(&sent.output) {
             sent.state = State::InFlight(delivery);
         }
     }
@@ -197,8 +229,8 @@ fn check(batch: &mut Batch) -> usize {
         if let State::InFlight(delivery) = &mut sent.state {
             match delivery.now_or_never() {
                 None => {}
-                Some(Ok(Ok(_))) => sent.state = State::Acked,
-                Some(_) => {
+                Some(Ok(())) => sent.state = State::Acked,
+                Some(Err(_)) => {
                     sent.state = State::Unsent;
                     failed += 1;
                 }
@@ -239,6 +271,42 @@ mod tests {
         out
     }
 
+    /// A sink that records what it took, and fails every delivery while `down`.
+    #[derive(Default)]
+    struct Recording {
+        down: std::sync::atomic::AtomicBool,
+        taken: std::sync::Mutex<Vec<u8>>,
+    }
+
+    impl Sink for std::sync::Arc<Recording> {
+        fn send(&self, o: &Output) -> Option<Delivery> {
+            if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+                return Some(futures::future::ready(Err("down".to_string())).boxed());
+            }
+            self.taken.lock().expect("not poisoned").push(o.value[0]);
+            Some(futures::future::ready(Ok(())).boxed())
+        }
+    }
+
+    /// Any sink gets the outbox's guarantee: outputs that failed are sent again until
+    /// taken, each taken once, and a batch's offsets are released only after all of its
+    /// outputs, oldest batch first.
+    #[tokio::test]
+    async fn a_sink_takes_every_output_once_and_offsets_wait_for_it() {
+        let sink = std::sync::Arc::new(Recording::default());
+        let mut deliveries = Deliveries::new(Box::new(std::sync::Arc::clone(&sink)), 4);
+        let output = |i: u8| Output { topic: "incidents".into(), key: None, value: vec![i] };
+        deliveries.submit(vec![output(0)], vec![("in".into(), 0, 5)]);
+        sink.down.store(true, std::sync::atomic::Ordering::SeqCst);
+        deliveries.submit((1..3).map(output).collect(), vec![("in".into(), 0, 10)]);
+        let settled = deliveries.poll();
+        assert_eq!((settled.offsets, settled.failed), (vec![("in".to_string(), 0, 5)], 2));
+        assert!(deliveries.poll().offsets.is_empty(), "not before its outputs are taken");
+        sink.down.store(false, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(deliveries.wait_all(|_| {}).await, vec![("in".to_string(), 0, 10)]);
+        assert_eq!(*sink.taken.lock().expect("not poisoned"), [0, 1, 2]);
+    }
+
     /// A batch's offsets are released only once every one of its outputs is
     /// acknowledged, oldest batch first, and a failed delivery is sent again.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -251,7 +319,7 @@ mod tests {
             .set("message.timeout.ms", "1500")
             .create()
             .expect("producer");
-        let mut deliveries = Deliveries::new(producer, 4);
+        let mut deliveries = Deliveries::new(Box::new(KafkaSink(producer)), 4);
         let output = |i: u8| Output { topic: "alerts".into(), key: Some(format!("k{i}")), value: vec![i] };
 
         cluster.broker_down(1).expect("broker down");

@@ -385,14 +385,6 @@ impl DeviceTable {
         (count, due)
     }
 
-    /// A device's unmonitored report was not delivered: report it again at the next round
-    /// (if it is still tracked and still has no known-normal record).
-    pub fn report_unmonitored_again(&mut self, id: &str) {
-        if let Some(d) = self.devices.get_mut(id) {
-            d.unmonitored_reported = false;
-        }
-    }
-
     /// Devices with an open incident.
     pub fn with_open_incidents(&self) -> Vec<String> {
         self.devices.iter().filter(|(_, d)| d.incidents.open.is_some()).map(|(id, _)| id.clone()).collect()
@@ -534,7 +526,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unmonitored_device_is_reported_once_and_again_if_the_report_was_lost() {
+    fn an_unmonitored_device_is_reported_once() {
         let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0 };
         let mut t = DeviceTable::new(1, sizes, 10);
         t.observe("a", &[1.0], false, &at(0, 0), 0);
@@ -542,10 +534,7 @@ mod tests {
         let reported =
             |t: &mut DeviceTable| t.unmonitored(1000, 500).1.into_iter().map(|r| r.0).collect::<Vec<_>>();
         assert_eq!(reported(&mut t), ["a"]);
-        assert!(reported(&mut t).is_empty(), "once");
-        t.report_unmonitored_again("a");
-        t.report_unmonitored_again("gone"); // no longer tracked: nothing to do
-        assert_eq!(reported(&mut t), ["a"]);
+        assert!(reported(&mut t).is_empty(), "once (its delivery is retried until acknowledged)");
         assert_eq!(t.unmonitored(1000, 500).0, 1, "still counted");
     }
 

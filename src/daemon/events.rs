@@ -5,21 +5,12 @@ use super::health::Health;
 use super::incidents::Transition;
 use super::metrics::Metrics;
 
-/// Outputs of a micro-batch could not be delivered (they are sent again): counted, and
+/// Outputs could not be delivered (they are sent again): counted, and
 /// not ready until messages flow again.
 pub(crate) fn deliveries_failed(metrics: &Metrics, health: &Health, failed: usize) {
     metrics.produce_errors.inc_by(failed as u64);
     tracing::warn!(failed, "deliveries failed; retrying");
     health.brokers_down();
-}
-
-/// Outputs sent without holding up scoring (prior updates, unmonitored devices) that
-/// were not delivered: a prior update is not sent again, an unmonitored report is.
-pub(crate) fn detached_failed(metrics: &Metrics, topic: &str, failed: usize) {
-    if failed > 0 {
-        metrics.produce_errors.inc_by(failed as u64);
-        tracing::warn!(failed, topic, "outputs not delivered");
-    }
 }
 
 /// State snapshots written and failed (the failed ones are written again later).

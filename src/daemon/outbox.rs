@@ -1,17 +1,18 @@
-//! What the service publishes, and the input offsets that publishing releases: batch
-//! outputs go through [`Deliveries`] and their offsets are stored once acknowledged
-//! (for partitions still assigned); informational outputs (prior updates, unmonitored
-//! devices) are sent without holding up scoring.
+//! The one way out: everything the pipeline and the service emit (scores, alerts,
+//! incident events, prior updates, dead letters, unmonitored devices) is put on its
+//! topic ([`Topics`]) and goes through [`Deliveries`] to the sink — sent again until
+//! acknowledged — and a micro-batch's input offsets are stored once all of its outputs
+//! are (for partitions still assigned). State snapshots go their own way
+//! (`state.rs`): they are written per state partition, and retried per device.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-use tokio::sync::mpsc;
+use rdkafka::producer::{FutureProducer, Producer};
 
 use super::config::KafkaConfig;
-use super::delivery::{send_all, Deliveries, Output, PartitionOffset};
+use super::delivery::{Deliveries, KafkaSink, Output, PartitionOffset};
 use super::events;
 use super::health::Health;
 use super::kafka::{Assignment, DaemonContext};
@@ -67,8 +68,10 @@ pub(crate) struct Outbox {
     assignment: Arc<Assignment>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
-    /// Keys of reports sent with [`Self::send_reports`] that were not delivered.
-    unsent: (mpsc::UnboundedSender<Vec<String>>, mpsc::UnboundedReceiver<Vec<String>>),
+    /// Emitted outside a micro-batch (prior updates of background adaptations,
+    /// unmonitored devices): they ride with the next batch, or go alone at the next
+    /// housekeeping tick.
+    pending: Vec<Output>,
 }
 
 impl Outbox {
@@ -79,20 +82,33 @@ impl Outbox {
         metrics: Arc<Metrics>,
         health: Arc<Health>,
     ) -> Self {
-        let deliveries = Deliveries::new(producer.clone(), MAX_BATCHES_IN_FLIGHT);
-        Self { topics, deliveries, producer, assignment, metrics, health, unsent: mpsc::unbounded_channel() }
+        let deliveries = Deliveries::new(Box::new(KafkaSink(producer.clone())), MAX_BATCHES_IN_FLIGHT);
+        Self { topics, deliveries, producer, assignment, metrics, health, pending: Vec::new() }
     }
 
-    /// What a micro-batch emitted; its offsets are stored once every output is
-    /// acknowledged.
+    /// What a micro-batch emitted (and whatever is pending); its offsets are stored once
+    /// every output is acknowledged.
     pub(crate) fn submit(&mut self, emitted: &[Emitted], offsets: Vec<PartitionOffset>) {
-        self.deliveries.submit(self.topics.outputs(emitted), offsets);
+        let mut outputs = std::mem::take(&mut self.pending);
+        outputs.extend(self.topics.outputs(emitted));
+        if !outputs.is_empty() || !offsets.is_empty() {
+            self.deliveries.submit(outputs, offsets);
+        }
     }
 
-    /// Store the offsets of batches whose outputs are all acknowledged. With `all`,
-    /// wait for every batch in flight (revocation, shutdown); otherwise wait only while
-    /// too many are in flight.
+    /// Emitted outside a micro-batch: delivered with the next one, with the same
+    /// guarantee (sent again until acknowledged).
+    pub(crate) fn add(&mut self, emitted: &[Emitted]) {
+        self.pending.extend(self.topics.outputs(emitted));
+    }
+
+    /// Store the offsets of batches whose outputs are all acknowledged, and send what is
+    /// pending. With `all`, wait for every batch in flight (revocation, shutdown);
+    /// otherwise wait only while too many are in flight.
     pub(crate) async fn settle(&mut self, consumer: &StreamConsumer<DaemonContext>, all: bool) {
+        if !self.pending.is_empty() {
+            self.submit(&[], Vec::new());
+        }
         let settled = self.deliveries.poll();
         if settled.failed > 0 {
             events::deliveries_failed(&self.metrics, &self.health, settled.failed);
@@ -118,118 +134,9 @@ impl Outbox {
         }
     }
 
-    /// Send in the background; failures are counted, not retried (prior updates: the
-    /// next one supersedes a lost one).
-    pub(crate) fn send_detached(&self, emitted: &[Emitted]) {
-        self.send_in_background(self.topics.outputs(emitted), None);
-    }
-
-    /// Send one-off reports keyed by device in the background; the keys of those not
-    /// delivered come back from [`Self::take_unsent_reports`], to be reported again (a
-    /// report lost in a broker outage would otherwise never reach an analyst).
-    pub(crate) fn send_reports(&self, emitted: &[Emitted]) {
-        self.send_in_background(self.topics.outputs(emitted), Some(self.unsent.0.clone()));
-    }
-
-    /// Keys of reports not delivered since the last call.
-    pub(crate) fn take_unsent_reports(&mut self) -> Vec<String> {
-        let mut keys = Vec::new();
-        while let Ok(more) = self.unsent.1.try_recv() {
-            keys.extend(more);
-        }
-        keys
-    }
-
-    fn send_in_background(&self, outputs: Vec<Output>, unsent: Option<mpsc::UnboundedSender<Vec<String>>>) {
-        if outputs.is_empty() {
-            return;
-        }
-        let (producer, metrics) = (self.producer.clone(), Arc::clone(&self.metrics));
-        tokio::spawn(async move {
-            let failed = send_all(&producer, &outputs, |o| {
-                let record = FutureRecord::to(&o.topic).payload(&o.value);
-                match &o.key {
-                    Some(k) => record.key(k),
-                    None => record,
-                }
-            })
-            .await;
-            let mut per_topic = std::collections::BTreeMap::<&str, usize>::new();
-            for o in &failed {
-                *per_topic.entry(o.topic.as_str()).or_default() += 1;
-            }
-            for (topic, n) in per_topic {
-                events::detached_failed(&metrics, topic, n);
-            }
-            let keys: Vec<String> = failed.iter().filter_map(|o| o.key.clone()).collect();
-            if let Some(unsent) = unsent.filter(|_| !keys.is_empty()) {
-                // The service may be gone (shutdown): nothing is left to report then.
-                let _ = unsent.send(keys);
-            }
-        });
-    }
-
     /// Wait (off the runtime) for everything the producer still holds, up to `limit`.
     pub(crate) async fn flush(&self, limit: Duration) {
         let producer = self.producer.clone();
         let _ = tokio::task::spawn_blocking(move || producer.flush(limit)).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::daemon::config::DaemonConfig;
-    use crate::daemon::output::{IncidentEvent, PriorUpdate};
-
-    fn prior(device: &str) -> Emitted {
-        Emitted::Prior(PriorUpdate {
-            device: device.into(),
-            prior: 0.9,
-            attack_share: 0.1,
-            positive_window: 1,
-            unlabeled_window: 1,
-            time: 0.0,
-            model_version: "v".into(),
-        })
-    }
-
-    fn unmonitored(device: &str) -> Emitted {
-        Emitted::Incident(IncidentEvent::Unmonitored {
-            device: device.into(),
-            records: 1,
-            since_s: 1.0,
-            time: 0.0,
-            message: String::new(),
-        })
-    }
-
-    /// A report the broker never acknowledges comes back to be sent again; a prior
-    /// update does not.
-    #[tokio::test]
-    async fn undelivered_reports_come_back_and_prior_updates_do_not() {
-        let producer: FutureProducer = rdkafka::ClientConfig::new()
-            .set("bootstrap.servers", "127.0.0.1:1")
-            .set("message.timeout.ms", "200")
-            .create()
-            .expect("a producer");
-        let metrics = Arc::new(Metrics::new());
-        let health = Arc::new(Health::new(Arc::clone(&metrics)));
-        let topics = Topics::of(&DaemonConfig::defaults().kafka);
-        let mut outbox = Outbox::new(topics, producer, Arc::default(), Arc::clone(&metrics), health);
-        outbox.send_detached(&[prior("cam")]);
-        outbox.send_reports(&[unmonitored("plug"), unmonitored("hub")]);
-        let mut unsent = Vec::new();
-        for _ in 0..100 {
-            unsent.extend(outbox.take_unsent_reports());
-            if metrics.produce_errors.get() >= 3 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        unsent.extend(outbox.take_unsent_reports());
-        assert_eq!(metrics.produce_errors.get(), 3, "every undelivered output counted");
-        unsent.sort();
-        assert_eq!(unsent, ["hub", "plug"]);
     }
 }

@@ -198,7 +198,7 @@ impl Service {
     fn installed(&mut self, done: Finished) {
         let updates: Vec<Emitted> =
             self.detector.install(done, &self.metrics).into_iter().map(Emitted::Prior).collect();
-        self.outbox.send_detached(&updates);
+        self.outbox.add(&updates);
     }
 
     async fn on_assignment(&mut self, event: AssignmentEvent) {
@@ -269,15 +269,12 @@ impl Service {
     }
 
     /// Devices sending traffic without any known-normal record are not scored: each is
-    /// reported once on the incidents topic (again if the report was not delivered), and
-    /// all are counted in a gauge.
+    /// reported once on the incidents topic (delivered as every output is: sent again
+    /// until acknowledged), and all are counted in a gauge.
     fn report_unmonitored(&mut self, now_ms: u64) {
         let after_s = self.cfg.incidents.unmonitored_after_s;
         if after_s == 0 {
             return;
-        }
-        for device in self.outbox.take_unsent_reports() {
-            self.detector.engine.devices.report_unmonitored_again(&device);
         }
         let (total, new) = self.detector.engine.devices.unmonitored(now_ms, after_s * 1000);
         events::unmonitored(&self.metrics, total, &new);
@@ -298,7 +295,7 @@ impl Service {
                 })
             })
             .collect();
-        self.outbox.send_reports(&reports);
+        self.outbox.add(&reports);
     }
 
     async fn shutdown(mut self) {
