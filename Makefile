@@ -83,7 +83,7 @@ real-results: build | $(RUNS)
 # broker, a child process or a timer (cargo test --test integration: 205 s with two
 # threads, 163 s with four, back to back).
 test:
-	$(CARGO) fmt --check
+	$(CARGO) fmt --all --check
 	CARGO="$(CARGO)" bash scripts/setup-while-building.sh
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) test -- --test-threads=4
@@ -107,7 +107,7 @@ cuda-check: setup
 	bash scripts/cuda-check.sh
 
 lint: setup
-	$(CARGO) fmt --check
+	$(CARGO) fmt --all --check
 	$(CARGO) clippy --all-targets -- -D warnings
 
 # Long reliability runs (docs/reliability.md): the fuzz targets for FUZZ_SECONDS each,
@@ -116,9 +116,9 @@ FUZZ_SECONDS ?= 120
 SOAK_SECONDS ?= 1800
 SOAK_DEVICES ?= 10000
 soak: setup
-	METAPU_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --release --test integration fuzz_inputs -- --nocapture
+	METAPU_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --release -p metapu --test integration fuzz_inputs -- --nocapture
 	METAPU_SOAK_SECONDS=$(SOAK_SECONDS) METAPU_SOAK_DEVICES=$(SOAK_DEVICES) \
-		$(CARGO) test --release --test integration daemon::soak -- --ignored --nocapture
+		$(CARGO) test --release -p metapu --test integration daemon::soak -- --ignored --nocapture
 
 # Benchmarks print Markdown tables (docs/benchmarks.md explains them) and refresh the
 # measured section of docs/benchmarks.md. The peers run in their own pinned venv.

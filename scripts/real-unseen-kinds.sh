@@ -52,13 +52,13 @@ for f in "${families[@]}"; do
   mkdir -p "$dir/attacks"
   model=$dir/model.safetensors
   stale=no
-  for input in "$metapu" scripts/iot-model.sh scripts/source-data.sh scripts/folds.py scripts/benchmark-devices.sh \
+  for input in "$metapu" "$lab" scripts/iot-model.sh scripts/source-data.sh scripts/folds.py scripts/benchmark-devices.sh \
     scripts/real-validation.py; do
     [[ $input -nt $model ]] && stale=yes
   done
   if [[ ! -f $model || $stale == yes ]]; then
     # The model never saw the devices it scores either (scripts/folds.py).
-    KINDS=$(IFS=,; echo "${kept[*]}")${EXTRA_KINDS:+,$EXTRA_KINDS} FOLD=${DEVICES:-target} METAPU=$metapu \
+    KINDS=$(IFS=,; echo "${kept[*]}")${EXTRA_KINDS:+,$EXTRA_KINDS} FOLD=${DEVICES:-target} METAPU=$metapu LAB=$lab \
       bash scripts/iot-model.sh "$dir/train" "$model" | tail -3
     rm -rf "$dir/train"
   fi

@@ -11,7 +11,6 @@ pub mod broker;
 pub mod daemon;
 pub mod data;
 pub mod episodes;
-pub mod eval;
 pub mod model;
 pub mod traffic;
 pub mod train;

@@ -2,10 +2,6 @@
 
 mod cli;
 
-/// `metapu train --help` shows what a model builder uses; the meta-training knobs the
-/// experiments vary still parse, and `metapu-lab train --help` shows them.
-const HIDE_LAB_OPTIONS: bool = true;
-
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {

@@ -7,7 +7,6 @@ mod feed;
 mod feedback;
 mod infect;
 mod info;
-mod model_options;
 mod traffic;
 mod train;
 

@@ -3,6 +3,7 @@
 
 pub mod average;
 pub mod checkpoint;
+pub mod command;
 pub mod episodes;
 pub mod schedule;
 

@@ -2,6 +2,5 @@
 //! `simulate`, `replay`, data files and malformed inputs. Part of tests/integration.rs.
 
 mod data_files;
-mod eval;
 mod fuzz_inputs;
 mod traffic;

@@ -11,6 +11,5 @@ mod faults;
 mod mock;
 mod process;
 mod replay_real_rows;
-mod same_pipeline;
 mod soak;
 mod units;

@@ -1,7 +1,6 @@
 //! The model: its math, its file format, meta-training and the paper's protocol and
 //! methods. Part of tests/integration.rs.
 
-mod eval_methods;
 mod file;
 mod math;
 mod protocol;

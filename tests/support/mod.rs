@@ -45,26 +45,61 @@ fn refused(binary: &str, name: &str, args: &[&str]) -> String {
     stderr
 }
 
+/// A binary of the workspace. Cargo names the binaries of the test's own package; the
+/// other package's lie beside them in the same target folder (`make test` builds both).
+fn binary(name: &str) -> String {
+    let own = [option_env!("CARGO_BIN_EXE_metapu"), option_env!("CARGO_BIN_EXE_metapu-lab")];
+    let dir = own.iter().flatten().find_map(|p| Path::new(p).parent()).expect("a binary of this package");
+    let path = dir.join(name);
+    assert!(path.exists(), "{} is not built: cargo build --workspace", path.display());
+    path.to_string_lossy().into_owned()
+}
+
+/// The repository's root (the lab's tests run from lab/).
+pub fn repo() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if manifest.ends_with("lab") {
+        manifest.parent().expect("lab/ lies in the repository").to_path_buf()
+    } else {
+        manifest.to_path_buf()
+    }
+}
+
+/// The repository's data/ (real rows and captures the tests use).
+pub fn data_dir() -> PathBuf {
+    repo().join("data")
+}
+
+/// The `metapu` binary.
+pub fn metapu_binary() -> String {
+    binary("metapu")
+}
+
+/// The `metapu-lab` binary.
+pub fn lab_binary() -> String {
+    binary("metapu-lab")
+}
+
 /// Run the `metapu` binary as a user would; its stdout and stderr, after checking that
 /// it succeeded.
 pub fn metapu(args: &[&str]) -> String {
-    succeeds(env!("CARGO_BIN_EXE_metapu"), "metapu", args)
+    succeeds(&metapu_binary(), "metapu", args)
 }
 
 /// Run the `metapu` binary on input it must refuse; its stderr, after checking that it
 /// failed.
 pub fn metapu_refused(args: &[&str]) -> String {
-    refused(env!("CARGO_BIN_EXE_metapu"), "metapu", args)
+    refused(&metapu_binary(), "metapu", args)
 }
 
 /// `metapu-lab` (the experiments), as [`metapu`].
 pub fn lab(args: &[&str]) -> String {
-    succeeds(env!("CARGO_BIN_EXE_metapu-lab"), "metapu-lab", args)
+    succeeds(&lab_binary(), "metapu-lab", args)
 }
 
 /// `metapu-lab` on input it must refuse, as [`metapu_refused`].
 pub fn lab_refused(args: &[&str]) -> String {
-    refused(env!("CARGO_BIN_EXE_metapu-lab"), "metapu-lab", args)
+    refused(&lab_binary(), "metapu-lab", args)
 }
 
 /// The bundled broker on a free loopback port; killed on drop.
@@ -76,13 +111,13 @@ pub fn free_port() -> u16 {
 
 impl Broker {
     pub fn start() -> Self {
-        let bin = metapu::broker::binary_in(Path::new(env!("CARGO_MANIFEST_DIR")));
+        let bin = metapu::broker::binary_in(&repo());
         Self(LocalBroker::start(&bin, free_port()).expect("bundled broker (make test runs scripts/setup.sh)"))
     }
 
     /// The broker behind a switchable proxy: clients are told to use the proxy's port.
     pub fn behind_proxy() -> (Self, proxy::Proxy) {
-        let bin = metapu::broker::binary_in(Path::new(env!("CARGO_MANIFEST_DIR")));
+        let bin = metapu::broker::binary_in(&repo());
         let (port, front) = (free_port(), free_port());
         let broker = LocalBroker::start_advertising(&bin, port, front).expect("bundled broker");
         (Self(broker), proxy::Proxy::start(front, port))
@@ -113,7 +148,7 @@ pub fn fixture() -> &'static Fixture {
             ..TrainConfig::default()
         };
         let (data, split) = generate(&SyntheticConfig::default(), 11);
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-fixtures");
+        let dir = repo().join("target/test-fixtures");
         std::fs::create_dir_all(&dir).unwrap();
         let model_path =
             dir.join(format!("synthetic-s11-i{}-{}.safetensors", cfg.max_iterations, data.content_hash()));

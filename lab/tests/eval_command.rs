@@ -264,14 +264,14 @@ fn provenance(model: &Path) -> Value {
 fn the_synthetic_ensemble_script_trains_each_member_once_and_tables_ours_beside_np() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rerun");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/synthetic-ensemble.sh");
+    let script = crate::support::repo().join("scripts/synthetic-ensemble.sh");
     // A budget of two iterations: the pipeline, not the figures.
     let run = || {
         let result = std::process::Command::new("bash")
             .arg(&script)
             .arg(&out)
-            .env("METAPU", env!("CARGO_BIN_EXE_metapu"))
-            .env("LAB", env!("CARGO_BIN_EXE_metapu-lab"))
+            .env("METAPU", crate::support::metapu_binary())
+            .env("LAB", crate::support::lab_binary())
             .env("ITERATIONS", "2")
             .env("SPLITS", "1")
             .env("JOBS", "2")

@@ -11,11 +11,11 @@ use metapu::data::protocol::ProtocolConfig;
 use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::data::TaskSet;
-use metapu::eval::{self, EvalConfig, EvalProgress, Method, OursModels, SplitData, SplitRun};
-use metapu::model::{default_device, file};
+use metapu::model::{default_device, file, PreprocessKind};
 use metapu::train::TrainConfig;
+use metapu_lab::eval::{self, EvalConfig, EvalProgress, Method, OursModels, SplitData, SplitRun};
 
-use super::model_options::ModelOptions;
+use crate::model_options::ModelOptions;
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -105,6 +105,10 @@ pub struct EvalArgs {
     /// with the split's seed.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     fresh_validation: Option<u64>,
+    /// Feature preprocessing: log-standard (signed log, then standardisation), standard,
+    /// l2 (the paper's) or none.
+    #[arg(long, value_enum, default_value_t = PreprocessKind::LogStandard, hide_possible_values = true)]
+    preprocess: PreprocessKind,
     #[command(flatten)]
     model_options: ModelOptions,
     #[arg(long, default_value_t = 0)]
@@ -171,6 +175,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         patience: a.patience,
         meta_batch: a.meta_batch,
         protocol: protocol.clone(),
+        preprocess: a.preprocess,
         ..TrainConfig::default()
     };
     a.model_options.apply(&mut train)?;

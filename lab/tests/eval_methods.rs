@@ -7,12 +7,12 @@ use tch::{Device, Kind};
 
 use metapu::data::protocol::{self, ProtocolConfig};
 use metapu::data::{Label, Task};
-use metapu::eval::meta::{meta_train, MetaBaseline, MetaTrainConfig};
-use metapu::eval::packed::PackedEpisodes;
-use metapu::eval::single::{self, NeuralBaseline};
-use metapu::eval::stats::{paired_t, two_sided_p};
 use metapu::train::episodes::{EpisodeSampler, SamplerConfig, SourceTask};
 use metapu::train::LrSchedule;
+use metapu_lab::eval::meta::{meta_train, MetaBaseline, MetaTrainConfig};
+use metapu_lab::eval::packed::PackedEpisodes;
+use metapu_lab::eval::single::{self, NeuralBaseline};
+use metapu_lab::eval::stats::{paired_t, two_sided_p};
 
 #[test]
 fn the_paired_t_test_matches_students_sleep_data() {

@@ -3,8 +3,8 @@
 
 use tch::{Device, Kind, Tensor};
 
-use crate::data::protocol::{accuracy, Episode};
-use crate::data::{Label, Task};
+use metapu::data::protocol::{accuracy, Episode};
+use metapu::data::{Label, Task};
 
 pub struct PackedEpisodes {
     pub count: i64,

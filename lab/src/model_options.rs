@@ -1,63 +1,58 @@
-//! The options of our model and its meta-training that `train` and the lab's `eval`
-//! share, so that a flag means the same in both and a model trained by one can be
-//! reproduced by the other. Both binaries compile this file; the knobs the experiments
-//! vary show in the lab's help only (`HIDE_LAB_OPTIONS` of each binary).
+//! The meta-training knobs the experiments vary, beyond the product's `metapu train`
+//! options: the lab's `train` and `eval` share them, so that a flag means the same in
+//! both and a model trained by one can be reproduced by the other.
 
 use anyhow::bail;
 use clap::Args;
 
-use metapu::model::{NetConfig, PreprocessKind, PriorEstimate};
+use metapu::model::{NetConfig, PriorEstimate};
 use metapu::train::{LrSchedule, TrainConfig};
 
 #[derive(Debug, Args)]
 pub struct ModelOptions {
-    /// Feature preprocessing: log-standard (signed log, then standardisation), standard,
-    /// l2 (the paper's) or none.
-    #[arg(long, value_enum, default_value_t = PreprocessKind::LogStandard, hide_possible_values = true)]
-    preprocess: PreprocessKind,
     /// Weight of the prior-estimation term β·(π̂ − π)² in the meta-training loss
     /// (0 = the paper's loss).
-    #[arg(long, default_value_t = 1.0, hide = crate::HIDE_LAB_OPTIONS)]
+    #[arg(long, default_value_t = 1.0)]
     prior_loss_weight: f64,
     /// Weight α of a second meta-training risk that scores the adapted ratio at each
     /// query's true prior, α·R(π·r), beside the paper's risk at the estimate
     /// (0 = the paper's loss).
-    #[arg(long, default_value_t = 0.0, hide = crate::HIDE_LAB_OPTIONS)]
+    #[arg(long, default_value_t = 0.0)]
     true_prior_risk_weight: f64,
     /// Draw each meta-training episode's class prior from these (e.g.
     /// 0.2,0.4,0.6,0.8, the evaluation protocol's) and sample its unlabeled support and
     /// query at it. Default: each source task's own ratio (the paper's sampling).
-    #[arg(long, value_delimiter = ',', hide = crate::HIDE_LAB_OPTIONS)]
+    #[arg(long, value_delimiter = ',')]
     episode_priors: Vec<f64>,
     /// Share of meta-training episodes drawn as an attack's onset: no attack in the
     /// unlabeled support, the task's attacks in the query (0 = the paper's episodes).
-    #[arg(long, default_value_t = 0.0, hide = crate::HIDE_LAB_OPTIONS)]
+    #[arg(long, default_value_t = 0.0)]
     onset_share: f64,
     /// Scale of the initial weight bounds (1 = Kaiming-uniform; 0.408 = PyTorch's
     /// nn.Linear default).
-    #[arg(long, default_value_t = 1.0, hide = crate::HIDE_LAB_OPTIONS)]
+    #[arg(long, default_value_t = 1.0)]
     init_scale: f64,
     /// Learn a correction of the prior estimate 1/max r from the support's statistics
     /// (trained by the prior term). Default: the paper's estimate alone.
-    #[arg(long, hide = crate::HIDE_LAB_OPTIONS)]
+    #[arg(long)]
     prior_head: bool,
     /// The class-prior estimate: support-max (the paper's 1/max r over the support) or
     /// known-normal-median (1/median r over the labeled normal rows). Stored in the model.
-    #[arg(long, value_enum, default_value_t = PriorEstimate::SupportMax, hide_possible_values = true, hide = crate::HIDE_LAB_OPTIONS)]
+    #[arg(long, value_enum, default_value_t = PriorEstimate::SupportMax, hide_possible_values = true)]
     prior_estimate: PriorEstimate,
     /// Validate and keep an exponential moving average of the weights with this
     /// decay (e.g. 0.999) instead of the raw weights (0 = off).
-    #[arg(long, default_value_t = 0.0, hide = crate::HIDE_LAB_OPTIONS)]
+    #[arg(long, default_value_t = 0.0)]
     weight_average: f64,
     /// The learning rate over the --iterations budget: constant (the paper's) or a
     /// cosine decay to zero (in `eval`, for ours and the meta-learned baselines).
-    #[arg(long, value_enum, default_value_t = LrSchedule::Constant, hide_possible_values = true, hide = crate::HIDE_LAB_OPTIONS)]
+    #[arg(long, value_enum, default_value_t = LrSchedule::Constant, hide_possible_values = true)]
     lr_schedule: LrSchedule,
     /// Hidden width of f, g and h (paper: 100).
-    #[arg(long, default_value_t = NetConfig::PAPER_HIDDEN, value_parser = clap::value_parser!(i64).range(1..=4096), hide = crate::HIDE_LAB_OPTIONS)]
+    #[arg(long, default_value_t = NetConfig::PAPER_HIDDEN, value_parser = clap::value_parser!(i64).range(1..=4096))]
     hidden: i64,
     /// Embedding size M of h, the length of the per-task weights w (paper: 100).
-    #[arg(long, default_value_t = NetConfig::PAPER_EMBED_DIM, value_parser = clap::value_parser!(i64).range(1..=4096), hide = crate::HIDE_LAB_OPTIONS)]
+    #[arg(long, default_value_t = NetConfig::PAPER_EMBED_DIM, value_parser = clap::value_parser!(i64).range(1..=4096))]
     embed_dim: i64,
 }
 
@@ -73,7 +68,6 @@ impl ModelOptions {
         if !(0.0..=1.0).contains(&self.onset_share) {
             bail!("--onset-share: {} is not a share between 0 and 1", self.onset_share);
         }
-        cfg.preprocess = self.preprocess;
         cfg.prior_loss_weight = self.prior_loss_weight;
         cfg.true_prior_risk_weight = self.true_prior_risk_weight;
         cfg.sampler.episode_priors = self.episode_priors.clone();
@@ -111,8 +105,6 @@ mod tests {
     #[test]
     fn flags_reach_the_training_config() {
         let cfg = applied(&[
-            "--preprocess",
-            "none",
             "--prior-loss-weight",
             "0",
             "--true-prior-risk-weight",
@@ -136,7 +128,6 @@ mod tests {
             "150",
         ])
         .unwrap();
-        assert_eq!(cfg.preprocess, PreprocessKind::None);
         assert_eq!(cfg.prior_loss_weight, 0.0);
         assert_eq!(cfg.true_prior_risk_weight, 0.5);
         assert_eq!(TrainConfig::default().true_prior_risk_weight, 0.0);

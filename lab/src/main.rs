@@ -1,22 +1,15 @@
 //! `metapu-lab`: experiments that measure the product, kept out of the operator's
 //! `metapu` command. `eval` is the paper's experiment (ours, its ablations and the
 //! baselines on the same target episodes, over splits). `train` is `metapu train` with
-//! the meta-training knobs the experiments vary shown. `real-traffic` reads infected
-//! real captures (from `scripts/real-data.sh`), streams each device through the
-//! daemon's engine, and writes the labeled rows for the paper's protocol (`eval
-//! --model`) and the peers (`scripts/real-results.py`). `fleet-incidents` streams a
-//! simulated fleet through the engine and the daemon's incident rules.
+//! the meta-training knobs the experiments vary. `real-traffic` reads infected real
+//! captures (from `scripts/real-data.sh`), streams each device through the daemon's
+//! pipeline on capture time, and writes the labeled rows for the paper's protocol
+//! (`eval --model`) and the peers (`scripts/real-results.py`). `fleet-incidents`
+//! streams a simulated fleet through the same pipeline.
 
-mod eval;
-// `metapu train` and its model options, shared with the product's binary: one
-// implementation of training, whose research knobs only the lab's help shows.
-#[path = "../../cli/model_options.rs"]
+mod eval_command;
 mod model_options;
-#[path = "../../cli/train.rs"]
-mod train;
-
-/// The lab's `train --help` shows the meta-training knobs (the product's hides them).
-const HIDE_LAB_OPTIONS: bool = false;
+mod train_command;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,11 +20,11 @@ use clap::{Parser, Subcommand};
 use metapu::daemon::config::DaemonConfig;
 use metapu::data::split::Split;
 use metapu::data::{csv_tasks, Label, Task};
-use metapu::eval::stream::{self, DeviceOutcome, DeviceStream, StreamConfig};
 use metapu::model::{default_device, file};
 use metapu::traffic::devices::{parse_mac, Device};
 use metapu::traffic::extract::{labeled_device_task, read_labels};
 use metapu::traffic::feature_names;
+use metapu_lab::eval::stream::{self, DeviceOutcome, DeviceStream, StreamConfig};
 
 #[derive(Debug, Parser)]
 #[command(name = "metapu-lab", version, about = "Experiments that measure metapu (not for operators)")]
@@ -43,9 +36,9 @@ struct Lab {
 #[derive(Debug, Subcommand)]
 enum LabCommand {
     /// The paper's experiment: ours, ablations and baselines on target tasks, over splits.
-    Eval(Box<eval::EvalArgs>),
+    Eval(Box<eval_command::EvalArgs>),
     /// Meta-train a model (as `metapu train`, every knob shown).
-    Train(Box<train::TrainArgs>),
+    Train(Box<train_command::LabTrainArgs>),
     /// Real captures made infected → labeled rows, and each device streamed through
     /// the daemon's engine with its first benign records labeled normal.
     RealTraffic(RealTrafficArgs),
@@ -104,8 +97,8 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,metapu::daemon=warn"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     match Lab::parse().command {
-        LabCommand::Eval(a) => eval::run(*a),
-        LabCommand::Train(a) => train::run(*a),
+        LabCommand::Eval(a) => eval_command::run(*a),
+        LabCommand::Train(a) => train_command::run(*a),
         LabCommand::RealTraffic(a) => real_traffic(a),
         LabCommand::FleetIncidents(a) => fleet_incidents(a),
     }

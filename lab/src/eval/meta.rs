@@ -16,12 +16,12 @@ use tch::nn::{self, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
 use super::packed::PackedEpisodes;
-use crate::model::closed_form::masked_mean;
-use crate::model::mlp::Mlp;
-use crate::train::average::WeightAverage;
-use crate::train::checkpoint::{snapshot, BestCheckpoint};
-use crate::train::episodes::{EpisodeSampler, TrainBatch};
-use crate::train::LrSchedule;
+use metapu::model::closed_form::masked_mean;
+use metapu::model::mlp::Mlp;
+use metapu::train::average::WeightAverage;
+use metapu::train::checkpoint::{snapshot, BestCheckpoint};
+use metapu::train::episodes::{EpisodeSampler, TrainBatch};
+use metapu::train::LrSchedule;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum MetaBaseline {

@@ -26,14 +26,14 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind};
 
-use crate::data::protocol::{self, Episode, ProtocolConfig};
-use crate::data::{Task, TaskSet};
-use crate::episodes::{EpisodeScores, EpisodeSet, Evaluation, PriorMode};
-use crate::model::prior_calibration::PriorCalibration;
-use crate::model::Model;
-use crate::train::episodes::{EpisodeSampler, SamplerConfig, SourceTask};
-use crate::train::{self, TrainConfig, TrainError};
 use meta::{MetaBaseline, MetaTrainConfig};
+use metapu::data::protocol::{self, Episode, ProtocolConfig};
+use metapu::data::{Task, TaskSet};
+use metapu::episodes::{EpisodeScores, EpisodeSet, Evaluation, PriorMode};
+use metapu::model::prior_calibration::PriorCalibration;
+use metapu::model::Model;
+use metapu::train::episodes::{EpisodeSampler, SamplerConfig, SourceTask};
+use metapu::train::{self, TrainConfig, TrainError};
 use packed::PackedEpisodes;
 use single::NeuralBaseline;
 
@@ -275,7 +275,7 @@ fn member_scores(set: &EpisodeSet, members: &[Model], prior_from: &[Model]) -> V
     let mut scores: Vec<EpisodeScores> = members.iter().map(|m| set.scores(&m.net)).collect();
     if !prior_from.is_empty() {
         let estimates: Vec<EpisodeScores> = prior_from.iter().map(|m| set.scores(&m.net)).collect();
-        let priors = crate::episodes::mean_estimated_prior(&estimates);
+        let priors = metapu::episodes::mean_estimated_prior(&estimates);
         for s in &mut scores {
             s.estimated_prior.clone_from(&priors);
         }
@@ -651,7 +651,7 @@ pub fn run_split_with(
         Some(fit) => fit.models[0].preprocess.clone(),
         None => {
             let rows: Vec<f32> = sd.source.iter().flat_map(|&i| sd.data.tasks[i].x.iter().copied()).collect();
-            crate::model::Preprocessor::fit(cfg.train.preprocess, &rows, dim)
+            metapu::model::Preprocessor::fit(cfg.train.preprocess, &rows, dim)
         }
     };
     let tasks: Vec<Task> =

@@ -7,16 +7,16 @@
 //! many attack records passed before the first alert; and the incidents the daemon's
 //! rules open on those decisions, on the capture clock.
 
-use crate::daemon::config::DaemonConfig;
-use crate::daemon::devices::WindowSizes;
-use crate::daemon::engine::{run_adaptation, Engine};
-use crate::daemon::incidents::IncidentRules;
-use crate::daemon::output::{IncidentEvent, Source};
-use crate::daemon::pipeline::{Clock, Consumed, Emitted, Now, Pipeline, RecordOutputs};
-use crate::daemon::record::FeatureRecord;
-use crate::daemon::Metrics;
-use crate::data::{Label, Task};
-use crate::model::Model;
+use metapu::daemon::config::DaemonConfig;
+use metapu::daemon::engine::WindowSizes;
+use metapu::daemon::engine::{run_adaptation, Engine};
+use metapu::daemon::incidents::IncidentRules;
+use metapu::daemon::output::{IncidentEvent, Source};
+use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Now, Pipeline, RecordOutputs};
+use metapu::daemon::record::FeatureRecord;
+use metapu::daemon::Metrics;
+use metapu::data::{Label, Task};
+use metapu::model::Model;
 
 /// One device's labeled records in capture order (the task's id names the device).
 pub struct DeviceStream {

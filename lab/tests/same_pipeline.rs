@@ -10,16 +10,16 @@ use crate::support::*;
 use metapu::daemon;
 use metapu::daemon::record;
 use metapu::data::Label;
-use metapu::eval::stream::{self, DeviceStream, StreamConfig, STREAM_TOPIC};
 use metapu::model::file;
 use metapu::traffic::devices::{parse_mac, Device};
 use metapu::traffic::extract::{labeled_device_task, read_labels};
+use metapu_lab::eval::stream::{self, DeviceStream, StreamConfig, STREAM_TOPIC};
 use rdkafka::mocking::MockCluster;
 
 /// Aria's setup captures with nDPI's SYN scan from it half-way through (`metapu
 /// datasets infect`), as the lab's device stream.
 fn infected_aria(dir: &Path) -> DeviceStream {
-    let aria = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/pcap/iot-sentinel/Aria");
+    let aria = data_dir().join("pcap/iot-sentinel/Aria");
     let mut benign: Vec<PathBuf> = std::fs::read_dir(&aria)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -51,7 +51,7 @@ async fn the_daemon_and_the_lab_decide_alike_on_a_real_capture() {
     let dir = tempfile::tempdir().unwrap();
     let s = infected_aria(dir.path());
     let n = s.ts.len();
-    let model_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/iot-default.safetensors");
+    let model_path = repo().join("models/iot-default.safetensors");
 
     let tag = "same";
     let cluster = MockCluster::new(1).expect("mock cluster");
