@@ -299,8 +299,9 @@ Simulated attack kinds that no real capture covers follow
 [below](#simulated-attack-kinds-left-out-of-training), each scored by a model that never
 saw it.
 
-**Streaming** (`metapu-lab real-traffic`). Each stream through the daemon's engine with
-the daemon's default configuration (windows 50/200, threshold 0.5, adaptation every
+**Streaming** (`metapu-lab real-traffic`). Each stream through the daemon's own pipeline
+(the code `metapu run` runs, fed the capture on its own clock) with the daemon's default
+configuration (windows 50/200, threshold 0.5, adaptation every
 1 s of capture time, micro-batches of 20 ms), its first {report["labeled"]} benign records
 labeled normal. FPR: alerts on the benign records after those; TPR: alerts on attack
 records; first alert: attack records up to the first alerted one. Goal (issue #37):
