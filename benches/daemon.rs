@@ -3,7 +3,8 @@
 
 use std::time::Instant;
 
-use metapu::daemon::engine::{run_adaptation, AdaptJob, Adapter, Engine, Source, WindowSizes};
+use metapu::daemon::adapter::Adapter;
+use metapu::daemon::engine::{run_adaptation, AdaptJob, Engine, Source, WindowSizes};
 use metapu::daemon::record::{decode, encode, FeatureRecord};
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 use rand::{Rng, SeedableRng};

@@ -190,7 +190,8 @@ impl DaemonConfig {
             let vars: Vec<(String, String)> = std::env::vars_os()
                 .filter_map(|(n, v)| Some((n.into_string().ok()?, v.into_string().ok()?)))
                 .collect();
-            for (key, origin) in super::secrets::apply(&mut cfg.kafka.options, credentials.as_deref(), &vars)?
+            for (key, origin) in super::secrets::apply(&mut cfg.kafka.options, credentials.as_deref(), &vars)
+                .map_err(|e| ConfigError::Invalid { key: "kafka.options", reason: e.0 })?
             {
                 tracing::info!(option = %key, from = %origin, "kafka secret set");
             }

@@ -66,7 +66,7 @@ impl Detector {
         self.engine
             .install(done.states)
             .iter()
-            .filter_map(|id| PriorUpdate::of(id, self.engine.devices.get(id)?, &self.version))
+            .filter_map(|id| self.engine.devices.get(id)?.prior_update(id, &self.version))
             .collect()
     }
 

@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::model::TaskState;
 
-use super::clock::Now;
+use super::clock::{unix_now, Now};
 use super::incidents::{Applied, Decision, Feedback, IncidentRules, IncidentTracker, Transition};
-use super::output::Source;
+use super::output::PriorUpdate;
+use super::record::Source;
 use super::snapshot::Snapshot;
 use super::windows::{RowWindow, SharedRows};
 
@@ -91,6 +92,21 @@ impl Device {
     /// Records still to be learned as known-normal after a dismissal.
     pub fn learning(&self) -> usize {
         self.learning
+    }
+
+    /// The prior update of a device just adapted, as of now; `None` if it has no
+    /// classifier.
+    pub fn prior_update(&self, id: &str, model_version: &str) -> Option<PriorUpdate> {
+        let prior = self.state.as_ref()?.prior;
+        Some(PriorUpdate {
+            device: id.to_string(),
+            prior,
+            attack_share: 1.0 - prior,
+            positive_window: self.positive.len(),
+            unlabeled_window: self.unlabeled.len(),
+            time: unix_now(),
+            model_version: model_version.to_string(),
+        })
     }
 
     pub fn heap_bytes(&self) -> usize {

@@ -6,13 +6,11 @@ use std::collections::HashMap;
 
 use crate::model::{Model, Support, TaskState};
 
-/// The background adaptation thread, for benchmarks that run the daemon's own.
-pub use super::adapter::Adapter;
 pub use super::devices::AdaptJob;
 use super::devices::DeviceTable;
 pub use super::devices::WindowSizes;
-pub use super::output::Source;
 use super::record::FeatureRecord;
+pub use super::record::Source;
 
 /// Outcome for one record.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -10,9 +10,8 @@ use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::FutureProducer;
 use tokio::sync::mpsc;
 
-use crate::model::file;
-
 use super::config::DaemonConfig;
+pub use super::control::{Control, DaemonError};
 use super::detector::{load_model, Detector, LoadedModel};
 use super::devices::WindowSizes;
 use super::engine::Engine;
@@ -25,34 +24,6 @@ use super::outbox::{Outbox, Topics};
 use super::pipeline::{Clock, Pipeline, RecordOutputs};
 use super::service::Service;
 use super::state::StateStore;
-
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    #[error("model: {0}")]
-    Model(#[from] file::ModelFileError),
-    #[error("kafka: {0}")]
-    Kafka(#[from] rdkafka::error::KafkaError),
-    #[error(
-        "model {path} takes {found} features per record; the configuration (model.features) says {expected}"
-    )]
-    FeatureCount { path: std::path::PathBuf, found: usize, expected: usize },
-    #[error("http listener on {addr}: {source}")]
-    Http { addr: String, source: std::io::Error },
-    #[error("starting the {what}: {source}")]
-    Spawn { what: &'static str, source: std::io::Error },
-    #[error("the service thread panicked: {0}")]
-    Panicked(String),
-    #[error("the adaptation thread ended while the daemon ran")]
-    AdapterGone,
-}
-
-/// Requests to a running daemon.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Control {
-    Shutdown,
-    /// Load the model file again (SIGHUP).
-    Reload,
-}
 
 /// A running daemon: its HTTP address, metrics and a control channel.
 pub struct Daemon {

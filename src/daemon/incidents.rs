@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::output::Source;
 use super::record::FeatureRecord;
+use super::record::Source;
 
 /// Opening, updating and closing rules (`[incidents]`).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -10,8 +10,9 @@
 //! ([`clock`]) — which the daemon feeds from Kafka and the lab from captures, with
 //! what it emits ([`output`], [`incidents`]). Every other part is the crate's own.
 //!
-//! Inside, one job per part:
-//! - `handle` — start-up and the handle to a running daemon
+//! Inside, one job per part, and no two parts that import each other:
+//! - `handle` — start-up and the handle to a running daemon (`control`: what it takes
+//!   and what it fails with)
 //! - `service` — the main loop, which hands work to:
 //!   - `pipeline` — decode and score a micro-batch; what it emits, as plain values
 //!   - `outbox` — put each emitted value on its topic; store offsets after
@@ -19,15 +20,19 @@
 //!   - `detector` — the engine, the background `adapter`, model reloads
 //!   - `state` — snapshots to and restore from the state topic (`snapshot` format)
 //!   - `health` — readiness flag, gauge and broker state in one type
-//! - `devices`, `windows` — per-device windows and the device table
+//! - `devices`, `windows` — per-device windows and the device table, the one owner of a
+//!   device's state
 //! - `kafka` — client configuration, rebalance callbacks, the changelog reader
 //! - `config`, `secrets` — layered configuration; librdkafka secrets
+//! - `record` — the input format and a record's source; `clock` — the pipeline's time
 //! - `output` — what is published; `events` — telemetry that logs and counts in one place
 //! - `metrics`, `http`, `notify` — operations
 
-pub(crate) mod adapter;
+/// The background adaptation thread (benchmarks and tests run the daemon's own).
+pub mod adapter;
 pub mod clock;
 pub mod config;
+mod control;
 mod delivery;
 mod detector;
 pub(crate) mod devices;

@@ -1,15 +1,11 @@
 //! What the daemon publishes: alerts, prior estimates, dead letters, scores.
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-/// Where a record came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Source {
-    pub topic: String,
-    pub partition: i32,
-    pub offset: i64,
-}
+pub use super::clock::unix_now;
+/// Where a record came from (the input's coordinates; part of what is published).
+pub use super::record::Source;
+use sha2::{Digest, Sha256};
 
 /// Deterministic alert id from the source coordinates: a redelivered record yields
 /// the same id, so consumers can drop duplicates (at-least-once delivery).
@@ -42,22 +38,6 @@ pub struct PriorUpdate {
     /// Unix seconds.
     pub time: f64,
     pub model_version: String,
-}
-
-impl PriorUpdate {
-    /// The update for a device just adapted; `None` if it has no classifier.
-    pub fn of(device: &str, d: &super::devices::Device, model_version: &str) -> Option<Self> {
-        let prior = d.state.as_ref()?.prior;
-        Some(Self {
-            device: device.to_string(),
-            prior,
-            attack_share: 1.0 - prior,
-            positive_window: d.positive.len(),
-            unlabeled_window: d.unlabeled.len(),
-            time: unix_now(),
-            model_version: model_version.to_string(),
-        })
-    }
 }
 
 /// Events on the incidents topic (key = device), told apart by `"event"`.
@@ -197,10 +177,6 @@ pub struct ScoreRecord {
 pub fn payload_excerpt(bytes: &[u8]) -> String {
     const LIMIT: usize = 4096;
     String::from_utf8_lossy(&bytes[..bytes.len().min(LIMIT)]).into_owned()
-}
-
-pub fn unix_now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 #[cfg(test)]

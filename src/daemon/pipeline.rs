@@ -440,9 +440,7 @@ pub fn prior_updates(
     out: &mut Vec<Emitted>,
 ) {
     for device in devices {
-        if let Some(update) =
-            engine.devices.get(device).and_then(|d| PriorUpdate::of(device, d, model_version))
-        {
+        if let Some(update) = engine.devices.get(device).and_then(|d| d.prior_update(device, model_version)) {
             metrics.priors.observe(f64::from(update.prior));
             out.push(Emitted::Prior(update));
         }

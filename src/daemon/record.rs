@@ -5,6 +5,14 @@
 
 use serde::Deserialize;
 
+/// Where a record came from: its topic, partition and offset.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Source {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
 /// A decoded, validated feature record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FeatureRecord {

@@ -14,8 +14,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::config::ConfigError;
-
 /// The librdkafka properties that hold secrets.
 pub const SECRET_OPTIONS: &[&str] = &[
     "sasl.password",
@@ -48,14 +46,19 @@ impl std::fmt::Display for Origin {
     }
 }
 
+/// A secret that cannot be read or is given wrong: the reason, for `kafka.options`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SecretError(pub String);
+
 /// Fill `options` from the credentials folder and the environment (`vars`: every
 /// variable of the process). Returns which option came from where.
 pub fn apply(
     options: &mut BTreeMap<String, String>,
     credentials: Option<&Path>,
     vars: &[(String, String)],
-) -> Result<Vec<(String, Origin)>, ConfigError> {
-    let invalid = |reason: String| ConfigError::Invalid { key: "kafka.options", reason };
+) -> Result<Vec<(String, Origin)>, SecretError> {
+    let invalid = SecretError;
     let known_env: Vec<String> = SECRET_OPTIONS.iter().map(|k| env_name(k)).collect();
     if let Some((name, _)) = vars.iter().find(|(n, _)| n.starts_with(ENV_PREFIX) && !known_env.contains(n)) {
         return Err(invalid(format!(

@@ -15,9 +15,9 @@ use tokio::sync::mpsc;
 
 use super::adapter::Finished;
 use super::config::DaemonConfig;
+use super::control::{Control, DaemonError};
 use super::detector::Detector;
 use super::events;
-use super::handle::{Control, DaemonError};
 use super::health::Health;
 use super::kafka::{AssignmentEvent, DaemonContext};
 use super::metrics::Metrics;

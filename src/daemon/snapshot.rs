@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::incidents::IncidentTracker;
-use super::output::Source;
+use super::record::Source;
 
 const MAGIC_V1: &[u8; 4] = b"MPS1";
 const MAGIC_V2: &[u8; 4] = b"MPS2";

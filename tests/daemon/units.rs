@@ -4,8 +4,9 @@
 
 use std::io::Write;
 
+use metapu::daemon::adapter::Adapter;
 use metapu::daemon::config::{DaemonConfig, Sources};
-use metapu::daemon::engine::{run_adaptation, Adapter, Engine, Source, Verdict, WindowSizes};
+use metapu::daemon::engine::{run_adaptation, Engine, Source, Verdict, WindowSizes};
 use metapu::daemon::record::{decode, encode, encode_binary, InvalidRecord};
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 

@@ -1,0 +1,32 @@
+//! What a running daemon takes (control requests) and what it can fail with: shared by
+//! the handle that starts it and the service loop that runs it.
+
+use crate::model::file;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("model: {0}")]
+    Model(#[from] file::ModelFileError),
+    #[error("kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+    #[error(
+        "model {path} takes {found} features per record; the configuration (model.features) says {expected}"
+    )]
+    FeatureCount { path: std::path::PathBuf, found: usize, expected: usize },
+    #[error("http listener on {addr}: {source}")]
+    Http { addr: String, source: std::io::Error },
+    #[error("starting the {what}: {source}")]
+    Spawn { what: &'static str, source: std::io::Error },
+    #[error("the service thread panicked: {0}")]
+    Panicked(String),
+    #[error("the adaptation thread ended while the daemon ran")]
+    AdapterGone,
+}
+
+/// Requests to a running daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    Shutdown,
+    /// Load the model file again (SIGHUP).
+    Reload,
+}
