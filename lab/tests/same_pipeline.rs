@@ -3,7 +3,7 @@
 //! streaming evaluation (the capture in place, on its own clock), and both give the
 //! same decision on every record and open the same incidents.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use crate::support::*;
@@ -19,15 +19,8 @@ use rdkafka::mocking::MockCluster;
 /// Aria's setup captures with nDPI's SYN scan from it half-way through (`metapu
 /// datasets infect`), as the lab's device stream.
 fn infected_aria(dir: &Path) -> DeviceStream {
-    let aria = data_dir().join("pcap/iot-sentinel/Aria");
-    let mut benign: Vec<PathBuf> = std::fs::read_dir(&aria)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
-        .collect();
-    benign.sort();
-    let mac = std::fs::read_to_string(aria.join("_iotdevice-mac.txt")).unwrap().trim().to_string();
-    let attack = aria.join("../../ndpi/synscan.pcap");
+    let (benign, mac) = sentinel_device("Aria");
+    let attack = data_dir().join("pcap/ndpi/synscan.pcap");
     let out = dir.join("aria.pcap");
     let mut args = vec!["datasets".to_string(), "infect".into(), "--device-mac".into(), mac.clone()];
     args.push("--benign".into());

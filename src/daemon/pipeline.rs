@@ -170,7 +170,7 @@ impl Pipeline {
 
     /// Score the deferred records and then a decoded micro-batch; what it emits in input
     /// order (then the prior updates of devices adapted before scoring), and the input
-    /// offsets that releases once delivered. `service_ms` is the service's clock, used
+    /// offsets it releases once delivered. `service_ms` is the service's clock, used
     /// under [`Clock::Service`].
     pub fn run(
         &mut self,

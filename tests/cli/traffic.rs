@@ -223,14 +223,7 @@ fn a_lan_capture_is_split_by_device_each_with_its_own_features() {
 #[test]
 fn infect_puts_a_real_scan_on_a_device_and_extract_labels_it() {
     let dir = tempfile::tempdir().unwrap();
-    let aria = pcap_dir().join("iot-sentinel/Aria");
-    let mut benign: Vec<PathBuf> = std::fs::read_dir(&aria)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
-        .collect();
-    benign.sort();
-    let mac = std::fs::read_to_string(aria.join("_iotdevice-mac.txt")).unwrap().trim().to_string();
+    let (benign, mac) = crate::support::sentinel_device("Aria");
     let attack = pcap_dir().join("ndpi/synscan.pcap");
     let out = dir.path().join("aria-infected.pcap");
     let mut args =

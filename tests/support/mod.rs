@@ -70,6 +70,19 @@ pub fn data_dir() -> PathBuf {
     repo().join("data")
 }
 
+/// An IoT Sentinel device's setup captures in data/ (sorted) and its MAC.
+pub fn sentinel_device(name: &str) -> (Vec<PathBuf>, String) {
+    let dir = data_dir().join("pcap/iot-sentinel").join(name);
+    let mut captures: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .collect();
+    captures.sort();
+    let mac = std::fs::read_to_string(dir.join("_iotdevice-mac.txt")).unwrap().trim().to_string();
+    (captures, mac)
+}
+
 /// The `metapu` binary.
 pub fn metapu_binary() -> String {
     binary("metapu")
