@@ -69,8 +69,8 @@ pub(crate) struct Outbox {
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     /// Emitted outside a micro-batch (prior updates of background adaptations,
-    /// unmonitored devices): they ride with the next batch, or go alone at the next
-    /// housekeeping tick.
+    /// unmonitored devices): they ride with the next batch, or go alone once no batch
+    /// is in flight.
     pending: Vec<Output>,
 }
 
@@ -106,7 +106,9 @@ impl Outbox {
     /// pending. With `all`, wait for every batch in flight (revocation, shutdown);
     /// otherwise wait only while too many are in flight.
     pub(crate) async fn settle(&mut self, consumer: &StreamConsumer<DaemonContext>, all: bool) {
-        if !self.pending.is_empty() {
+        // Under load pending outputs ride with the next batch; alone they would add
+        // batches in flight, and the loop would wait on their acknowledgements.
+        if !self.pending.is_empty() && (all || self.deliveries.in_flight() == 0) {
             self.submit(&[], Vec::new());
         }
         let settled = self.deliveries.poll();
