@@ -87,7 +87,9 @@ async fn main() {
         cfg.http.listen = "127.0.0.1:0".into();
         cfg.windows.bootstrap_positives = 0;
         let input = cfg.kafka.input_topics[0].clone();
-        kafka::ensure_topics(&cfg.kafka, &[(input.as_str(), 1)], Duration::from_secs(10)).await.ok();
+        kafka::ensure_topics(&cfg.kafka, &[kafka::TopicSpec::plain(&input, 1)], Duration::from_secs(10))
+            .await
+            .ok();
 
         // Warm-up: each device's first records, some labeled normal; then the stream.
         let warm = WARM_UP * devices;

@@ -118,6 +118,11 @@ pub struct DeviceConfig {
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
     pub snapshot_interval_s: u64,
+    /// Replicas of the state topic when the daemon creates it (0: the cluster's broker
+    /// count, at most 3).
+    pub replication: i32,
+    /// An existing state topic that is not compacted stops the start (false: a warning).
+    pub require_compacted: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

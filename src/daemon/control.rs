@@ -21,6 +21,14 @@ pub enum DaemonError {
     Panicked(String),
     #[error("the adaptation thread ended while the daemon ran")]
     AdapterGone,
+    #[error(
+        "state topic {topic} has cleanup.policy={policy}: with it the broker deletes snapshots at \
+         retention and devices lose their known-normal records at the next restart. Make it a \
+         compacted changelog: kafka-configs.sh --bootstrap-server {brokers} --alter --entity-type \
+         topics --entity-name {topic} --add-config cleanup.policy=compact (or set \
+         state.require_compacted = false to start anyway)"
+    )]
+    StateTopicNotCompacted { topic: String, policy: String, brokers: String },
 }
 
 /// Requests to a running daemon.

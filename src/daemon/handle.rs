@@ -18,7 +18,7 @@ use super::engine::Engine;
 use super::health::Health;
 use super::http::{self, HttpState};
 use super::incidents::IncidentRules;
-use super::kafka::{self, Assignment, DaemonContext};
+use super::kafka::{self, Assignment, DaemonContext, TopicSpec};
 use super::metrics::Metrics;
 use super::outbox::{Outbox, Topics};
 use super::pipeline::{Clock, Pipeline, RecordOutputs};
@@ -91,26 +91,84 @@ async fn partition_count(cfg: &DaemonConfig, topic: &str) -> Option<i32> {
 }
 
 /// Create our topics where the broker lacks them; the state topic gets as many
-/// partitions as the first input topic. Returns the state topic's partition count.
-async fn ensure_topics(cfg: &DaemonConfig) -> i32 {
+/// partitions as the first input topic and is created compacted, and an existing one
+/// that is not is refused (`state.require_compacted`). Returns the state topic's
+/// partition count.
+async fn ensure_topics(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
     let k = &cfg.kafka;
     let input_partitions = partition_count(cfg, &k.input_topics[0]).await.unwrap_or(1);
-    let mut topics: Vec<(&str, i32)> = k.input_topics.iter().map(|t| (t.as_str(), 1)).collect();
+    let replication = state_replication(cfg).await;
+    let mut topics: Vec<TopicSpec<'_>> = k.input_topics.iter().map(|t| TopicSpec::plain(t, 1)).collect();
     topics.extend([
-        (k.alerts_topic.as_str(), 1),
-        (k.priors_topic.as_str(), 1),
-        (k.deadletter_topic.as_str(), 1),
-        (k.incidents_topic.as_str(), 1),
-        (k.feedback_topic.as_str(), input_partitions),
-        (k.state_topic.as_str(), input_partitions),
+        TopicSpec::plain(&k.alerts_topic, 1),
+        TopicSpec::plain(&k.priors_topic, 1),
+        TopicSpec::plain(&k.deadletter_topic, 1),
+        TopicSpec::plain(&k.incidents_topic, 1),
+        TopicSpec::plain(&k.feedback_topic, input_partitions),
+        TopicSpec {
+            name: &k.state_topic,
+            partitions: input_partitions,
+            replication,
+            configs: state_topic_configs(replication),
+        },
     ]);
     if k.publish_scores {
-        topics.push((k.scores_topic.as_str(), 1));
+        topics.push(TopicSpec::plain(&k.scores_topic, 1));
     }
     if let Err(e) = kafka::ensure_topics(k, &topics, Duration::from_secs(10)).await {
         tracing::warn!(error = %e, "could not ensure topics; relying on the broker's auto-creation");
     }
-    partition_count(cfg, &k.state_topic).await.unwrap_or(input_partitions)
+    check_state_topic(cfg).await?;
+    Ok(partition_count(cfg, &k.state_topic).await.unwrap_or(input_partitions))
+}
+
+/// The state topic's replicas: configured, or the cluster's broker count up to 3.
+async fn state_replication(cfg: &DaemonConfig) -> i32 {
+    if cfg.state.replication > 0 {
+        return cfg.state.replication;
+    }
+    let kc = cfg.kafka.clone();
+    let brokers = tokio::task::spawn_blocking(move || kafka::broker_count(&kc, Duration::from_secs(5)))
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(1);
+    brokers.clamp(1, 3) as i32
+}
+
+/// A changelog's configs: compacted, so the last snapshot of every device stays; with
+/// replicas, a write needs two of them.
+fn state_topic_configs(replication: i32) -> Vec<(&'static str, &'static str)> {
+    let mut configs = vec![("cleanup.policy", "compact")];
+    if replication >= 3 {
+        configs.push(("min.insync.replicas", "2"));
+    }
+    configs
+}
+
+/// The state topic must be compacted; a broker that cannot say is believed, with a
+/// warning.
+async fn check_state_topic(cfg: &DaemonConfig) -> Result<(), DaemonError> {
+    let topic = &cfg.kafka.state_topic;
+    match kafka::topic_config(&cfg.kafka, topic, "cleanup.policy", Duration::from_secs(10)).await {
+        Ok(Some(policy)) if policy.split(',').any(|p| p.trim() == "compact") => Ok(()),
+        Ok(Some(policy)) => {
+            let e = DaemonError::StateTopicNotCompacted {
+                topic: topic.clone(),
+                policy,
+                brokers: cfg.kafka.brokers.clone(),
+            };
+            if cfg.state.require_compacted {
+                return Err(e);
+            }
+            tracing::warn!("{e}");
+            Ok(())
+        }
+        Ok(None) | Err(_) => {
+            tracing::warn!(topic, "could not read the state topic's cleanup.policy; it must be compact");
+            Ok(())
+        }
+    }
 }
 
 fn incident_rules(cfg: &DaemonConfig) -> IncidentRules {
@@ -174,7 +232,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         .set("linger.ms", "5")
         .set("message.timeout.ms", "30000")
         .create()?;
-    let state_partitions = ensure_topics(&cfg).await;
+    let state_partitions = ensure_topics(&cfg).await?;
     let mut topics: Vec<&str> = cfg.kafka.input_topics.iter().map(String::as_str).collect();
     topics.push(&cfg.kafka.feedback_topic);
     consumer.subscribe(&topics)?;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
@@ -161,11 +161,28 @@ impl ConsumerContext for DaemonContext {
     }
 }
 
+/// A topic the daemon creates when the broker lacks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSpec<'a> {
+    pub name: &'a str,
+    pub partitions: i32,
+    pub replication: i32,
+    /// Topic configs set at creation (e.g. `cleanup.policy=compact`).
+    pub configs: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> TopicSpec<'a> {
+    /// A topic with the broker's default configs, one replica.
+    pub fn plain(name: &'a str, partitions: i32) -> Self {
+        Self { name, partitions, replication: 1, configs: Vec::new() }
+    }
+}
+
 /// Create the topics the broker does not know yet (existing ones are left as they
 /// are). Bounded by `limit`: some brokers never answer CreateTopics.
 pub async fn ensure_topics(
     cfg: &KafkaConfig,
-    topics: &[(&str, i32)],
+    topics: &[TopicSpec<'_>],
     limit: Duration,
 ) -> Result<(), KafkaError> {
     let admin: AdminClient<DefaultClientContext> = base_config(cfg).create()?;
@@ -179,8 +196,11 @@ pub async fn ensure_topics(
         .collect();
     let new: Vec<NewTopic<'_>> = topics
         .iter()
-        .filter(|(name, _)| !known.iter().any(|k| k == name))
-        .map(|(name, parts)| NewTopic::new(name, *parts, TopicReplication::Fixed(1)))
+        .filter(|t| !known.iter().any(|k| k == t.name))
+        .map(|t| {
+            let topic = NewTopic::new(t.name, t.partitions, TopicReplication::Fixed(t.replication));
+            t.configs.iter().fold(topic, |topic, (k, v)| topic.set(k, v))
+        })
         .collect();
     if new.is_empty() {
         return Ok(());
@@ -196,6 +216,32 @@ pub async fn ensure_topics(
         }
     }
     Ok(())
+}
+
+/// How many brokers the cluster has, as its metadata says.
+pub fn broker_count(cfg: &KafkaConfig, timeout: Duration) -> Option<usize> {
+    let consumer: BaseConsumer = consumer_config(cfg).create().ok()?;
+    let md = consumer.fetch_metadata(None, timeout).ok()?;
+    Some(md.brokers().len())
+}
+
+/// One config of a topic as the broker describes it (`None`: the broker did not say).
+pub async fn topic_config(
+    cfg: &KafkaConfig,
+    topic: &str,
+    key: &str,
+    limit: Duration,
+) -> Result<Option<String>, KafkaError> {
+    let admin: AdminClient<DefaultClientContext> = base_config(cfg).create()?;
+    let opts = AdminOptions::new().request_timeout(Some(limit));
+    let results =
+        tokio::time::timeout(limit, admin.describe_configs([&ResourceSpecifier::Topic(topic)], &opts))
+            .await
+            .map_err(|_| KafkaError::AdminOp(RDKafkaErrorCode::RequestTimedOut))??;
+    let Some(Ok(resource)) = results.into_iter().next() else {
+        return Err(KafkaError::AdminOp(RDKafkaErrorCode::UnknownTopicOrPartition));
+    };
+    Ok(resource.get(key).and_then(|entry| entry.value.clone()))
 }
 
 /// Partition count of a topic, if the broker knows it.

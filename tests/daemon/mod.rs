@@ -12,4 +12,5 @@ mod mock;
 mod process;
 mod replay_real_rows;
 mod soak;
+mod state_topic;
 mod units;
