@@ -50,6 +50,9 @@ pub struct Device {
     unmonitored_reported: bool,
     /// Its last decisions and open incident.
     pub incidents: IncidentTracker,
+    /// Silent for `devices.idle_timeout_s`: its unlabeled window and classifier were
+    /// freed, its known-normal records kept (until it sends again).
+    pub idle: bool,
     last_seen_ms: u64,
     lru_key: u64,
 }
@@ -73,6 +76,7 @@ impl Device {
             first_seen_ms: 0,
             unmonitored_reported: false,
             incidents: IncidentTracker::default(),
+            idle: false,
             last_seen_ms: 0,
             lru_key: 0,
         }
@@ -237,6 +241,7 @@ impl DeviceTable {
                     && last.topic == source.topic
                     && source.offset <= last.offset
             });
+            d.idle = false;
             if !out.replayed {
                 if known_normal || d.seen < bootstrap || d.learning > 0 {
                     d.positive.push(features);
@@ -293,18 +298,39 @@ impl DeviceTable {
         self.forgotten.push((id, partition));
     }
 
-    /// Drop devices not seen for `idle_ms`; returns their ids.
+    /// Devices not seen for `idle_ms` go idle; returns their ids. A device with
+    /// known-normal records keeps them (in memory and, at the next snapshot round, on
+    /// the state topic) and frees its unlabeled window and classifier: an operator's
+    /// onboarding is not lost to a weekend off, and an idle device costs its positive
+    /// window only. It is adapted again on its next records. One with no known-normal
+    /// record has nothing worth keeping and is forgotten, snapshot and all.
     pub fn evict_idle(&mut self, now_ms: u64, idle_ms: u64) -> Vec<String> {
         let stale: Vec<String> = self
             .devices
             .iter()
-            .filter(|(_, d)| now_ms.saturating_sub(d.last_seen_ms) >= idle_ms)
+            .filter(|(_, d)| !d.idle && now_ms.saturating_sub(d.last_seen_ms) >= idle_ms)
             .map(|(id, _)| id.clone())
             .collect();
         for id in &stale {
-            if let Some(d) = self.remove(id) {
-                self.forget_evicted(id, d);
+            let Some(d) = self.devices.get_mut(id) else { continue };
+            if d.positive.is_empty() {
+                if let Some(d) = self.remove(id) {
+                    self.forget_evicted(id, d);
+                }
+                continue;
             }
+            if d.incidents.open.is_some() {
+                // Closed as evicted, explained on the windows it had.
+                self.evicted_with_incidents.push((id.clone(), d.clone()));
+                d.incidents.close_evicted(unix_now());
+            }
+            d.unlabeled = RowWindow::new(self.dim, self.sizes.unlabeled);
+            d.state = None;
+            // A classifier the adapter still works on is stale now.
+            d.installed_handover = self.handovers;
+            d.changed = 0;
+            d.idle = true;
+            d.unsnapshotted = true;
         }
         stale
     }
@@ -328,7 +354,9 @@ impl DeviceTable {
     pub fn due_for_adaptation(&self, min_changed: usize) -> Vec<String> {
         self.devices
             .iter()
-            .filter(|(_, d)| d.changed >= min_changed.max(1) && !d.positive.is_empty())
+            .filter(|(_, d)| {
+                d.changed >= min_changed.max(1) && !d.positive.is_empty() && !d.unlabeled.is_empty()
+            })
             .map(|(id, _)| id.clone())
             .collect()
     }
@@ -367,7 +395,8 @@ impl DeviceTable {
         d.unlabeled = RowWindow::from_rows(self.dim, self.sizes.unlabeled, &snapshot.unlabeled);
         d.seen = snapshot.seen;
         d.last_source = snapshot.last_source.clone();
-        d.changed = usize::from(!d.positive.is_empty());
+        d.changed = usize::from(!d.positive.is_empty() && !d.unlabeled.is_empty());
+        d.idle = d.unlabeled.is_empty() && !d.positive.is_empty();
         d.first_seen_ms = now_ms;
         d.incidents = snapshot.incidents.clone().restored(now_ms);
         d.learning = snapshot.learning;
@@ -506,6 +535,38 @@ mod tests {
         assert!(t.take_evicted_with_incidents().is_empty());
     }
 
+    /// A device silent for the idle timeout keeps its known-normal records (and its
+    /// snapshot is written again, without the unlabeled window); its unlabeled window and
+    /// classifier go, and it is adapted again only once new records arrive. One that
+    /// was never onboarded is forgotten.
+    #[test]
+    fn an_idle_device_keeps_its_known_normal_records() {
+        let sizes = WindowSizes { positive: 3, unlabeled: 4, bootstrap_positives: 0 };
+        let mut t = DeviceTable::new(1, sizes, 10);
+        t.observe("cam", &[1.0], true, &at(0, 0), 0);
+        t.observe("cam", &[2.0], false, &at(0, 1), 0);
+        t.observe("plug", &[3.0], false, &at(0, 2), 0);
+        t.take_windows("cam");
+        t.install("cam", 1, classifier(0.9));
+        t.get_mut("cam").unwrap().unsnapshotted = false;
+        let mut idle = t.evict_idle(1000, 500);
+        idle.sort();
+        assert_eq!(idle, ["cam", "plug"]);
+        let cam = t.get("cam").expect("an onboarded device stays");
+        assert_eq!(cam.positive.rows(), [1.0], "its known-normal records kept");
+        assert!(cam.unlabeled.is_empty() && cam.unlabeled.heap_bytes() == 0, "its unlabeled window freed");
+        assert!(cam.state.is_none() && cam.idle && cam.unsnapshotted);
+        assert!(t.get("plug").is_none(), "never onboarded: forgotten");
+        assert_eq!(t.take_forgotten(), [("plug".to_string(), 0)], "and its snapshot with it");
+        assert!(t.evict_idle(5000, 500).is_empty(), "idle once");
+        t.invalidate_states(); // a model reload
+        assert!(t.due_for_adaptation(1).is_empty(), "nothing to adapt on while idle");
+        t.observe("cam", &[4.0], false, &at(0, 3), 6000);
+        let cam = t.get("cam").unwrap();
+        assert!(!cam.idle && cam.unlabeled.len() == 1 && cam.positive.len() == 1);
+        assert_eq!(t.due_for_adaptation(1), ["cam"]);
+    }
+
     #[test]
     fn evicted_devices_are_forgotten_unless_tracked_again_and_revoked_ones_are_not() {
         let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
@@ -518,8 +579,9 @@ mod tests {
         t.observe("b", &[4.0], true, &at(4, 3), 3); // evicts a, b is back
         assert_eq!(t.take_forgotten(), [("a".to_string(), 3)], "b is tracked again: its snapshot stays");
         assert_eq!(t.evict_idle(1000, 500), ["b"]);
-        assert_eq!(t.take_forgotten(), [("b".to_string(), 4)], "idle eviction too");
+        assert!(t.take_forgotten().is_empty(), "idle with known-normal records: its snapshot stays");
         t.observe("c", &[5.0], true, &at(0, 4), 4);
+        assert_eq!(t.take_forgotten(), [("b".to_string(), 4)], "an idle device still counts in max_tracked");
         t.remove("c"); // revoked: its snapshot is its new owner's to restore
         assert!(t.take_forgotten().is_empty());
         t.forget_again("c".into(), 0);
@@ -593,7 +655,7 @@ mod tests {
         assert!(t.install("a", newer.handover, classifier(0.7)));
         assert!(!t.install("a", older.handover, classifier(0.2)), "stale classifier installed");
         assert_eq!(t.get("a").unwrap().state.as_ref().unwrap().prior, 0.7);
-        // A job of a device evicted since cannot land on a new device of the same id.
+        // A job handed out before the device went idle cannot land after it.
         let evicted = t.take_windows("a").unwrap();
         assert_eq!(t.evict_idle(1000, 500).len(), 1);
         t.observe("a", &[3.0], true, &at(0, 2), 1000);

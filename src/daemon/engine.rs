@@ -113,11 +113,14 @@ impl Engine {
     }
 
     /// Adapt the given devices now, on the scoring model (those without a known-normal
-    /// record are skipped). Returns the devices adapted.
+    /// record, or without recent records — an idle device — are skipped). Returns the
+    /// devices adapted.
     pub fn adapt_now<'a>(&mut self, devices: impl IntoIterator<Item = &'a str>) -> Vec<String> {
         let mut ids: Vec<&str> = devices
             .into_iter()
-            .filter(|id| self.devices.get(id).is_some_and(|d| !d.positive.is_empty()))
+            .filter(|id| {
+                self.devices.get(id).is_some_and(|d| !d.positive.is_empty() && !d.unlabeled.is_empty())
+            })
             .collect();
         ids.sort_unstable();
         ids.dedup();

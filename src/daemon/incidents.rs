@@ -73,8 +73,8 @@ pub enum Resolution {
     Quiet,
     /// An analyst called it a false positive.
     Dismissed,
-    /// The daemon stopped tracking the device (`devices.max_tracked` reached, or idle
-    /// for `devices.idle_timeout_s`): nobody watches the incident any more.
+    /// The daemon stopped tracking the device (`devices.max_tracked` reached) or it went
+    /// idle (`devices.idle_timeout_s`): nobody watches the incident any more.
     Evicted,
 }
 

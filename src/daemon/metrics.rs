@@ -141,7 +141,10 @@ impl Metrics {
             devices_evicted: register(
                 &r,
                 IntCounterVec::new(
-                    Opts::new("metapu_devices_evicted_total", "Devices dropped from memory."),
+                    Opts::new(
+                        "metapu_devices_evicted_total",
+                        "Devices dropped from memory (capacity, revoked), or gone idle (idle: windows but the known-normal one freed).",
+                    ),
                     &["reason"],
                 )
                 .expect("valid metric"),

@@ -8,6 +8,7 @@ mod core;
 mod crash;
 mod e2e;
 mod faults;
+mod idle;
 mod mock;
 mod process;
 mod replay_real_rows;

@@ -1,0 +1,76 @@
+//! A device that falls silent past `devices.idle_timeout_s` (a weekend off) keeps its
+//! known-normal records: across a restart they come back byte for byte, and its first
+//! record afterwards is scored, not `unknown`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::support::*;
+use metapu::daemon::{self, Snapshot};
+use metapu::data::Label;
+use rdkafka::mocking::MockCluster;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_device_keeps_its_known_normal_records_across_a_restart() {
+    let fx = fixture();
+    let tag = "idle";
+    let cluster = MockCluster::new(1).expect("mock cluster");
+    for suffix in ["features", "state", "feedback", "alerts", "priors", "deadletter", "scores", "incidents"] {
+        cluster.create_topic(&format!("{tag}.{suffix}"), 1, 1).expect("create topic");
+    }
+    let boot = cluster.bootstrap_servers();
+    let mut cfg = daemon_config(&boot, tag);
+    cfg.devices.idle_timeout_s = 1;
+    let input = cfg.kafka.input_topics[0].clone();
+    let normal = fx.rows(0, Label::Positive);
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
+    let p = producer(&boot);
+    for (i, row) in normal.iter().take(20).enumerate() {
+        send_record(&p, &input, "cam", i as f64, row, i < 10).await;
+    }
+    read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(20), |m| m.len() >= 20);
+    let idle = wait_until(Duration::from_secs(20), || {
+        let body = http_get(daemon.http_addr, "/metrics").1;
+        metric(&body, "metapu_devices_evicted_total{reason=\"idle\"}") == Some(1.0)
+    })
+    .await;
+    assert!(idle, "cam did not go idle");
+    daemon.shutdown().await.unwrap();
+
+    // Its latest snapshot: the known-normal records as sent, no unlabeled window. (An
+    // empty value is a tombstone: the device forgotten.)
+    let latest = |m: &[(Option<String>, Vec<u8>)]| -> HashMap<String, Snapshot> {
+        let mut last = HashMap::new();
+        for (k, v) in m {
+            let device = k.clone().expect("keyed by device");
+            match v.is_empty() {
+                true => last.remove(&device),
+                false => last.insert(device, Snapshot::decode(v).expect("a valid snapshot")),
+            };
+        }
+        last
+    };
+    let state = read_topic(&boot, &cfg.kafka.state_topic, Duration::from_secs(20), |m| {
+        latest(m).get("cam").is_some_and(|s| s.unlabeled.is_empty())
+    });
+    let snap = latest(&state).remove("cam").expect("cam's snapshot kept, not deleted");
+    let sent: Vec<f32> = normal.iter().take(10).flatten().copied().collect();
+    // Rows in storage order (the window's), compared as a set, bit for bit.
+    let rows = |v: &[f32]| {
+        let mut rows: Vec<Vec<u32>> = v.chunks(2).map(|r| r.iter().map(|x| x.to_bits()).collect()).collect();
+        rows.sort();
+        rows
+    };
+    assert_eq!(rows(&snap.positive), rows(&sent), "the known-normal records, bit for bit");
+    assert!(snap.unlabeled.is_empty());
+
+    // After a restart, its next record is scored with a classifier adapted on them.
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon restarts");
+    send_record(&p, &input, "cam", 100.0, &normal[30], false).await;
+    let scores = json_values(&read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(30), |m| {
+        json_values(m).iter().any(|s| s["ts"] == 100.0)
+    }));
+    let after = scores.iter().find(|s| s["ts"] == 100.0).expect("the record after the restart is scored");
+    assert_ne!(after["decision"], "unknown", "{after}");
+    daemon.shutdown().await.unwrap();
+}
