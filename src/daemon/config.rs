@@ -123,6 +123,9 @@ pub struct StateConfig {
     pub replication: i32,
     /// An existing state topic that is not compacted stops the start (false: a warning).
     pub require_compacted: bool,
+    /// A restore that reads nothing and finishes no partition for this long has failed
+    /// and is tried again (seconds).
+    pub restore_stall_s: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

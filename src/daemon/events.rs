@@ -53,14 +53,19 @@ pub(crate) fn devices_evicted(metrics: &Metrics, reason: &str, count: usize) {
 
 /// Device windows read back from the state topic (and adapted before any of their
 /// records is scored).
-pub(crate) fn state_restored(metrics: &Metrics, restored: usize, adapted: usize, seconds: f64) {
+pub(crate) fn state_restored(metrics: &Metrics, restored: usize, adapted: usize, bytes: u64, seconds: f64) {
     metrics.state_restored_devices.inc_by(restored as u64);
+    metrics.state_restored_bytes.inc_by(bytes);
+    metrics.state_restore_seconds.set(seconds);
     metrics.adaptations.inc_by(adapted as u64);
-    tracing::info!(restored, adapted, seconds, "device windows restored from the state topic");
+    tracing::info!(restored, adapted, bytes, seconds, "device windows restored from the state topic");
 }
 
-pub(crate) fn state_restore_failed(reason: &str) {
-    tracing::warn!(reason, "state restore failed; devices start empty");
+/// A restore could not read the state topic to its end: counted, and tried again
+/// (the daemon stays not ready meanwhile).
+pub(crate) fn state_restore_failed(metrics: &Metrics, reason: &str, retry_in: std::time::Duration) {
+    metrics.state_restore_failures.inc();
+    tracing::warn!(reason, retry_in_s = retry_in.as_secs(), "state restore incomplete; retrying");
 }
 
 /// An incident opened, updated or closed.

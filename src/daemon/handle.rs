@@ -259,11 +259,11 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
             Arc::clone(&health),
         ),
         state: StateStore::new(
-            cfg.kafka.clone(),
+            &cfg,
             producer.clone(),
             state_partitions,
-            cfg.state.snapshot_interval_s,
             Arc::clone(&metrics),
+            Arc::clone(&health),
         ),
         health,
         metrics: Arc::clone(&metrics),

@@ -13,6 +13,8 @@ use super::metrics::Metrics;
 pub(crate) struct Health {
     ready: AtomicBool,
     brokers_down: AtomicBool,
+    /// Device windows are being restored from the state topic.
+    restoring: AtomicBool,
     metrics: Arc<Metrics>,
 }
 
@@ -20,7 +22,12 @@ impl Health {
     /// Not ready until the service loop starts consuming.
     pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
         metrics.ready.set(0.0);
-        Self { ready: AtomicBool::new(false), brokers_down: AtomicBool::new(false), metrics }
+        Self {
+            ready: AtomicBool::new(false),
+            brokers_down: AtomicBool::new(false),
+            restoring: AtomicBool::new(false),
+            metrics,
+        }
     }
 
     pub(crate) fn is_ready(&self) -> bool {
@@ -49,6 +56,15 @@ impl Health {
         self.set_ready(false);
     }
 
+    /// Restoring device windows: not ready until they are all in place (readiness
+    /// returns at the next refresh after it ends).
+    pub(crate) fn restoring(&self, on: bool) {
+        self.restoring.store(on, Ordering::Relaxed);
+        if on {
+            self.set_ready(false);
+        }
+    }
+
     /// A message arrived: the brokers are up (readiness follows at the next refresh).
     pub(crate) fn message_received(&self) {
         self.brokers_down.store(false, Ordering::Relaxed);
@@ -75,7 +91,7 @@ impl Health {
                 down = false;
             }
         }
-        self.set_ready(!down);
+        self.set_ready(!down && !self.restoring.load(Ordering::Relaxed));
     }
 }
 
@@ -120,6 +136,24 @@ mod tests {
         health.message_received();
         // No broker listens here; with a message just received, refresh must not ask.
         let producer = unreachable_producer();
+        health.refresh(Instant::now(), &producer).await;
+        assert!(health.is_ready());
+        assert_eq!(gauge(&metrics), 1.0);
+    }
+
+    /// While device windows are restored the daemon is not ready, brokers up or not;
+    /// readiness returns at the first refresh after.
+    #[tokio::test]
+    async fn a_restore_keeps_it_unready_until_done() {
+        let metrics = Arc::new(Metrics::new());
+        let health = Health::new(Arc::clone(&metrics));
+        health.started();
+        health.restoring(true);
+        assert!(!health.is_ready());
+        let producer = unreachable_producer();
+        health.refresh(Instant::now(), &producer).await;
+        assert!(!health.is_ready(), "not ready while restoring");
+        health.restoring(false);
         health.refresh(Instant::now(), &producer).await;
         assert!(health.is_ready());
         assert_eq!(gauge(&metrics), 1.0);

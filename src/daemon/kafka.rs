@@ -270,16 +270,38 @@ impl ClientContext for ChangelogContext {
 
 impl ConsumerContext for ChangelogContext {}
 
+/// The state topic as a restore read it: the last value per device (with its state
+/// partition), and how much was read.
+#[derive(Debug, Default)]
+pub struct Changelog {
+    pub entries: HashMap<String, (i32, Vec<u8>)>,
+    pub records: u64,
+    pub bytes: u64,
+}
+
+/// A restore that could not read the state topic to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    #[error("state topic: {0}")]
+    Kafka(#[from] KafkaError),
+    #[error(
+        "state topic {topic}: partitions {left:?} not read to their end: no progress for {stalled_s} s \
+         ({records} records read)"
+    )]
+    Stalled { topic: String, left: Vec<i32>, records: u64, stalled_s: u64 },
+}
+
 /// Read `partitions` of the state topic from the beginning to their end (last value
-/// per key wins). Ends at end-of-partition for all, or after `quiet` without data,
-/// or at `limit` overall. Runs on a blocking thread.
+/// per key wins), however long that takes: a partition is done at its end-of-partition,
+/// which librdkafka reports once the read reaches the end offset the broker gives,
+/// never before the end it had when the read began. Nothing read and no partition
+/// finished for `stall` is an error, never a partial result. Runs on a blocking thread.
 pub fn read_changelog(
     cfg: &KafkaConfig,
     partitions: &[i32],
-    quiet: Duration,
-    limit: Duration,
-) -> Result<HashMap<String, (i32, Vec<u8>)>, KafkaError> {
-    let mut out = HashMap::new();
+    stall: Duration,
+) -> Result<Changelog, RestoreError> {
+    let mut out = Changelog::default();
     if partitions.is_empty() {
         return Ok(out);
     }
@@ -293,22 +315,33 @@ pub fn read_changelog(
         tpl.add_partition_offset(&cfg.state_topic, p, Offset::Beginning)?;
     }
     consumer.assign(&tpl)?;
-    let started = Instant::now();
-    let mut last_data = Instant::now();
+    let mut progress = Instant::now();
     let mut at_end: Vec<i32> = Vec::new();
-    while started.elapsed() < limit && last_data.elapsed() < quiet && at_end.len() < partitions.len() {
+    while at_end.len() < partitions.len() {
+        if progress.elapsed() >= stall {
+            let left = partitions.iter().copied().filter(|p| !at_end.contains(p)).collect();
+            let (topic, records, stalled_s) = (cfg.state_topic.clone(), out.records, stall.as_secs());
+            return Err(RestoreError::Stalled { topic, left, records, stalled_s });
+        }
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
-                last_data = Instant::now();
+                progress = Instant::now();
+                out.records += 1;
+                out.bytes += m.payload_len() as u64;
                 if let Some(key) = m.key().and_then(|k| std::str::from_utf8(k).ok()) {
                     match m.payload() {
-                        Some(v) if !v.is_empty() => out.insert(key.to_string(), (m.partition(), v.to_vec())),
+                        Some(v) if !v.is_empty() => {
+                            out.entries.insert(key.to_string(), (m.partition(), v.to_vec()))
+                        }
                         // An empty value is a tombstone: the device was forgotten.
-                        _ => out.remove(key),
+                        _ => out.entries.remove(key),
                     };
                 }
             }
-            Some(Err(KafkaError::PartitionEOF(p))) if !at_end.contains(&p) => at_end.push(p),
+            Some(Err(KafkaError::PartitionEOF(p))) if !at_end.contains(&p) => {
+                progress = Instant::now();
+                at_end.push(p);
+            }
             Some(Err(KafkaError::PartitionEOF(_))) => {}
             Some(Err(e)) => tracing::debug!(error = %e, "reading state topic"),
             None => {}
@@ -319,8 +352,48 @@ pub fn read_changelog(
 
 #[cfg(test)]
 mod tests {
+    use rdkafka::mocking::MockCluster;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
     use super::*;
     use crate::daemon::config::DaemonConfig;
+
+    /// A restore reads every snapshot to the partitions' end, the last value per device
+    /// (a tombstone deletes); with the broker gone it fails, naming what it could not
+    /// finish, instead of returning what it had as if it were all.
+    #[test]
+    fn a_restore_reads_to_the_end_or_fails_loudly() {
+        let cluster = MockCluster::new(1).expect("mock cluster");
+        cluster.create_topic("r.state", 2, 1).expect("topic");
+        let mut cfg = DaemonConfig::defaults().kafka;
+        cfg.brokers = cluster.bootstrap_servers();
+        cfg.state_topic = "r.state".into();
+        cfg.group_id = "r".into();
+        let producer: BaseProducer =
+            ClientConfig::new().set("bootstrap.servers", &cfg.brokers).create().expect("producer");
+        for i in 0..300u32 {
+            let (key, value) = (format!("d{}", i % 10), i.to_le_bytes().to_vec());
+            let record = BaseRecord::to("r.state").key(&key).payload(&value).partition((i % 2) as i32);
+            producer.send(record).expect("queued");
+        }
+        let empty: &[u8] = &[];
+        let gone = BaseRecord::to("r.state").key("d3").payload(empty).partition(1);
+        producer.send(gone).expect("queued");
+        producer.flush(Duration::from_secs(10)).expect("flushed");
+
+        let read = read_changelog(&cfg, &[0, 1], Duration::from_secs(10)).expect("read to the end");
+        assert_eq!(read.records, 301);
+        assert_eq!(read.entries.len(), 9, "ten devices, one deleted");
+        assert_eq!(read.entries["d7"], (1, 297u32.to_le_bytes().to_vec()), "the last value wins");
+
+        cluster.broker_down(1).expect("broker down");
+        match read_changelog(&cfg, &[0, 1], Duration::from_secs(1)) {
+            Err(RestoreError::Stalled { left, .. }) => assert_eq!(left, [0, 1]),
+            other => panic!("a restore without a broker must fail: {other:?}"),
+        }
+        cluster.broker_up(1).expect("broker up");
+        assert_eq!(read_changelog(&cfg, &[0, 1], Duration::from_secs(10)).expect("read").entries.len(), 9);
+    }
 
     #[test]
     fn consumers_fetch_again_soon_unless_the_operator_says_otherwise() {

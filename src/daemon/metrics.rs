@@ -33,6 +33,10 @@ pub struct Metrics {
     pub model_reloads: IntCounterVec,
     pub ready: Gauge,
     pub state_restored_devices: IntCounter,
+    pub state_restored_bytes: IntCounter,
+    pub state_restore_failures: IntCounter,
+    pub state_restore_seconds: Gauge,
+    pub state_restoring: IntGauge,
     pub snapshots: IntCounter,
 }
 
@@ -178,6 +182,24 @@ impl Metrics {
             state_restored_devices: counter(
                 "metapu_state_restored_devices_total",
                 "Device windows restored from the state topic.",
+            ),
+            state_restored_bytes: counter(
+                "metapu_state_restored_bytes_total",
+                "Bytes of snapshots read from the state topic by restores.",
+            ),
+            state_restore_failures: counter(
+                "metapu_state_restore_failures_total",
+                "Restores of the state topic that could not read it to its end (each is retried).",
+            ),
+            state_restore_seconds: register(
+                &r,
+                Gauge::new("metapu_state_restore_seconds", "How long the last restore took, reading included.")
+                    .expect("valid metric"),
+            ),
+            state_restoring: register(
+                &r,
+                IntGauge::new("metapu_state_restoring", "1 while partitions' device windows are being restored.")
+                    .expect("valid metric"),
             ),
             snapshots: counter("metapu_state_snapshots_total", "Device windows written to the state topic."),
             registry: r,

@@ -9,13 +9,15 @@ use std::time::{Duration, Instant};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::sync::mpsc;
 
-use super::config::KafkaConfig;
+use super::config::{DaemonConfig, KafkaConfig};
 use super::delivery::send_all;
 use super::devices::DeviceTable;
 use super::engine::Engine;
 use super::events;
+use super::health::Health;
 use super::kafka;
 use super::metrics::Metrics;
+use super::notify;
 use super::snapshot::Snapshot;
 
 /// An encoded snapshot: device, state partition, bytes (`None`: a tombstone that deletes
@@ -24,6 +26,9 @@ type Encoded = (String, i32, Option<Vec<u8>>);
 
 pub(crate) struct StateStore {
     kafka: KafkaConfig,
+    health: Arc<Health>,
+    /// A restore's read that makes no progress for this long has failed.
+    restore_stall: Duration,
     producer: FutureProducer,
     /// The state topic's partition count; an input partition p is kept in p mod this.
     partitions: i32,
@@ -35,17 +40,19 @@ pub(crate) struct StateStore {
 
 impl StateStore {
     pub(crate) fn new(
-        kafka: KafkaConfig,
+        cfg: &DaemonConfig,
         producer: FutureProducer,
         partitions: i32,
-        snapshot_interval_s: u64,
         metrics: Arc<Metrics>,
+        health: Arc<Health>,
     ) -> Self {
         Self {
-            kafka,
+            kafka: cfg.kafka.clone(),
+            health,
+            restore_stall: Duration::from_secs(cfg.state.restore_stall_s.max(1)),
             producer,
             partitions: partitions.max(1),
-            interval_ms: snapshot_interval_s.max(1) * 1000,
+            interval_ms: cfg.state.snapshot_interval_s.max(1) * 1000,
             metrics,
             failures: mpsc::unbounded_channel(),
         }
@@ -130,26 +137,20 @@ impl StateStore {
         records
     }
 
-    /// Read the state topic for newly assigned partitions; keep in-memory windows where
-    /// we have them (they are newer). Restored devices are adapted here, before any of
-    /// their records is scored: a restart must not leave them `unknown` until the next
-    /// adaptation round.
+    /// Read the state topic for newly assigned partitions to its end; keep in-memory
+    /// windows where we have them (they are newer). Not ready meanwhile; a read that
+    /// stalls is tried again, never taken as complete. Restored devices are adapted
+    /// here, before any of their records is scored: a restart must not leave them
+    /// `unknown` until the next adaptation round.
     pub(crate) async fn restore(&self, engine: &mut Engine, parts: &[(String, i32)], now_ms: u64) {
         let wanted: BTreeSet<i32> = parts.iter().map(|(_, p)| self.state_partition(*p)).collect();
-        let (kc, list) = (self.kafka.clone(), wanted.into_iter().collect::<Vec<i32>>());
-        let read = tokio::task::spawn_blocking(move || {
-            kafka::read_changelog(&kc, &list, Duration::from_secs(2), Duration::from_secs(20))
-        })
-        .await;
-        let entries = match read {
-            Ok(Ok(entries)) => entries,
-            Ok(Err(e)) => return events::state_restore_failed(&e.to_string()),
-            Err(e) => return events::state_restore_failed(&e.to_string()),
-        };
         let started = Instant::now();
+        self.metrics.state_restoring.set(1);
+        self.health.restoring(true);
+        let changelog = self.read_to_end(wanted.into_iter().collect()).await;
         let assigned: Vec<i32> = parts.iter().map(|(_, p)| *p).collect();
         let mut restored = Vec::new();
-        for (device, (state_partition, bytes)) in entries {
+        for (device, (state_partition, bytes)) in changelog.entries {
             if engine.devices.get(&device).is_some() {
                 continue;
             }
@@ -169,11 +170,37 @@ impl StateStore {
                 Err(e) => tracing::warn!(device, error = %e, "bad snapshot; ignored"),
             }
         }
-        if restored.is_empty() {
-            return;
-        }
         let adapted = engine.adapt_now(restored.iter().map(String::as_str)).len();
-        events::state_restored(&self.metrics, restored.len(), adapted, started.elapsed().as_secs_f64());
+        let seconds = started.elapsed().as_secs_f64();
+        events::state_restored(&self.metrics, restored.len(), adapted, changelog.bytes, seconds);
+        self.metrics.state_restoring.set(0);
+        self.health.restoring(false);
+    }
+
+    /// The state partitions read to their end, tried again (with a growing pause) until
+    /// a read gets there. systemd's watchdog is fed meanwhile: the daemon is alive,
+    /// waiting on the brokers.
+    async fn read_to_end(&self, partitions: Vec<i32>) -> kafka::Changelog {
+        let mut pause = Duration::from_secs(1);
+        loop {
+            let (kc, list, stall) = (self.kafka.clone(), partitions.clone(), self.restore_stall);
+            let mut read = tokio::task::spawn_blocking(move || kafka::read_changelog(&kc, &list, stall));
+            let mut watchdog = tokio::time::interval(Duration::from_secs(5));
+            let result = loop {
+                tokio::select! {
+                    r = &mut read => break r,
+                    _ = watchdog.tick() => notify::notify("WATCHDOG=1"),
+                }
+            };
+            match result {
+                Ok(Ok(changelog)) => return changelog,
+                Ok(Err(e)) => events::state_restore_failed(&self.metrics, &e.to_string(), pause),
+                // The reader panicked: a bug, not a broker's state.
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(30));
+        }
     }
 }
 
