@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use rdkafka::config::ClientConfig;
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
@@ -15,12 +16,31 @@ use rdkafka::ClientContext;
 struct Counts {
     delivered: AtomicU64,
     failed: AtomicU64,
+    /// The first failure's reason: said once, not once per record (a broker that is
+    /// down fails every record).
+    first_failure: std::sync::OnceLock<String>,
+    /// Client errors (brokers unreachable): the first said, the rest counted.
+    client_errors: AtomicU64,
+    /// Counted and reported: what the producer purges as it closes is no news.
+    reported: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Clone, Default)]
 struct Counting(Arc<Counts>);
 
-impl ClientContext for Counting {}
+impl ClientContext for Counting {
+    // librdkafka logs every reconnect attempt (several lines a second while a broker is
+    // down): for the debug log; what an operator reads is `error` below and the count.
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        tracing::debug!(?level, fac, message, "librdkafka");
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        if self.0.client_errors.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(%error, reason, "cannot reach the brokers yet; records wait for them (further errors counted)");
+        }
+    }
+}
 
 impl ProducerContext for Counting {
     type DeliveryOpaque = ();
@@ -28,7 +48,10 @@ impl ProducerContext for Counting {
         match result {
             Ok(_) => self.0.delivered.fetch_add(1, Ordering::Relaxed),
             Err((e, _)) => {
-                tracing::warn!(error = %e, "record not delivered");
+                if !self.0.reported.load(Ordering::Relaxed) && self.0.first_failure.set(e.to_string()).is_ok()
+                {
+                    tracing::warn!(error = %e, "records are not being delivered (counted; the total comes at the end)");
+                }
                 self.0.failed.fetch_add(1, Ordering::Relaxed)
             }
         };
@@ -96,19 +119,29 @@ impl Feed {
     }
 
     /// Wait (bounded) for outstanding deliveries, print the outcome as `what`, and
-    /// fail if any record was not delivered.
+    /// fail if any record was not delivered: failed, or still waiting when `limit`
+    /// passed.
     pub fn finish(self, what: &str, limit: Duration) -> anyhow::Result<Delivered> {
-        if let Err(e) = self.producer.flush(limit) {
-            tracing::warn!(error = %e, "flush did not complete");
-        }
+        let flushed = self.producer.flush(limit);
+        let waiting = self.producer.in_flight_count().max(0) as u64;
         let c = &self.counts.0;
         let d = Delivered {
             delivered: c.delivered.load(Ordering::Relaxed),
-            failed: c.failed.load(Ordering::Relaxed),
+            failed: c.failed.load(Ordering::Relaxed) + waiting,
         };
         println!("{what}: {} records delivered to {}, {} failed", d.delivered, self.topic, d.failed);
+        c.reported.store(true, Ordering::Relaxed);
+        let errors = c.client_errors.load(Ordering::Relaxed);
+        if errors > 1 {
+            tracing::warn!(errors, "client errors in all (the first is above)");
+        }
         if d.failed > 0 {
-            bail!("{} records were not delivered to {}", d.failed, self.topic);
+            let why = match (c.first_failure.get(), flushed) {
+                (Some(e), _) => format!(" (first failure: {e})"),
+                (None, Err(e)) => format!(" (no broker acknowledged them within {} s: {e})", limit.as_secs()),
+                (None, Ok(())) => String::new(),
+            };
+            bail!("{} records were not delivered to {}{why}", d.failed, self.topic);
         }
         Ok(d)
     }

@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use metapu::data::split::Split;
 use metapu::data::{csv_tasks, Label};
-use metapu::traffic::capture::CaptureReader;
+use metapu::traffic::capture::{CaptureError, CaptureReader};
 use metapu::traffic::devices::DeviceMap;
 use metapu::traffic::extract::{read_labels, Devices, Extractor, Routed};
 use metapu::traffic::feature_names;
@@ -60,7 +60,8 @@ fn spinner(total: Option<u64>, what: &str) -> ProgressBar {
 #[command(group = clap::ArgGroup::new("sink").required(true).args(["out", "topic"]))]
 pub struct ExtractArgs {
     /// A packet capture, classic pcap or pcapng (by its magic bytes, not its name), of
-    /// Ethernet, raw IP or Linux cooked frames.
+    /// Ethernet, raw IP or Linux cooked frames; `-` reads it from standard input
+    /// (`tcpdump -w - | metapu extract --pcap - …`, naming the device or devices).
     #[arg(long)]
     pcap: PathBuf,
     /// Write the rows as CSV: N-BaIoT's 115 columns, or with the device flags or
@@ -91,7 +92,18 @@ pub struct ExtractArgs {
 }
 
 pub fn extract(a: ExtractArgs) -> anyhow::Result<()> {
-    let mut reader = CaptureReader::open(&a.pcap)?;
+    let from_stdin = a.pcap.as_os_str() == "-";
+    if from_stdin && a.device.is_none() && a.device_mac.is_empty() && a.devices.is_none() {
+        bail!("--pcap -: a capture on standard input has no file name to call its device by: give --device NAME, or --device-mac / --devices");
+    }
+    let (name, input): (PathBuf, Box<dyn std::io::Read>) = if from_stdin {
+        ("standard input".into(), Box::new(std::io::stdin().lock()))
+    } else {
+        let file = std::fs::File::open(&a.pcap)
+            .map_err(|reason| CaptureError::Io { path: a.pcap.clone(), reason })?;
+        (a.pcap.clone(), Box::new(file))
+    };
+    let mut reader = CaptureReader::new(name, input)?;
     let devices = match (&a.device_mac[..], &a.devices) {
         ([], None) => Devices::Whole(a.device.clone().unwrap_or_else(|| {
             a.pcap.file_stem().map_or("device".into(), |s| s.to_string_lossy().into_owned())

@@ -138,6 +138,54 @@ fn a_cut_short_capture_is_read_and_a_corrupt_one_names_the_byte() {
     assert!(err.contains("corrupt.pcap") && err.contains(&format!("at byte {second}")), "{err}");
 }
 
+/// `tcpdump -w - | metapu extract --pcap - …`: a capture on standard input gives the
+/// rows the same capture gives as a file; with no device named it is refused.
+#[test]
+fn extract_reads_a_capture_from_standard_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let (captures, mac) = crate::support::sentinel_device("Aria");
+    let capture = &captures[0];
+    let from_file = dir.path().join("file.csv");
+    let from_stdin = dir.path().join("stdin.csv");
+    let args = |out: &Path, pcap: &str| -> Vec<String> {
+        let out = out.to_str().unwrap().to_string();
+        ["extract", "--pcap", pcap, "--device-mac", &mac, "--out", &out].map(String::from).to_vec()
+    };
+    metapu(&args(&from_file, capture.to_str().unwrap()).iter().map(String::as_str).collect::<Vec<_>>());
+    let run = std::process::Command::new(crate::support::metapu_binary())
+        .args(args(&from_stdin, "-"))
+        .stdin(std::fs::File::open(capture).unwrap())
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let rows = std::fs::read_to_string(&from_file).unwrap();
+    assert!(rows.lines().count() > 10, "{rows}");
+    assert_eq!(std::fs::read_to_string(&from_stdin).unwrap(), rows, "the same rows from standard input");
+    let err = metapu_refused(&["extract", "--pcap", "-", "--out", from_stdin.to_str().unwrap()]);
+    assert!(err.contains("give --device NAME"), "{err}");
+}
+
+/// A broker that does not answer: the records are counted as not delivered, the
+/// reason said once (not once per record or per reconnect), and the command fails
+/// with the count instead of reporting success.
+#[test]
+fn extract_to_an_unreachable_broker_says_so_once() {
+    let (captures, _) = crate::support::sentinel_device("Aria");
+    let port = crate::support::free_port().to_string();
+    let run = std::process::Command::new(crate::support::metapu_binary())
+        .args(["extract", "--pcap", captures[0].to_str().unwrap(), "--device", "aria", "--topic", "t"])
+        .args(["--brokers", &format!("127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(!run.status.success(), "{stdout}");
+    let packets = records(&captures[0]).len();
+    assert_eq!(stderr.matches("cannot reach the brokers").count(), 1, "said once: {stderr}");
+    assert!(stderr.lines().count() < 10, "one line per record or per retry? {stderr}");
+    assert!(stdout.contains(&format!("0 records delivered to t, {packets} failed")), "{stdout}");
+    assert!(stderr.contains(&format!("{packets} records were not delivered to t (")), "{stderr}");
+}
+
 #[test]
 fn a_lan_capture_is_split_by_device_each_with_its_own_features() {
     let dir = tempfile::tempdir().unwrap();
