@@ -1,7 +1,7 @@
-//! `metapu feedback`: an analyst's verdict on an incident, written to the feedback
-//! topic the daemons read. Kafka settings (brokers, TLS/SASL options, the topic) come
-//! from the daemon's configuration, so on a daemon's host it needs no flags but the
-//! verdict.
+//! `metapu feedback` (an analyst's verdict on an incident) and `metapu forget` (an
+//! operator's request to forget a device), written to the feedback topic the daemons
+//! read. Kafka settings (brokers, TLS/SASL options, the topic) come from the daemon's
+//! configuration, so on a daemon's host they need no flags but the request.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,6 +12,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 
 use metapu::daemon::config::{DaemonConfig, Sources};
+use metapu::daemon::incidents::Forget;
 use metapu::daemon::kafka;
 use metapu::daemon::{Feedback, FeedbackVerdict as Verdict};
 
@@ -36,6 +37,13 @@ pub struct FeedbackArgs {
     /// Why, in a few words.
     #[arg(long, default_value = "")]
     note: String,
+    #[command(flatten)]
+    kafka: FeedbackTopic,
+}
+
+/// Where requests go: the daemon's feedback topic.
+#[derive(Debug, Args)]
+pub struct FeedbackTopic {
     /// The daemon's configuration file (brokers, Kafka options, kafka.feedback_topic).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -47,34 +55,72 @@ pub struct FeedbackArgs {
     topic: Option<String>,
 }
 
+impl FeedbackTopic {
+    /// Send `value` keyed by `device` (so it reaches the daemon that holds the device);
+    /// the topic it went to.
+    fn send(self, device: &str, value: &[u8]) -> anyhow::Result<String> {
+        let mut cfg = DaemonConfig::load(&Sources::standard(self.config))?;
+        if let Some(b) = self.brokers {
+            cfg.kafka.brokers = b;
+        }
+        if let Some(t) = self.topic {
+            cfg.kafka.feedback_topic = t;
+        }
+        let topic = cfg.kafka.feedback_topic.clone();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(async {
+            let producer: FutureProducer = kafka::producer_config(&cfg.kafka)
+                .set("message.timeout.ms", "15000")
+                .create()
+                .context("Kafka producer")?;
+            let record = FutureRecord::to(&topic).key(device).payload(value);
+            producer
+                .send(record, Timeout::After(Duration::from_secs(15)))
+                .await
+                .map_err(|(e, _)| anyhow::anyhow!("not delivered to {topic} at {}: {e}", cfg.kafka.brokers))
+        })?;
+        Ok(topic)
+    }
+}
+
+fn by_or_user(by: Option<String>) -> String {
+    by.or_else(|| std::env::var("USER").ok()).unwrap_or_default()
+}
+
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    /// The device to forget: its known-normal records, windows, classifier and saved
+    /// state go; it is unmonitored until onboarded again.
+    #[arg(long)]
+    device: String,
+    /// Who asks (default: $USER).
+    #[arg(long)]
+    by: Option<String>,
+    /// Why, in a few words (recorded with the `forgotten` event).
+    #[arg(long, default_value = "")]
+    note: String,
+    #[command(flatten)]
+    kafka: FeedbackTopic,
+}
+
+pub fn forget(a: ForgetArgs) -> anyhow::Result<()> {
+    let request = Forget { device: a.device, forget: true, by: by_or_user(a.by), note: a.note };
+    let value = serde_json::to_vec(&request).context("encoding the request")?;
+    let topic = a.kafka.send(&request.device, &value)?;
+    println!("forget {} sent to {topic}", request.device);
+    Ok(())
+}
+
 pub fn run(a: FeedbackArgs) -> anyhow::Result<()> {
-    let mut cfg = DaemonConfig::load(&Sources::standard(a.config))?;
-    if let Some(b) = a.brokers {
-        cfg.kafka.brokers = b;
-    }
-    if let Some(t) = a.topic {
-        cfg.kafka.feedback_topic = t;
-    }
     let feedback = Feedback {
         device: a.device,
         incident_id: a.incident,
         verdict: if a.false_positive { Verdict::FalsePositive } else { Verdict::Confirmed },
-        by: a.by.or_else(|| std::env::var("USER").ok()).unwrap_or_default(),
+        by: by_or_user(a.by),
         note: a.note,
     };
     let value = serde_json::to_vec(&feedback).context("encoding the feedback")?;
-    let topic = cfg.kafka.feedback_topic.clone();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
-        let producer: FutureProducer = kafka::producer_config(&cfg.kafka)
-            .set("message.timeout.ms", "15000")
-            .create()
-            .context("Kafka producer")?;
-        let record = FutureRecord::to(&topic).key(&feedback.device).payload(&value);
-        producer.send(record, Timeout::After(Duration::from_secs(15))).await.map_err(|(e, _)| {
-            anyhow::anyhow!("feedback not delivered to {topic} at {}: {e}", cfg.kafka.brokers)
-        })
-    })?;
+    let topic = a.kafka.send(&feedback.device, &value)?;
     println!(
         "feedback {} on incident {} of {} sent to {topic}",
         if a.false_positive { "false_positive" } else { "confirmed" },

@@ -63,6 +63,9 @@ pub enum Command {
     CheckConfig(daemon::CheckConfigArgs),
     /// An analyst's verdict on an incident: false positive (learn it as normal) or confirmed.
     Feedback(feedback::FeedbackArgs),
+    /// Forget a device: its known-normal records, windows and saved state (recorded on
+    /// the incidents topic). Idle devices keep theirs; this is how one is let go.
+    Forget(feedback::ForgetArgs),
 }
 
 impl Cli {
@@ -95,6 +98,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(a) => demo::run(a),
         Command::CheckConfig(a) => daemon::check_config(a),
         Command::Feedback(a) => feedback::run(a),
+        Command::Forget(a) => feedback::forget(a),
         Command::Replay(a) => traffic::replay_cmd(a),
         Command::Extract(a) => traffic::extract(a),
         Command::Simulate(a) => traffic::simulate_cmd(a),

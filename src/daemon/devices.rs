@@ -335,6 +335,16 @@ impl DeviceTable {
         stale
     }
 
+    /// Forget a device on an operator's request: gone from memory, its snapshot deleted
+    /// at the next round, an open incident closed as evicted. Its known-normal records
+    /// dropped, if it was tracked.
+    pub fn forget(&mut self, id: &str) -> Option<usize> {
+        let d = self.remove(id)?;
+        let known_normal = d.positive.len();
+        self.forget_evicted(id, d);
+        Some(known_normal)
+    }
+
     pub fn remove(&mut self, id: &str) -> Option<Device> {
         let d = self.devices.remove(id)?;
         self.recency.remove(&d.lru_key);

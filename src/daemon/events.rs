@@ -68,6 +68,12 @@ pub(crate) fn state_restore_failed(metrics: &Metrics, reason: &str, retry_in: st
     tracing::warn!(reason, retry_in_s = retry_in.as_secs(), "state restore incomplete; retrying");
 }
 
+/// A device forgotten on an operator's request.
+pub(crate) fn forgotten(metrics: &Metrics, device: &str, known_normal: usize, by: &str) {
+    metrics.incidents.with_label_values(&["forgotten"]).inc();
+    tracing::info!(device, known_normal, by, "device forgotten");
+}
+
 /// An incident opened, updated or closed.
 pub(crate) fn incident(metrics: &Metrics, device: &str, transition: &Transition) {
     match transition {

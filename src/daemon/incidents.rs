@@ -101,6 +101,21 @@ pub struct Feedback {
     pub note: String,
 }
 
+/// An operator's request to forget a device (`metapu forget`, on the feedback topic):
+/// its known-normal records, windows, classifier and snapshot go. The one way a device
+/// onboarded is forgotten besides `devices.max_tracked`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Forget {
+    pub device: String,
+    /// Always true: tells the request from a verdict.
+    pub forget: bool,
+    #[serde(default)]
+    pub by: String,
+    #[serde(default)]
+    pub note: String,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {

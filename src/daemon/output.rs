@@ -49,6 +49,17 @@ pub enum IncidentEvent {
     Closed(IncidentReport),
     /// An analyst's verdict on an incident that had already closed.
     Reviewed(IncidentReport),
+    /// An operator had the device forgotten (`metapu forget`): its known-normal
+    /// records, windows and snapshot are gone; it is unmonitored until onboarded again.
+    Forgotten {
+        device: String,
+        /// Known-normal records dropped.
+        known_normal: usize,
+        by: String,
+        note: String,
+        /// Unix seconds.
+        time: f64,
+    },
     /// A device sends traffic but has no known-normal record, so none of it is scored:
     /// reported once per device (again after a restart).
     Unmonitored {
@@ -69,7 +80,7 @@ impl IncidentEvent {
     pub fn device(&self) -> &str {
         match self {
             Self::Opened(r) | Self::Updated(r) | Self::Closed(r) | Self::Reviewed(r) => &r.device,
-            Self::Unmonitored { device, .. } => device,
+            Self::Unmonitored { device, .. } | Self::Forgotten { device, .. } => device,
         }
     }
 }

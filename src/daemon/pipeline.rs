@@ -13,7 +13,7 @@ use super::devices::Device;
 use super::engine::{Engine, Verdict};
 use super::events;
 use super::explain::{feature_changes, FeatureChange};
-use super::incidents::{Applied, Decision, Feedback, Incident, IncidentRules, Transition};
+use super::incidents::{Applied, Decision, Feedback, Forget, Incident, IncidentRules, Transition};
 use super::metrics::Metrics;
 use super::output::{
     self, Alert, DeadLetter, IncidentEvent, IncidentReport, PriorUpdate, ScoreRecord, Source,
@@ -272,11 +272,12 @@ impl Pipeline {
         })
     }
 
-    /// Apply analysts' verdicts (messages of the feedback topic): a false positive's
-    /// kept records enter the device's positive window, and so do its next records for a
-    /// while (see [`Device::learn_after_dismissal`]); the device is re-adapted at once.
-    /// Every accepted verdict is emitted as an incident event, a refused one as a dead
-    /// letter with the reason.
+    /// Apply the feedback topic's messages. An analyst's verdict: a false positive's
+    /// kept records enter the device's positive window, and so do its next records for
+    /// a while (see [`Device::learn_after_dismissal`]); the device is re-adapted at once.
+    /// An operator's request to forget a device: it goes, snapshot and all. Every
+    /// accepted message is emitted as an incident event, a refused one as a dead letter
+    /// with the reason.
     pub fn feedback(
         &self,
         engine: &mut Engine,
@@ -287,7 +288,18 @@ impl Pipeline {
         let mut out = Vec::new();
         for m in messages {
             match self.apply_feedback(engine, &m.payload) {
-                Ok((fb, applied)) => {
+                Ok(Accepted::Forgot(f, known_normal)) => {
+                    events::forgotten(metrics, &f.device, known_normal, &f.by);
+                    out.extend(self.eviction_closes(engine, model_version, metrics));
+                    out.push(Emitted::Incident(IncidentEvent::Forgotten {
+                        device: f.device,
+                        known_normal,
+                        by: f.by,
+                        note: f.note,
+                        time: output::unix_now(),
+                    }));
+                }
+                Ok(Accepted::Verdict(fb, applied)) => {
                     let (transition, result) = match applied {
                         Applied::Confirmed(t) => (t, "confirmed"),
                         Applied::Dismissed { rows, transition } => {
@@ -311,14 +323,28 @@ impl Pipeline {
         out
     }
 
-    fn apply_feedback(&self, engine: &mut Engine, payload: &[u8]) -> Result<(Feedback, Applied), String> {
+    fn apply_feedback(&self, engine: &mut Engine, payload: &[u8]) -> Result<Accepted, String> {
         const LIMIT: usize = 64 * 1024;
         if payload.len() > LIMIT {
             return Err(format!("feedback is {} bytes, over the {LIMIT}-byte limit", payload.len()));
         }
-        let fb: Feedback = serde_json::from_slice(payload).map_err(|e| format!("malformed feedback: {e}"))?;
+        let value: serde_json::Value =
+            serde_json::from_slice(payload).map_err(|e| format!("malformed feedback: {e}"))?;
+        if value.get("forget").is_some() {
+            let f: Forget =
+                serde_json::from_value(value).map_err(|e| format!("malformed forget request: {e}"))?;
+            if !f.forget {
+                return Err("a forget request says \"forget\": true".into());
+            }
+            let known_normal = engine
+                .devices
+                .forget(&f.device)
+                .ok_or_else(|| format!("unknown device {}: not tracked by this daemon", f.device))?;
+            return Ok(Accepted::Forgot(f, known_normal));
+        }
+        let fb: Feedback = serde_json::from_value(value).map_err(|e| format!("malformed feedback: {e}"))?;
         let applied = engine.devices.apply_feedback(&fb, output::unix_now(), self.feedback_max_age_s)?;
-        Ok((fb, applied))
+        Ok(Accepted::Verdict(fb, applied))
     }
 
     /// The incident's anomalous records against the device's known-normal window. Until
@@ -415,6 +441,13 @@ impl Pipeline {
             }));
         }
     }
+}
+
+/// A feedback-topic message applied.
+enum Accepted {
+    Verdict(Feedback, Applied),
+    /// A device forgotten, with the known-normal records it had.
+    Forgot(Forget, usize),
 }
 
 /// A refused message (record or feedback) as a dead letter, under its own key.

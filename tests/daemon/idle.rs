@@ -1,6 +1,7 @@
-//! A device that falls silent past `devices.idle_timeout_s` (a weekend off) keeps its
-//! known-normal records: across a restart they come back byte for byte, and its first
-//! record afterwards is scored, not `unknown`.
+//! Known-normal records are let go only on purpose. A device that falls silent past
+//! `devices.idle_timeout_s` (a weekend off) keeps them: across a restart they come back
+//! bit for bit, and its first record afterwards is scored, not `unknown`. `metapu
+//! forget` lets a device go, and says so on the incidents topic.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -72,5 +73,61 @@ async fn an_idle_device_keeps_its_known_normal_records_across_a_restart() {
     }));
     let after = scores.iter().find(|s| s["ts"] == 100.0).expect("the record after the restart is scored");
     assert_ne!(after["decision"], "unknown", "{after}");
+    daemon.shutdown().await.unwrap();
+}
+
+/// `metapu forget` is how an onboarded device is let go: it is recorded on the
+/// incidents topic (who, why, how many known-normal records), its snapshot is deleted,
+/// and its next records are not scored. Forgetting a device nobody tracks is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metapu_forget_lets_a_device_go_and_says_so() {
+    let fx = fixture();
+    let tag = "forget";
+    let cluster = MockCluster::new(1).expect("mock cluster");
+    for suffix in ["features", "state", "feedback", "alerts", "priors", "deadletter", "scores", "incidents"] {
+        cluster.create_topic(&format!("{tag}.{suffix}"), 1, 1).expect("create topic");
+    }
+    let boot = cluster.bootstrap_servers();
+    let cfg = daemon_config(&boot, tag);
+    let input = cfg.kafka.input_topics[0].clone();
+    let normal = fx.rows(0, Label::Positive);
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
+    let p = producer(&boot);
+    for (i, row) in normal.iter().take(12).enumerate() {
+        send_record(&p, &input, "cam", i as f64, row, i < 10).await;
+    }
+    read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(20), |m| m.len() >= 12);
+    let topic_args = ["--brokers", boot.as_str(), "--topic", cfg.kafka.feedback_topic.as_str()];
+    let out = metapu(
+        &[&["forget", "--device", "cam", "--by", "ops", "--note", "returned to vendor"][..], &topic_args]
+            .concat(),
+    );
+    assert!(out.contains("forget cam sent"), "{out}");
+    metapu(&[&["forget", "--device", "nobody"][..], &topic_args].concat());
+
+    let events = json_values(&read_topic(&boot, &cfg.kafka.incidents_topic, Duration::from_secs(20), |m| {
+        json_values(m).iter().any(|e| e["event"] == "forgotten")
+    }));
+    let forgotten = events.iter().find(|e| e["event"] == "forgotten").expect("a forgotten event");
+    assert_eq!(
+        (&forgotten["device"], &forgotten["known_normal"], &forgotten["by"], &forgotten["note"]),
+        (&"cam".into(), &10.into(), &"ops".into(), &"returned to vendor".into())
+    );
+    let dead = json_values(&read_topic(&boot, &cfg.kafka.deadletter_topic, Duration::from_secs(20), |m| {
+        !m.is_empty()
+    }));
+    assert!(dead[0]["reason"].as_str().unwrap().contains("unknown device nobody"), "{dead:?}");
+
+    // Its snapshot is deleted (a tombstone), and its next record is not scored.
+    let state = read_topic(&boot, &cfg.kafka.state_topic, Duration::from_secs(20), |m| {
+        m.last().is_some_and(|(k, v)| k.as_deref() == Some("cam") && v.is_empty())
+    });
+    assert!(state.last().is_some_and(|(_, v)| v.is_empty()), "no tombstone for cam");
+    send_record(&p, &input, "cam", 100.0, &normal[20], false).await;
+    let scores = json_values(&read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(20), |m| {
+        json_values(m).iter().any(|s| s["ts"] == 100.0)
+    }));
+    let after = scores.iter().find(|s| s["ts"] == 100.0).expect("the next record");
+    assert_eq!(after["decision"], "unknown", "{after}");
     daemon.shutdown().await.unwrap();
 }
