@@ -300,7 +300,7 @@ impl Pipeline {
                     }));
                 }
                 Ok(Accepted::Verdict(fb, applied)) => {
-                    let (transition, result) = match applied {
+                    let (transition, result) = match *applied {
                         Applied::Confirmed(t) => (t, "confirmed"),
                         Applied::Dismissed { rows, transition } => {
                             engine.devices.learn_dismissed(&fb.device, &rows);
@@ -344,7 +344,7 @@ impl Pipeline {
         }
         let fb: Feedback = serde_json::from_value(value).map_err(|e| format!("malformed feedback: {e}"))?;
         let applied = engine.devices.apply_feedback(&fb, output::unix_now(), self.feedback_max_age_s)?;
-        Ok(Accepted::Verdict(fb, applied))
+        Ok(Accepted::Verdict(fb, Box::new(applied)))
     }
 
     /// The incident's anomalous records against the device's known-normal window. Until
@@ -445,7 +445,7 @@ impl Pipeline {
 
 /// A feedback-topic message applied.
 enum Accepted {
-    Verdict(Feedback, Applied),
+    Verdict(Feedback, Box<Applied>),
     /// A device forgotten, with the known-normal records it had.
     Forgot(Forget, usize),
 }
