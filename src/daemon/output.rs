@@ -101,8 +101,13 @@ pub struct IncidentReport {
     /// Anomaly score (1 − posterior of normal traffic) of the anomalous records.
     pub peak_score: f32,
     pub mean_score: f32,
-    /// The device's estimated share of attack traffic (1 − π̂) at its last record.
+    /// Share of the records scored since it opened that were anomalous (`anomalous` ÷
+    /// `records`): what the incident itself says.
     pub attack_share: f32,
+    /// The model's estimate for the device's recent window (1 − π̂ of its last
+    /// adaptation, as on the priors topic): it lags an attack that began after that
+    /// adaptation, so it can be low in an open incident.
+    pub model_attack_share: f32,
     /// The record that opened it.
     pub opened_by: Source,
     /// On `closed`: why (`quiet`, or `dismissed` by an analyst).
@@ -134,13 +139,14 @@ impl IncidentReport {
             Some(r) => format!("closed ({r})"),
         };
         let most = top_features.first().map(|f| format!("; most changed: {}", f.words)).unwrap_or_default();
+        let share = i.anomalous as f32 / i.records.max(1) as f32;
         let summary = format!(
-            "device {device}: {} of {} records anomalous since the incident opened, peak score {:.2}; \
-             estimated attack share of its recent traffic {:.0} %; {state}{most}",
+            "device {device}: {} of {} records anomalous ({:.0} %) since the incident opened, peak score \
+             {:.2}; {state}{most}",
             i.anomalous,
             i.records,
+            100.0 * share,
             i.peak_score,
-            100.0 * i.attack_share
         );
         Self {
             incident_id: i.id.clone(),
@@ -152,7 +158,8 @@ impl IncidentReport {
             anomalous: i.anomalous,
             peak_score: i.peak_score,
             mean_score: i.mean_score(),
-            attack_share: i.attack_share,
+            attack_share: share,
+            model_attack_share: i.attack_share,
             opened_by: i.opened_by.clone(),
             resolution: resolution.map(str::to_string),
             model_version: model_version.to_string(),
@@ -193,6 +200,36 @@ pub fn payload_excerpt(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An incident half of whose records were anomalous says so, whatever the model's
+    /// estimate for the device's window was at its last adaptation (which lags).
+    #[test]
+    fn an_incident_s_attack_share_is_its_own() {
+        let source = Source { topic: "t".into(), partition: 0, offset: 1 };
+        let incident = crate::daemon::incidents::Incident {
+            id: "i".into(),
+            opened_by: source,
+            opened_at: 0.0,
+            first_ts: 0.0,
+            last_ts: 0.0,
+            records: 2820,
+            anomalous: 1369,
+            peak_score: 0.9,
+            score_sum: 1000.0,
+            attack_share: 0.0,
+            last_anomalous_ms: 0,
+            last_update_ms: 0,
+            changed: false,
+            kept: Vec::new(),
+            feedback: Vec::new(),
+            closed_at: None,
+        };
+        let r = IncidentReport::of("cam", &incident, None, "v", Vec::new());
+        assert!((r.attack_share - 1369.0 / 2820.0).abs() < 1e-6);
+        assert_eq!(r.model_attack_share, 0.0);
+        assert!(r.summary.contains("1369 of 2820 records anomalous (49 %)"), "{}", r.summary);
+        assert!(!r.summary.contains(" 0 %"), "{}", r.summary);
+    }
 
     #[test]
     fn alert_ids_are_deterministic_per_source_record() {

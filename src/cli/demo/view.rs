@@ -99,14 +99,14 @@ pub fn incident_lines(v: &Value, d: Option<&DeviceLedger>, now_s: f64) -> String
                 .take(3)
                 .filter_map(|f| f["words"].as_str().map(String::from))
                 .collect();
-            let mut out = format!("{head} INCIDENT OPENED  {device}{context}\n           estimated attack share {share}");
+            let mut out = format!("{head} INCIDENT OPENED  {device}{context}");
             for (i, w) in words.iter().enumerate() {
                 out.push_str(&format!("\n           {}. {w}", i + 1));
             }
             out
         }
         "updated" => format!(
-            "{head} incident updated {device}: {} of {} records anomalous since it opened, attack share {share}",
+            "{head} incident updated {device}: {} of {} records anomalous ({share}) since it opened",
             v["anomalous"], v["records"]
         ),
         "closed" => format!(
@@ -123,7 +123,7 @@ pub fn incident_lines(v: &Value, d: Option<&DeviceLedger>, now_s: f64) -> String
 pub fn table(devices: &[DeviceLedger], now_s: f64) -> String {
     let mut out = format!(
         "{:<18} {:<24} {:<40} {:>9} {:>5} {:>12} {:>8}\n",
-        "device", "traffic", "ground truth", "incidents", "open", "attack share", "records"
+        "device", "traffic", "ground truth", "incidents", "open", "attack est.", "records"
     );
     for d in devices {
         out.push_str(&format!(
