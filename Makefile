@@ -5,7 +5,7 @@ RUNS  ?= runs
 METAPU := target/release/metapu
 LAB    := target/release/metapu-lab
 
-.PHONY: setup build demo train-synthetic results-synthetic iot-model iot-results real-results test lint bench soak clean-runs \
+.PHONY: setup build demo train-synthetic results-synthetic iot-model iot-results real-results week-results test lint bench soak clean-runs \
 	package package-test cuda-check
 
 setup:
@@ -78,6 +78,18 @@ real-results: build | $(RUNS)
 	bash scripts/real-attacks.sh $(REAL) $(IOT_MODEL)
 	bash scripts/real-unseen-kinds.sh $(REAL)-unseen
 	.venv-bench/bin/python scripts/real-results.py $(REAL) $(REAL)-unseen docs/results.md
+
+# docs/results.md, "Days of real traffic": the three week-long real captures of
+# ../shared/data/pcap/week through the daemon's pipeline on capture time, as they are
+# and with each real attack and two simulated floods merged in at ¼, ½ and ¾ of the
+# week (scripts/week-data.sh): false incidents per device-day, and whether every attack
+# got an incident (about 10 minutes on two cores).
+WEEK := $(RUNS)/week
+week-results: build | $(RUNS)
+	bash scripts/week-data.sh $(WEEK)
+	$(LAB) week --captures $(WEEK)/clean --model $(IOT_MODEL) --out $(WEEK)/clean-out
+	$(LAB) week --captures $(WEEK)/attacked --model $(IOT_MODEL) --out $(WEEK)/attacked-out
+	python3 scripts/week-results.py $(WEEK)/clean-out/week.json $(WEEK)/attacked-out/week.json
 
 # Four test threads on two cores: most integration tests spend their time waiting on a
 # broker, a child process or a timer (cargo test --test integration: 205 s with two

@@ -10,6 +10,7 @@
 mod eval_command;
 mod model_options;
 mod train_command;
+mod week;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -45,6 +46,10 @@ enum LabCommand {
     /// A simulated fleet (held-out device types) streamed through the daemon's engine
     /// and incident rules: attacked devices with an incident, false incidents, messages.
     FleetIncidents(FleetIncidentsArgs),
+    /// Days of real devices' own traffic (and copies with an attack merged in) through
+    /// the daemon's pipeline: false incidents per device-day, and whether each attack
+    /// got an incident.
+    Week(week::WeekArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -101,6 +106,7 @@ fn main() -> anyhow::Result<()> {
         LabCommand::Train(a) => train_command::run(*a),
         LabCommand::RealTraffic(a) => real_traffic(a),
         LabCommand::FleetIncidents(a) => fleet_incidents(a),
+        LabCommand::Week(a) => week::run(a),
     }
 }
 

@@ -9,3 +9,4 @@ mod eval_command;
 mod eval_methods;
 mod real_traffic;
 mod same_pipeline;
+mod week;

@@ -93,14 +93,20 @@ pub struct DeviceOutcome {
     /// An incident was open at some point of the attack (opened in it, or still open
     /// when it began).
     pub attack_covered: bool,
+    /// An incident (a false one) was already open when the attack began: the attack
+    /// got no incident of its own.
+    pub open_at_attack: bool,
     /// Attack records up to and including the one that opened the attack's first
     /// incident (1 = the first attack record; an incident already open counts as 1).
     pub first_incident: Option<usize>,
     /// Incident events published: opened, updated, closed.
     pub incident_events: usize,
     /// Ids of the incidents opened, in order (as the daemon's, from the opening
-    /// record's source).
+    /// record's source), and the capture time of each opening record.
     pub opened: Vec<String>,
+    pub opened_ts: Vec<f64>,
+    /// Per record: anomalous (an alert, were they published), normal, or never scored.
+    pub decisions: Vec<Option<bool>>,
     /// Capture hours the stream spans.
     pub hours: f64,
 }
@@ -155,8 +161,12 @@ fn run_device(
     offset: i64,
 ) -> DeviceOutcome {
     let (task, n) = (&d.task, d.task.len());
-    let mut out =
-        DeviceOutcome { name: task.id.clone(), scores: vec![f32::NAN; n], ..DeviceOutcome::default() };
+    let mut out = DeviceOutcome {
+        name: task.id.clone(),
+        scores: vec![f32::NAN; n],
+        decisions: vec![None; n],
+        ..DeviceOutcome::default()
+    };
     let mut benign_seen = 0;
     out.known = task
         .labels
@@ -216,6 +226,7 @@ fn run_device(
                 Emitted::Incident(IncidentEvent::Opened(r)) => {
                     opened_at.push((r.opened_by.offset - offset) as usize);
                     out.opened.push(r.incident_id.clone());
+                    out.opened_ts.push(r.first_ts);
                 }
                 _ => {}
             }
@@ -225,6 +236,7 @@ fn run_device(
         for i in start..end {
             if attack_begins == Some(i) && out.attack == 0 && open_now {
                 out.attack_covered = true;
+                out.open_at_attack = true;
                 out.first_incident = Some(1);
             }
             if opened.peek() == Some(&i) {
@@ -239,6 +251,7 @@ fn run_device(
                 }
             }
             let alerted = verdicts[i - start];
+            out.decisions[i] = alerted;
             match (task.labels[i], out.known[i]) {
                 (_, true) | (Label::Unlabeled, _) => {}
                 (Label::Positive, false) => {

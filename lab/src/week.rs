@@ -1,0 +1,155 @@
+//! `metapu-lab week`: days of real devices' own traffic through the daemon's pipeline
+//! on capture time, onboarded as the lab onboards (the first benign records labeled
+//! normal): false incidents per device-day and when they open, the alert rate per day
+//! since onboarding, and for a capture with an attack merged in whether an incident
+//! was open while it ran. A folder holds `NAME.pcap` and `NAME.mac`, and
+//! `NAME.labels.csv` where an attack was merged in (`scripts/week-data.sh`); a capture
+//! without labels is the device's own traffic alone.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::Serialize;
+
+use metapu::daemon::config::DaemonConfig;
+use metapu::data::Label;
+use metapu::model::{default_device, file};
+use metapu::traffic::capture::CaptureReader;
+use metapu::traffic::devices::{parse_mac, Device};
+use metapu::traffic::extract::{labeled_device_task, read_labels};
+use metapu_lab::eval::stream::{self, DeviceOutcome, DeviceStream, StreamConfig};
+
+#[derive(Debug, Args)]
+pub struct WeekArgs {
+    /// A folder of `NAME.pcap`, `NAME.mac` and, for an infected capture, `NAME.labels.csv`.
+    #[arg(long)]
+    captures: PathBuf,
+    #[arg(long)]
+    model: PathBuf,
+    /// Writes week.json here.
+    #[arg(long)]
+    out: PathBuf,
+    /// Benign records labeled normal at each device's start.
+    #[arg(long, default_value_t = 10)]
+    labeled: usize,
+}
+
+/// One capture as the analyst would have lived it.
+#[derive(Debug, Serialize)]
+struct Week {
+    capture: String,
+    /// Capture hours after onboarding, before any attack.
+    benign_hours: f64,
+    /// Incidents opened before any attack: false ones, with the capture hour of day
+    /// (UTC) and the day since onboarding of each.
+    false_incidents: Vec<(f64, u64)>,
+    /// Per day since onboarding: benign records alerted, benign records.
+    benign_by_day: Vec<(usize, usize)>,
+    /// The merged attack: its records, whether an incident was open while it ran, and
+    /// its records up to that incident (1 = the first).
+    attack: usize,
+    attack_covered: bool,
+    /// A false incident was already open when the attack began (it got none of its own).
+    open_at_attack: bool,
+    first_incident: Option<usize>,
+}
+
+fn packets(pcap: &Path) -> anyhow::Result<usize> {
+    let mut reader = CaptureReader::open(pcap)?;
+    let mut n = 0;
+    while reader.next_frame()?.is_some() {
+        n += 1;
+    }
+    Ok(n)
+}
+
+fn device_stream(dir: &Path, name: &str) -> anyhow::Result<DeviceStream> {
+    let mac_file = dir.join(format!("{name}.mac"));
+    let mac = parse_mac(
+        std::fs::read_to_string(&mac_file).with_context(|| mac_file.display().to_string())?.trim(),
+    )?;
+    let pcap = dir.join(format!("{name}.pcap"));
+    let labels_file = dir.join(format!("{name}.labels.csv"));
+    let labels = match labels_file.exists() {
+        true => read_labels(&labels_file)?,
+        false => vec![Label::Positive; packets(&pcap)?],
+    };
+    let (task, ts) = labeled_device_task(&pcap, Device { name: name.to_string(), mac }, labels)?;
+    Ok(DeviceStream { task, ts })
+}
+
+fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
+    let labels = &s.task.labels;
+    let onboarded = (0..labels.len()).find(|&i| o.known[i]).map_or(0, |i| i);
+    let t0 = s.ts.get(onboarded).copied().unwrap_or(0.0);
+    let attack_ts = (0..labels.len()).find(|&i| labels[i] == Label::Negative).map(|i| s.ts[i]);
+    let benign_end = attack_ts.unwrap_or_else(|| s.ts.last().copied().unwrap_or(t0));
+    let day = |ts: f64| ((ts - t0).max(0.0) / 86_400.0) as u64;
+    let mut benign_by_day: Vec<(usize, usize)> = Vec::new();
+    for (i, (&label, &ts)) in labels.iter().zip(&s.ts).enumerate() {
+        if label != Label::Positive || o.known[i] || attack_ts.is_some_and(|a| ts >= a) {
+            continue;
+        }
+        let d = day(ts) as usize;
+        if benign_by_day.len() <= d {
+            benign_by_day.resize(d + 1, (0, 0));
+        }
+        benign_by_day[d].1 += 1;
+        benign_by_day[d].0 += usize::from(o.decisions[i] == Some(true));
+    }
+    let false_incidents = o
+        .opened_ts
+        .iter()
+        .filter(|&&ts| attack_ts.is_none_or(|a| ts < a))
+        .map(|&ts| ((ts.rem_euclid(86_400.0)) / 3600.0, day(ts)))
+        .collect();
+    Week {
+        capture: o.name.clone(),
+        benign_hours: (benign_end - t0).max(0.0) / 3600.0,
+        false_incidents,
+        benign_by_day,
+        attack: o.attack,
+        attack_covered: o.attack_covered,
+        open_at_attack: o.open_at_attack,
+        first_incident: o.first_incident,
+    }
+}
+
+pub fn run(a: WeekArgs) -> anyhow::Result<()> {
+    let mut names: Vec<String> = std::fs::read_dir(&a.captures)
+        .with_context(|| a.captures.display().to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    if names.is_empty() {
+        bail!("{}: no NAME.pcap files", a.captures.display());
+    }
+    let streams = names.iter().map(|n| device_stream(&a.captures, n)).collect::<anyhow::Result<Vec<_>>>()?;
+    let model = file::load(&a.model, default_device())?;
+    let cfg = StreamConfig::from_daemon(&DaemonConfig::defaults(), a.labeled);
+    let outcomes = stream::run(model, &streams, &cfg);
+    let weeks: Vec<Week> = streams.iter().zip(&outcomes).map(|(s, o)| week(s, o)).collect();
+    std::fs::create_dir_all(&a.out)?;
+    std::fs::write(a.out.join("week.json"), serde_json::to_string_pretty(&weeks)?)?;
+    for w in &weeks {
+        let (alerts, benign) = w.benign_by_day.iter().fold((0, 0), |(a, b), d| (a + d.0, b + d.1));
+        println!(
+            "week: {}: {:.1} benign hours, {} false incidents ({:.2} per device-day), benign FPR {:.2} %{}",
+            w.capture,
+            w.benign_hours,
+            w.false_incidents.len(),
+            w.false_incidents.len() as f64 / (w.benign_hours / 24.0).max(1e-9),
+            100.0 * alerts as f64 / benign.max(1) as f64,
+            match (w.attack, w.first_incident, w.open_at_attack) {
+                (0, ..) => String::new(),
+                (n, _, true) => format!("; attack of {n} records: inside a false incident already open"),
+                (n, Some(k), false) => format!("; attack of {n} records: incident at record {k}"),
+                (n, None, false) => format!("; attack of {n} records: NO incident"),
+            }
+        );
+    }
+    Ok(())
+}

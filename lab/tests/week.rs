@@ -1,0 +1,51 @@
+//! `metapu-lab week` as make week-results runs it, on a short real capture: one as it
+//! is (no labels: the device's own traffic) and one with a real sweep merged in.
+
+use crate::support::{data_dir, lab, metapu, repo, sentinel_device};
+
+#[test]
+fn the_week_experiment_reports_false_incidents_and_each_attack() {
+    let dir = tempfile::tempdir().unwrap();
+    let captures = dir.path().join("captures");
+    std::fs::create_dir(&captures).unwrap();
+    let (benign, mac) = sentinel_device("Aria");
+    std::fs::copy(&benign[0], captures.join("aria.pcap")).unwrap();
+    std::fs::write(captures.join("aria.mac"), &mac).unwrap();
+    let sweep = data_dir().join("pcap/stratosphere/test12-icmp-portscan.pcap");
+    let infected = captures.join("aria.icmp-sweep.pcap");
+    metapu(&[
+        "datasets",
+        "infect",
+        "--concatenate",
+        "--benign",
+        benign[0].to_str().unwrap(),
+        benign[1].to_str().unwrap(),
+        "--device-mac",
+        &mac,
+        "--attack",
+        sweep.to_str().unwrap(),
+        "--out",
+        infected.to_str().unwrap(),
+    ]);
+    std::fs::write(captures.join("aria.icmp-sweep.mac"), &mac).unwrap();
+    let out = dir.path().join("out");
+    let model = repo().join("models/iot-default.safetensors");
+    let text = lab(&[
+        "week",
+        "--captures",
+        captures.to_str().unwrap(),
+        "--model",
+        model.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(text.contains("week: aria: ") && text.contains("week: aria.icmp-sweep: "), "{text}");
+    let weeks: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("week.json")).unwrap()).unwrap();
+    let (clean, attacked) = (&weeks[0], &weeks[1]);
+    assert_eq!(clean["capture"], "aria");
+    assert_eq!(clean["attack"], 0, "no labels: the device's own traffic");
+    assert!(clean["benign_by_day"][0][1].as_u64().unwrap() > 10, "{clean}");
+    assert_eq!(attacked["attack"], 37, "every sweep packet involves the device");
+    assert!(attacked["benign_hours"].as_f64().unwrap() > 0.0 && attacked["false_incidents"].is_array());
+}
