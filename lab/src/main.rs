@@ -7,6 +7,7 @@
 //! (`eval --model`) and the peers (`scripts/real-results.py`). `fleet-incidents`
 //! streams a simulated fleet through the same pipeline.
 
+mod captures;
 mod eval_command;
 mod model_options;
 mod train_command;
@@ -15,17 +16,17 @@ mod week;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use metapu::daemon::config::DaemonConfig;
 use metapu::data::split::Split;
 use metapu::data::{csv_tasks, Label, Task};
 use metapu::model::{default_device, file};
-use metapu::traffic::devices::{parse_mac, Device};
-use metapu::traffic::extract::{labeled_device_task, read_labels};
 use metapu::traffic::feature_names;
 use metapu_lab::eval::stream::{self, DeviceOutcome, DeviceStream, StreamConfig};
+
+use captures::device_streams;
 
 #[derive(Debug, Parser)]
 #[command(name = "metapu-lab", version, about = "Experiments that measure metapu (not for operators)")]
@@ -110,33 +111,12 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-/// One infected capture's device: its records in capture order.
-fn device_stream(dir: &Path, name: &str) -> anyhow::Result<DeviceStream> {
-    let mac_file = dir.join(format!("{name}.mac"));
-    let mac =
-        parse_mac(&std::fs::read_to_string(&mac_file).with_context(|| mac_file.display().to_string())?)?;
-    let labels = read_labels(&dir.join(format!("{name}.labels.csv")))?;
-    let device = Device { name: name.to_string(), mac };
-    let (task, ts) = labeled_device_task(&dir.join(format!("{name}.pcap")), device, labels)?;
-    Ok(DeviceStream { task, ts })
-}
-
 fn count(s: &DeviceStream, l: Label) -> usize {
     s.task.indices_of(l).len()
 }
 
 fn real_traffic(a: RealTrafficArgs) -> anyhow::Result<()> {
-    let mut names: Vec<String> = std::fs::read_dir(&a.captures)
-        .with_context(|| a.captures.display().to_string())?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
-        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .collect();
-    names.sort();
-    if names.is_empty() {
-        bail!("{}: no NAME.pcap files", a.captures.display());
-    }
-    let streams = names.iter().map(|n| device_stream(&a.captures, n)).collect::<anyhow::Result<Vec<_>>>()?;
+    let streams = device_streams(&a.captures)?;
     std::fs::create_dir_all(&a.out)?;
     write_rows(&a.out.join("real.csv"), &streams)?;
     let (targets, streaming_only): (Vec<&DeviceStream>, Vec<&DeviceStream>) = streams

@@ -6,19 +6,17 @@
 //! `NAME.labels.csv` where an attack was merged in (`scripts/week-data.sh`); a capture
 //! without labels is the device's own traffic alone.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{bail, Context};
 use clap::Args;
 use serde::Serialize;
 
 use metapu::daemon::config::DaemonConfig;
 use metapu::data::Label;
 use metapu::model::{default_device, file};
-use metapu::traffic::capture::CaptureReader;
-use metapu::traffic::devices::{parse_mac, Device};
-use metapu::traffic::extract::{labeled_device_task, read_labels};
 use metapu_lab::eval::stream::{self, DeviceOutcome, DeviceStream, StreamConfig};
+
+use crate::captures::device_streams;
 
 #[derive(Debug, Args)]
 pub struct WeekArgs {
@@ -53,30 +51,6 @@ struct Week {
     /// A false incident was already open when the attack began (it got none of its own).
     open_at_attack: bool,
     first_incident: Option<usize>,
-}
-
-fn packets(pcap: &Path) -> anyhow::Result<usize> {
-    let mut reader = CaptureReader::open(pcap)?;
-    let mut n = 0;
-    while reader.next_frame()?.is_some() {
-        n += 1;
-    }
-    Ok(n)
-}
-
-fn device_stream(dir: &Path, name: &str) -> anyhow::Result<DeviceStream> {
-    let mac_file = dir.join(format!("{name}.mac"));
-    let mac = parse_mac(
-        std::fs::read_to_string(&mac_file).with_context(|| mac_file.display().to_string())?.trim(),
-    )?;
-    let pcap = dir.join(format!("{name}.pcap"));
-    let labels_file = dir.join(format!("{name}.labels.csv"));
-    let labels = match labels_file.exists() {
-        true => read_labels(&labels_file)?,
-        false => vec![Label::Positive; packets(&pcap)?],
-    };
-    let (task, ts) = labeled_device_task(&pcap, Device { name: name.to_string(), mac }, labels)?;
-    Ok(DeviceStream { task, ts })
 }
 
 fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
@@ -117,17 +91,7 @@ fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
 }
 
 pub fn run(a: WeekArgs) -> anyhow::Result<()> {
-    let mut names: Vec<String> = std::fs::read_dir(&a.captures)
-        .with_context(|| a.captures.display().to_string())?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
-        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .collect();
-    names.sort();
-    if names.is_empty() {
-        bail!("{}: no NAME.pcap files", a.captures.display());
-    }
-    let streams = names.iter().map(|n| device_stream(&a.captures, n)).collect::<anyhow::Result<Vec<_>>>()?;
+    let streams = device_streams(&a.captures)?;
     let model = file::load(&a.model, default_device())?;
     let cfg = StreamConfig::from_daemon(&DaemonConfig::defaults(), a.labeled);
     let outcomes = stream::run(model, &streams, &cfg);

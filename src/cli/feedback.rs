@@ -31,14 +31,28 @@ pub struct FeedbackArgs {
     /// A real attack: recorded on the incident.
     #[arg(long, group = "verdict")]
     confirmed: bool,
+    #[command(flatten)]
+    signed: Signed,
+    #[command(flatten)]
+    kafka: FeedbackTopic,
+}
+
+/// Who sends a request and why: recorded with it on the incidents topic.
+#[derive(Debug, Args)]
+pub struct Signed {
     /// Who says so (default: $USER).
     #[arg(long)]
     by: Option<String>,
     /// Why, in a few words.
     #[arg(long, default_value = "")]
     note: String,
-    #[command(flatten)]
-    kafka: FeedbackTopic,
+}
+
+impl Signed {
+    /// (who, why)
+    fn into_parts(self) -> (String, String) {
+        (self.by.or_else(|| std::env::var("USER").ok()).unwrap_or_default(), self.note)
+    }
 }
 
 /// Where requests go: the daemon's feedback topic.
@@ -83,28 +97,21 @@ impl FeedbackTopic {
     }
 }
 
-fn by_or_user(by: Option<String>) -> String {
-    by.or_else(|| std::env::var("USER").ok()).unwrap_or_default()
-}
-
 #[derive(Debug, Args)]
 pub struct ForgetArgs {
     /// The device to forget: its known-normal records, windows, classifier and saved
     /// state go; it is unmonitored until onboarded again.
     #[arg(long)]
     device: String,
-    /// Who asks (default: $USER).
-    #[arg(long)]
-    by: Option<String>,
-    /// Why, in a few words (recorded with the `forgotten` event).
-    #[arg(long, default_value = "")]
-    note: String,
+    #[command(flatten)]
+    signed: Signed,
     #[command(flatten)]
     kafka: FeedbackTopic,
 }
 
 pub fn forget(a: ForgetArgs) -> anyhow::Result<()> {
-    let request = Forget { device: a.device, forget: true, by: by_or_user(a.by), note: a.note };
+    let (by, note) = a.signed.into_parts();
+    let request = Forget { device: a.device, forget: true, by, note };
     let value = serde_json::to_vec(&request).context("encoding the request")?;
     let topic = a.kafka.send(&request.device, &value)?;
     println!("forget {} sent to {topic}", request.device);
@@ -112,12 +119,13 @@ pub fn forget(a: ForgetArgs) -> anyhow::Result<()> {
 }
 
 pub fn run(a: FeedbackArgs) -> anyhow::Result<()> {
+    let (by, note) = a.signed.into_parts();
     let feedback = Feedback {
         device: a.device,
         incident_id: a.incident,
         verdict: if a.false_positive { Verdict::FalsePositive } else { Verdict::Confirmed },
-        by: by_or_user(a.by),
-        note: a.note,
+        by,
+        note,
     };
     let value = serde_json::to_vec(&feedback).context("encoding the feedback")?;
     let topic = a.kafka.send(&feedback.device, &value)?;

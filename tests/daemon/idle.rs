@@ -9,16 +9,12 @@ use std::time::Duration;
 use crate::support::*;
 use metapu::daemon::{self, Snapshot};
 use metapu::data::Label;
-use rdkafka::mocking::MockCluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_device_keeps_its_known_normal_records_across_a_restart() {
     let fx = fixture();
     let tag = "idle";
-    let cluster = MockCluster::new(1).expect("mock cluster");
-    for suffix in ["features", "state", "feedback", "alerts", "priors", "deadletter", "scores", "incidents"] {
-        cluster.create_topic(&format!("{tag}.{suffix}"), 1, 1).expect("create topic");
-    }
+    let cluster = super::mock::mock(tag, 1);
     let boot = cluster.bootstrap_servers();
     let mut cfg = daemon_config(&boot, tag);
     cfg.devices.idle_timeout_s = 1;
@@ -83,10 +79,7 @@ async fn an_idle_device_keeps_its_known_normal_records_across_a_restart() {
 async fn metapu_forget_lets_a_device_go_and_says_so() {
     let fx = fixture();
     let tag = "forget";
-    let cluster = MockCluster::new(1).expect("mock cluster");
-    for suffix in ["features", "state", "feedback", "alerts", "priors", "deadletter", "scores", "incidents"] {
-        cluster.create_topic(&format!("{tag}.{suffix}"), 1, 1).expect("create topic");
-    }
+    let cluster = super::mock::mock(tag, 1);
     let boot = cluster.bootstrap_servers();
     let cfg = daemon_config(&boot, tag);
     let input = cfg.kafka.input_topics[0].clone();

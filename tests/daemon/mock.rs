@@ -12,7 +12,7 @@ use rdkafka::producer::DefaultProducerContext;
 
 /// A one-broker mock cluster with every topic of `tag` created up front (the mock
 /// never answers CreateTopics). Input and state topics get `partitions`.
-fn mock(tag: &str, partitions: i32) -> MockCluster<'static, DefaultProducerContext> {
+pub(super) fn mock(tag: &str, partitions: i32) -> MockCluster<'static, DefaultProducerContext> {
     let cluster = MockCluster::new(1).expect("mock cluster");
     for suffix in ["features", "state", "feedback"] {
         cluster.create_topic(&format!("{tag}.{suffix}"), partitions, 1).expect("create topic");

@@ -1,0 +1,53 @@
+//! A folder of device captures as the real-traffic and week experiments read it:
+//! `NAME.pcap` and `NAME.mac`, and `NAME.labels.csv` where an attack was merged in
+//! (`metapu datasets infect`); a capture without labels is the device's own traffic.
+
+use std::path::Path;
+
+use anyhow::{bail, Context};
+
+use metapu::data::Label;
+use metapu::traffic::capture::CaptureReader;
+use metapu::traffic::devices::{parse_mac, Device};
+use metapu::traffic::extract::{labeled_device_task, read_labels};
+use metapu_lab::eval::stream::DeviceStream;
+
+/// Every capture of the folder, one stream per device, in name order.
+pub fn device_streams(dir: &Path) -> anyhow::Result<Vec<DeviceStream>> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .with_context(|| dir.display().to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    if names.is_empty() {
+        bail!("{}: no NAME.pcap files", dir.display());
+    }
+    names.iter().map(|n| device_stream(dir, n)).collect()
+}
+
+/// One capture's device: its records in capture order.
+fn device_stream(dir: &Path, name: &str) -> anyhow::Result<DeviceStream> {
+    let mac_file = dir.join(format!("{name}.mac"));
+    let mac = parse_mac(
+        std::fs::read_to_string(&mac_file).with_context(|| mac_file.display().to_string())?.trim(),
+    )?;
+    let pcap = dir.join(format!("{name}.pcap"));
+    let labels_file = dir.join(format!("{name}.labels.csv"));
+    let labels = match labels_file.exists() {
+        true => read_labels(&labels_file)?,
+        false => vec![Label::Positive; packets(&pcap)?],
+    };
+    let (task, ts) = labeled_device_task(&pcap, Device { name: name.to_string(), mac }, labels)?;
+    Ok(DeviceStream { task, ts })
+}
+
+fn packets(pcap: &Path) -> anyhow::Result<usize> {
+    let mut reader = CaptureReader::open(pcap)?;
+    let mut n = 0;
+    while reader.next_frame()?.is_some() {
+        n += 1;
+    }
+    Ok(n)
+}
