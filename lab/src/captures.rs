@@ -2,7 +2,7 @@
 //! `NAME.pcap` and `NAME.mac`, and `NAME.labels.csv` where an attack was merged in
 //! (`metapu datasets infect`); a capture without labels is the device's own traffic.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
@@ -11,6 +11,23 @@ use metapu::traffic::capture::CaptureReader;
 use metapu::traffic::devices::{parse_mac, Device};
 use metapu::traffic::extract::{labeled_device_task, read_labels};
 use metapu_lab::eval::stream::DeviceStream;
+
+/// The options of an experiment that streams a folder of captures.
+#[derive(Debug, clap::Args)]
+pub struct CaptureRun {
+    /// A folder of `NAME.pcap`, `NAME.mac` and, where an attack was merged in,
+    /// `NAME.labels.csv` (scripts/real-data.sh, scripts/week-data.sh).
+    #[arg(long)]
+    pub captures: PathBuf,
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Where the results are written.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Benign records labeled normal at each device's start.
+    #[arg(long, default_value_t = 10)]
+    pub labeled: usize,
+}
 
 /// Every capture of the folder, one stream per device, in name order.
 pub fn device_streams(dir: &Path) -> anyhow::Result<Vec<DeviceStream>> {

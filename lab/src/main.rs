@@ -78,19 +78,11 @@ struct FleetIncidentsArgs {
     labeled: usize,
 }
 
+/// Writes real.csv, real.split.json, stream.json and scores-ours.csv to `--out`.
 #[derive(Debug, clap::Args)]
 struct RealTrafficArgs {
-    /// A folder of `NAME.pcap`, `NAME.labels.csv` and `NAME.mac` (scripts/real-data.sh).
-    #[arg(long)]
-    captures: PathBuf,
-    #[arg(long)]
-    model: PathBuf,
-    /// Writes real.csv, real.split.json, stream.json and scores-ours.csv here.
-    #[arg(long)]
-    out: PathBuf,
-    /// Benign records labeled normal at each device's start.
-    #[arg(long, default_value_t = 10)]
-    labeled: usize,
+    #[command(flatten)]
+    run: captures::CaptureRun,
     /// Rows of each class a device needs to enter the protocol's targets.
     #[arg(long, default_value_t = 50)]
     min_rows: usize,
@@ -115,20 +107,21 @@ fn count(s: &DeviceStream, l: Label) -> usize {
     s.task.indices_of(l).len()
 }
 
-fn real_traffic(a: RealTrafficArgs) -> anyhow::Result<()> {
+fn real_traffic(args: RealTrafficArgs) -> anyhow::Result<()> {
+    let (a, min_rows) = (&args.run, args.min_rows);
     let streams = device_streams(&a.captures)?;
     std::fs::create_dir_all(&a.out)?;
     write_rows(&a.out.join("real.csv"), &streams)?;
     let (targets, streaming_only): (Vec<&DeviceStream>, Vec<&DeviceStream>) = streams
         .iter()
-        .partition(|s| count(s, Label::Positive) >= a.min_rows && count(s, Label::Negative) >= a.min_rows);
+        .partition(|s| count(s, Label::Positive) >= min_rows && count(s, Label::Negative) >= min_rows);
     let split = Split { target: targets.iter().map(|s| s.task.id.clone()).collect(), ..Split::default() };
     split.save(&a.out.join("real.split.json"))?;
     println!(
         "real-traffic: {} devices; {} with ≥ {} rows of each class are protocol targets, {} streaming only",
         streams.len(),
         targets.len(),
-        a.min_rows,
+        min_rows,
         streaming_only.len()
     );
 
@@ -138,7 +131,7 @@ fn real_traffic(a: RealTrafficArgs) -> anyhow::Result<()> {
     write_scores(&a.out.join("scores-ours.csv"), &streams, &outcomes)?;
     let report = serde_json::json!({
         "labeled": a.labeled,
-        "min_rows": a.min_rows,
+        "min_rows": min_rows,
         "protocol_targets": split.target,
         "devices": outcomes.iter().map(|o| serde_json::json!({
             "device": o.name,

@@ -6,8 +6,6 @@
 //! `NAME.labels.csv` where an attack was merged in (`scripts/week-data.sh`); a capture
 //! without labels is the device's own traffic alone.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use serde::Serialize;
 
@@ -16,21 +14,13 @@ use metapu::data::Label;
 use metapu::model::{default_device, file};
 use metapu_lab::eval::stream::{self, DeviceOutcome, DeviceStream, StreamConfig};
 
-use crate::captures::device_streams;
+use crate::captures::{device_streams, CaptureRun};
 
+/// Writes week.json to `--out`.
 #[derive(Debug, Args)]
 pub struct WeekArgs {
-    /// A folder of `NAME.pcap`, `NAME.mac` and, for an infected capture, `NAME.labels.csv`.
-    #[arg(long)]
-    captures: PathBuf,
-    #[arg(long)]
-    model: PathBuf,
-    /// Writes week.json here.
-    #[arg(long)]
-    out: PathBuf,
-    /// Benign records labeled normal at each device's start.
-    #[arg(long, default_value_t = 10)]
-    labeled: usize,
+    #[command(flatten)]
+    run: CaptureRun,
 }
 
 /// One capture as the analyst would have lived it.
@@ -90,7 +80,8 @@ fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
     }
 }
 
-pub fn run(a: WeekArgs) -> anyhow::Result<()> {
+pub fn run(args: WeekArgs) -> anyhow::Result<()> {
+    let a = &args.run;
     let streams = device_streams(&a.captures)?;
     let model = file::load(&a.model, default_device())?;
     let cfg = StreamConfig::from_daemon(&DaemonConfig::defaults(), a.labeled);
