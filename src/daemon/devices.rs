@@ -93,6 +93,12 @@ impl Device {
         self.learning = (self.positive.capacity() / 2).max(1);
     }
 
+    /// Something to adapt on: known-normal records and recent traffic (an idle device
+    /// has only the first).
+    pub fn adaptable(&self) -> bool {
+        !self.positive.is_empty() && !self.unlabeled.is_empty()
+    }
+
     /// Records still to be learned as known-normal after a dismissal.
     pub fn learning(&self) -> usize {
         self.learning
@@ -364,9 +370,7 @@ impl DeviceTable {
     pub fn due_for_adaptation(&self, min_changed: usize) -> Vec<String> {
         self.devices
             .iter()
-            .filter(|(_, d)| {
-                d.changed >= min_changed.max(1) && !d.positive.is_empty() && !d.unlabeled.is_empty()
-            })
+            .filter(|(_, d)| d.changed >= min_changed.max(1) && d.adaptable())
             .map(|(id, _)| id.clone())
             .collect()
     }
@@ -405,7 +409,7 @@ impl DeviceTable {
         d.unlabeled = RowWindow::from_rows(self.dim, self.sizes.unlabeled, &snapshot.unlabeled);
         d.seen = snapshot.seen;
         d.last_source = snapshot.last_source.clone();
-        d.changed = usize::from(!d.positive.is_empty() && !d.unlabeled.is_empty());
+        d.changed = usize::from(d.adaptable());
         d.idle = d.unlabeled.is_empty() && !d.positive.is_empty();
         d.first_seen_ms = now_ms;
         d.incidents = snapshot.incidents.clone().restored(now_ms);

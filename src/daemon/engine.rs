@@ -116,12 +116,8 @@ impl Engine {
     /// record, or without recent records — an idle device — are skipped). Returns the
     /// devices adapted.
     pub fn adapt_now<'a>(&mut self, devices: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-        let mut ids: Vec<&str> = devices
-            .into_iter()
-            .filter(|id| {
-                self.devices.get(id).is_some_and(|d| !d.positive.is_empty() && !d.unlabeled.is_empty())
-            })
-            .collect();
+        let mut ids: Vec<&str> =
+            devices.into_iter().filter(|id| self.devices.get(id).is_some_and(|d| d.adaptable())).collect();
         ids.sort_unstable();
         ids.dedup();
         let jobs: Vec<AdaptJob> =

@@ -81,10 +81,11 @@ impl Daemon {
     }
 }
 
-/// A topic's partition count from broker metadata (a blocking call, run off the runtime).
-async fn partition_count(cfg: &DaemonConfig, topic: &str) -> Option<i32> {
+/// A topic's partition count and the cluster's broker count from broker metadata (a
+/// blocking call, run off the runtime).
+async fn topic_metadata(cfg: &DaemonConfig, topic: &str) -> Option<kafka::TopicMetadata> {
     let (kc, topic) = (cfg.kafka.clone(), topic.to_string());
-    tokio::task::spawn_blocking(move || kafka::partition_count(&kc, &topic, Duration::from_secs(5)))
+    tokio::task::spawn_blocking(move || kafka::topic_metadata(&kc, &topic, Duration::from_secs(5)))
         .await
         .ok()
         .flatten()
@@ -96,8 +97,9 @@ async fn partition_count(cfg: &DaemonConfig, topic: &str) -> Option<i32> {
 /// partition count.
 async fn ensure_topics(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
     let k = &cfg.kafka;
-    let input_partitions = partition_count(cfg, &k.input_topics[0]).await.unwrap_or(1);
-    let replication = state_replication(cfg).await;
+    let input = topic_metadata(cfg, &k.input_topics[0]).await;
+    let input_partitions = input.and_then(|m| m.partitions).unwrap_or(1);
+    let replication = state_replication(cfg, input.map(|m| m.brokers));
     let mut topics: Vec<TopicSpec<'_>> = k.input_topics.iter().map(|t| TopicSpec::plain(t, 1)).collect();
     topics.extend([
         TopicSpec::plain(&k.alerts_topic, 1),
@@ -119,21 +121,15 @@ async fn ensure_topics(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
         tracing::warn!(error = %e, "could not ensure topics; relying on the broker's auto-creation");
     }
     check_state_topic(cfg).await?;
-    Ok(partition_count(cfg, &k.state_topic).await.unwrap_or(input_partitions))
+    Ok(topic_metadata(cfg, &k.state_topic).await.and_then(|m| m.partitions).unwrap_or(input_partitions))
 }
 
 /// The state topic's replicas: configured, or the cluster's broker count up to 3.
-async fn state_replication(cfg: &DaemonConfig) -> i32 {
+fn state_replication(cfg: &DaemonConfig, brokers: Option<usize>) -> i32 {
     if cfg.state.replication > 0 {
         return cfg.state.replication;
     }
-    let kc = cfg.kafka.clone();
-    let brokers = tokio::task::spawn_blocking(move || kafka::broker_count(&kc, Duration::from_secs(5)))
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or(1);
-    brokers.clamp(1, 3) as i32
+    brokers.unwrap_or(1).clamp(1, 3) as i32
 }
 
 /// A changelog's configs: compacted, so the last snapshot of every device stays; with

@@ -218,13 +218,6 @@ pub async fn ensure_topics(
     Ok(())
 }
 
-/// How many brokers the cluster has, as its metadata says.
-pub fn broker_count(cfg: &KafkaConfig, timeout: Duration) -> Option<usize> {
-    let consumer: BaseConsumer = consumer_config(cfg).create().ok()?;
-    let md = consumer.fetch_metadata(None, timeout).ok()?;
-    Some(md.brokers().len())
-}
-
 /// One config of a topic as the broker describes it (`None`: the broker did not say).
 pub async fn topic_config(
     cfg: &KafkaConfig,
@@ -244,12 +237,26 @@ pub async fn topic_config(
     Ok(resource.get(key).and_then(|entry| entry.value.clone()))
 }
 
-/// Partition count of a topic, if the broker knows it.
-pub fn partition_count(cfg: &KafkaConfig, topic: &str, timeout: Duration) -> Option<i32> {
+/// What one metadata request tells of a topic and its cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicMetadata {
+    /// The topic's partition count, if the broker knows the topic.
+    pub partitions: Option<i32>,
+    /// The cluster's brokers.
+    pub brokers: usize,
+}
+
+/// A topic's partition count and the cluster's broker count, if a broker answers.
+pub fn topic_metadata(cfg: &KafkaConfig, topic: &str, timeout: Duration) -> Option<TopicMetadata> {
     let consumer: BaseConsumer = consumer_config(cfg).create().ok()?;
     let md = consumer.fetch_metadata(Some(topic), timeout).ok()?;
-    let t = md.topics().iter().find(|t| t.name() == topic)?;
-    (t.error().is_none() && !t.partitions().is_empty()).then(|| t.partitions().len() as i32)
+    let partitions = md
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .filter(|t| t.error().is_none() && !t.partitions().is_empty())
+        .map(|t| t.partitions().len() as i32);
+    Some(TopicMetadata { partitions, brokers: md.brokers().len() })
 }
 
 /// The changelog reader's context: end-of-partition is what it waits for, not an

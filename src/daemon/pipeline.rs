@@ -33,17 +33,19 @@ pub struct Received {
 /// One input message with its decode result.
 #[derive(Debug)]
 pub struct Consumed {
-    pub source: Source,
-    /// The bytes, kept for a dead letter (empty for a record built in place).
-    pub key: Option<Vec<u8>>,
-    pub payload: Vec<u8>,
+    /// The message, its bytes kept for a dead letter (none for a record built in place).
+    pub message: Received,
     pub decoded: Result<FeatureRecord, record::InvalidRecord>,
 }
 
 impl Consumed {
     /// A record that needs no decoding (the lab's captures, tests).
     pub fn record(record: FeatureRecord, source: Source) -> Self {
-        Self { source, key: None, payload: Vec::new(), decoded: Ok(record) }
+        Self { message: Received { source, key: None, payload: Vec::new() }, decoded: Ok(record) }
+    }
+
+    fn source(&self) -> &Source {
+        &self.message.source
     }
 }
 
@@ -78,9 +80,9 @@ const PARALLEL_DECODE_FROM: usize = 512;
 /// Decode a micro-batch, on two threads when it is large: decoding (JSON above all)
 /// costs as much as scoring, and the scoring forward is not running meanwhile.
 pub fn decode_batch(messages: Vec<Received>, dim: usize, max_bytes: usize) -> Vec<Consumed> {
-    let decode_one = |m: Received| {
-        let decoded = record::decode(m.key.as_deref(), &m.payload, dim, max_bytes);
-        Consumed { source: m.source, key: m.key, payload: m.payload, decoded }
+    let decode_one = |message: Received| {
+        let decoded = record::decode(message.key.as_deref(), &message.payload, dim, max_bytes);
+        Consumed { message, decoded }
     };
     if messages.len() < PARALLEL_DECODE_FROM {
         return messages.into_iter().map(decode_one).collect();
@@ -111,10 +113,12 @@ pub fn highest_offsets<'a>(sources: impl IntoIterator<Item = &'a Source>) -> Vec
 /// offset, but below every record still deferred on that partition (a deferred record
 /// is scored by a later batch, and its offset must not be committed before).
 pub fn releasable_offsets(batch: &[Consumed], deferred: &[Consumed]) -> Vec<PartitionOffset> {
-    let mut offsets = highest_offsets(batch.iter().map(|c| &c.source));
+    let mut offsets = highest_offsets(batch.iter().map(Consumed::source));
     for (topic, partition, offset) in &mut offsets {
-        for c in deferred.iter().filter(|c| c.source.topic == *topic && c.source.partition == *partition) {
-            *offset = (*offset).min(c.source.offset - 1);
+        for c in
+            deferred.iter().map(Consumed::source).filter(|c| c.topic == *topic && c.partition == *partition)
+        {
+            *offset = (*offset).min(c.offset - 1);
         }
     }
     offsets.retain(|(_, _, o)| *o >= 0);
@@ -164,8 +168,9 @@ impl Pipeline {
     /// Forget deferred records of partitions that moved away (their offsets were never
     /// committed: the new owner reads them).
     pub fn drop_deferred(&mut self, partitions: &[(String, i32)]) {
-        self.deferred
-            .retain(|c| !partitions.iter().any(|(t, p)| *t == c.source.topic && *p == c.source.partition));
+        self.deferred.retain(|c| {
+            !partitions.iter().any(|(t, p)| *t == c.source().topic && *p == c.source().partition)
+        });
     }
 
     /// Score the deferred records and then a decoded micro-batch; what it emits in input
@@ -184,7 +189,7 @@ impl Pipeline {
         let mut batch = std::mem::take(&mut self.deferred);
         batch.extend(fresh);
         let valid: Vec<(&FeatureRecord, &Source)> =
-            batch.iter().filter_map(|c| c.decoded.as_ref().ok().map(|r| (r, &c.source))).collect();
+            batch.iter().filter_map(|c| c.decoded.as_ref().ok().map(|r| (r, c.source()))).collect();
         let batch_now = match self.clock {
             Clock::Service => Now::service(service_ms),
             Clock::Event => valid.last().map_or(Now::service(service_ms), |(r, _)| Now::event(r.ts)),
@@ -207,14 +212,14 @@ impl Pipeline {
                         continue;
                     }
                     v => {
-                        self.record_outputs(r, &c.source, v, model_version, metrics, &mut out);
+                        self.record_outputs(r, c.source(), v, model_version, metrics, &mut out);
                         if let Verdict::Scored { posterior, anomalous, prior, taken_as_normal } = v {
                             let now = match self.clock {
                                 Clock::Service => batch_now,
                                 Clock::Event => Now::event(r.ts),
                             };
                             let decision =
-                                Decision::of(r, &c.source, posterior, anomalous, prior, taken_as_normal);
+                                Decision::of(r, c.source(), posterior, anomalous, prior, taken_as_normal);
                             if let Some(t) =
                                 engine.devices.observe_decision(&r.device, decision, &self.rules, now)
                             {
@@ -226,13 +231,7 @@ impl Pipeline {
                 },
                 Err(reason) => {
                     events::record_refused(metrics, reason.kind());
-                    out.push(dead_letter(
-                        &c.key,
-                        &c.payload,
-                        c.source.clone(),
-                        reason.kind(),
-                        reason.to_string(),
-                    ));
+                    out.push(dead_letter(&c.message, reason.kind(), reason.to_string()));
                 }
             }
             done.push(c);
@@ -316,7 +315,7 @@ impl Pipeline {
                 }
                 Err(reason) => {
                     events::feedback(metrics, "", "refused");
-                    out.push(dead_letter(&m.key, &m.payload, m.source.clone(), "bad_feedback", reason));
+                    out.push(dead_letter(m, "bad_feedback", reason));
                 }
             }
         }
@@ -451,16 +450,16 @@ enum Accepted {
 }
 
 /// A refused message (record or feedback) as a dead letter, under its own key.
-fn dead_letter(key: &Option<Vec<u8>>, payload: &[u8], source: Source, kind: &str, reason: String) -> Emitted {
+fn dead_letter(m: &Received, kind: &str, reason: String) -> Emitted {
     let letter = DeadLetter {
         reason,
         kind: kind.into(),
-        source,
-        payload: output::payload_excerpt(payload),
-        payload_bytes: payload.len(),
+        source: m.source.clone(),
+        payload: output::payload_excerpt(&m.payload),
+        payload_bytes: m.payload.len(),
         time: output::unix_now(),
     };
-    let key = key.as_deref().map(|k| String::from_utf8_lossy(k).into_owned());
+    let key = m.key.as_deref().map(|k| String::from_utf8_lossy(k).into_owned());
     Emitted::DeadLetter { key, letter }
 }
 
