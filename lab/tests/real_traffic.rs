@@ -6,32 +6,14 @@ use std::path::Path;
 use metapu::data::split::Split;
 use metapu::data::{csv_tasks, Label};
 
-use crate::support::{data_dir, lab_binary, metapu, repo};
+use crate::support::{aria_icmp_sweep, lab_binary, repo};
 
 #[test]
 fn the_real_traffic_experiment_streams_an_infected_device_through_the_pipeline() {
     let dir = tempfile::tempdir().unwrap();
     let captures = dir.path().join("captures");
     std::fs::create_dir(&captures).unwrap();
-    let aria = data_dir().join("pcap/iot-sentinel/Aria");
-    let mac = std::fs::read_to_string(aria.join("_iotdevice-mac.txt")).unwrap().trim().to_string();
-    let out = captures.join("aria.icmp-sweep.pcap");
-    let sweep = data_dir().join("pcap/stratosphere/test12-icmp-portscan.pcap");
-    metapu(&[
-        "datasets",
-        "infect",
-        "--concatenate",
-        "--benign",
-        aria.join("Setup-A-1-STA.pcap").to_str().unwrap(),
-        aria.join("Setup-A-2-STA.pcap").to_str().unwrap(),
-        "--device-mac",
-        &mac,
-        "--attack",
-        sweep.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    std::fs::write(captures.join("aria.icmp-sweep.mac"), &mac).unwrap();
+    aria_icmp_sweep(&captures);
     let model = repo().join("models/iot-default.safetensors");
     let lab = |labeled: &str, results: &Path| {
         let run = std::process::Command::new(lab_binary())

@@ -22,12 +22,7 @@ fn infected_aria(dir: &Path) -> DeviceStream {
     let (benign, mac) = sentinel_device("Aria");
     let attack = data_dir().join("pcap/ndpi/synscan.pcap");
     let out = dir.join("aria.pcap");
-    let mut args = vec!["datasets".to_string(), "infect".into(), "--device-mac".into(), mac.clone()];
-    args.push("--benign".into());
-    args.extend(benign.iter().map(|p| p.to_str().unwrap().to_string()));
-    args.extend(["--attack".into(), attack.to_str().unwrap().into(), "--start".into(), "0.5".into()]);
-    args.extend(["--out".into(), out.to_str().unwrap().into()]);
-    metapu(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    infect(&benign, &mac, &attack, &["--start", "0.5"], &out);
     let labels = read_labels(&out.with_extension("labels.csv")).unwrap();
     let device = Device { name: "aria".into(), mac: parse_mac(&mac).unwrap() };
     let (mut task, mut ts) = labeled_device_task(&out, device, labels).unwrap();

@@ -1,7 +1,7 @@
 //! `metapu-lab week` as make week-results runs it, on a short real capture: one as it
 //! is (no labels: the device's own traffic) and one with a real sweep merged in.
 
-use crate::support::{data_dir, lab, metapu, repo, sentinel_device};
+use crate::support::{aria_icmp_sweep, lab, repo, sentinel_device};
 
 #[test]
 fn the_week_experiment_reports_false_incidents_and_each_attack() {
@@ -11,23 +11,7 @@ fn the_week_experiment_reports_false_incidents_and_each_attack() {
     let (benign, mac) = sentinel_device("Aria");
     std::fs::copy(&benign[0], captures.join("aria.pcap")).unwrap();
     std::fs::write(captures.join("aria.mac"), &mac).unwrap();
-    let sweep = data_dir().join("pcap/stratosphere/test12-icmp-portscan.pcap");
-    let infected = captures.join("aria.icmp-sweep.pcap");
-    metapu(&[
-        "datasets",
-        "infect",
-        "--concatenate",
-        "--benign",
-        benign[0].to_str().unwrap(),
-        benign[1].to_str().unwrap(),
-        "--device-mac",
-        &mac,
-        "--attack",
-        sweep.to_str().unwrap(),
-        "--out",
-        infected.to_str().unwrap(),
-    ]);
-    std::fs::write(captures.join("aria.icmp-sweep.mac"), &mac).unwrap();
+    aria_icmp_sweep(&captures);
     let out = dir.path().join("out");
     let model = repo().join("models/iot-default.safetensors");
     let text = lab(&[

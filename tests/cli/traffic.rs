@@ -274,12 +274,7 @@ fn infect_puts_a_real_scan_on_a_device_and_extract_labels_it() {
     let (benign, mac) = crate::support::sentinel_device("Aria");
     let attack = pcap_dir().join("ndpi/synscan.pcap");
     let out = dir.path().join("aria-infected.pcap");
-    let mut args =
-        vec!["datasets".to_string(), "infect".into(), "--device-mac".into(), mac.clone(), "--benign".into()];
-    args.extend(benign.iter().map(|p| p.to_str().unwrap().to_string()));
-    args.extend(["--attack".into(), attack.to_str().unwrap().into(), "--start".into(), "0.5".into()]);
-    args.extend(["--out".into(), out.to_str().unwrap().into()]);
-    let text = metapu(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let text = crate::support::infect(&benign, &mac, &attack, &["--start", "0.5"], &out);
     assert!(text.contains("the attacker 172.16.0.8"), "{text}");
 
     let benign_count: usize = benign.iter().map(|p| records(p).len()).sum();

@@ -9,6 +9,23 @@ use std::time::Duration;
 use crate::support::*;
 use metapu::daemon::{self, Snapshot};
 use metapu::data::Label;
+use rdkafka::producer::FutureProducer;
+
+/// `n` of device cam's normal rows, the first 10 labeled normal, waited for on the
+/// scores topic; the producer that sent them.
+async fn onboard_cam(
+    boot: &str,
+    cfg: &daemon::DaemonConfig,
+    normal: &[Vec<f32>],
+    n: usize,
+) -> FutureProducer {
+    let p = producer(boot);
+    for (i, row) in normal.iter().take(n).enumerate() {
+        send_record(&p, &cfg.kafka.input_topics[0], "cam", i as f64, row, i < 10).await;
+    }
+    read_topic(boot, &cfg.kafka.scores_topic, Duration::from_secs(20), |m| m.len() >= n);
+    p
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_device_keeps_its_known_normal_records_across_a_restart() {
@@ -21,11 +38,7 @@ async fn an_idle_device_keeps_its_known_normal_records_across_a_restart() {
     let input = cfg.kafka.input_topics[0].clone();
     let normal = fx.rows(0, Label::Positive);
     let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
-    let p = producer(&boot);
-    for (i, row) in normal.iter().take(20).enumerate() {
-        send_record(&p, &input, "cam", i as f64, row, i < 10).await;
-    }
-    read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(20), |m| m.len() >= 20);
+    let p = onboard_cam(&boot, &cfg, &normal, 20).await;
     let idle = wait_until(Duration::from_secs(20), || {
         let body = http_get(daemon.http_addr, "/metrics").1;
         metric(&body, "metapu_devices_evicted_total{reason=\"idle\"}") == Some(1.0)
@@ -85,11 +98,7 @@ async fn metapu_forget_lets_a_device_go_and_says_so() {
     let input = cfg.kafka.input_topics[0].clone();
     let normal = fx.rows(0, Label::Positive);
     let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
-    let p = producer(&boot);
-    for (i, row) in normal.iter().take(12).enumerate() {
-        send_record(&p, &input, "cam", i as f64, row, i < 10).await;
-    }
-    read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(20), |m| m.len() >= 12);
+    let p = onboard_cam(&boot, &cfg, &normal, 12).await;
     let topic_args = ["--brokers", boot.as_str(), "--topic", cfg.kafka.feedback_topic.as_str()];
     let out = metapu(
         &[&["forget", "--device", "cam", "--by", "ops", "--note", "returned to vendor"][..], &topic_args]

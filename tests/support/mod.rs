@@ -83,6 +83,30 @@ pub fn sentinel_device(name: &str) -> (Vec<PathBuf>, String) {
     (captures, mac)
 }
 
+/// `metapu datasets infect`: `attack` merged into the device's `benign` captures (`how`:
+/// `--start F`, `--concatenate`, …), written to `out` with its labels beside it; what
+/// the command printed.
+pub fn infect(benign: &[PathBuf], mac: &str, attack: &Path, how: &[&str], out: &Path) -> String {
+    let mut args = vec!["datasets".to_string(), "infect".into(), "--device-mac".into(), mac.into()];
+    args.push("--benign".into());
+    args.extend(benign.iter().map(|p| p.to_string_lossy().into_owned()));
+    args.extend(["--attack".into(), attack.to_string_lossy().into_owned()]);
+    args.extend(how.iter().map(|a| a.to_string()));
+    args.extend(["--out".into(), out.to_string_lossy().into_owned()]);
+    metapu(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// Aria's first two setup captures with the real ICMP sweep after them, as
+/// `dir/aria.icmp-sweep.pcap` (with labels and MAC beside it), the lab's short
+/// infected capture; Aria's MAC.
+pub fn aria_icmp_sweep(dir: &Path) -> String {
+    let (benign, mac) = sentinel_device("Aria");
+    let sweep = data_dir().join("pcap/stratosphere/test12-icmp-portscan.pcap");
+    infect(&benign[..2], &mac, &sweep, &["--concatenate"], &dir.join("aria.icmp-sweep.pcap"));
+    std::fs::write(dir.join("aria.icmp-sweep.mac"), &mac).unwrap();
+    mac
+}
+
 /// The `metapu` binary.
 pub fn metapu_binary() -> String {
     binary("metapu")
