@@ -147,6 +147,7 @@ bench: build | $(RUNS)
 		| tee $(BENCH)/peers.md
 	$(CARGO) bench --bench model | tee $(BENCH)/model.md
 	$(CARGO) bench --bench adapt | tee $(BENCH)/adapt.md
+	$(CARGO) bench --bench sensor | tee $(BENCH)/sensor.md
 	python3 benches/report.py $(BENCH) docs/benchmarks.md
 
 clean-runs:

@@ -38,6 +38,7 @@ def main():
         ("Peers on the same labeled stream (`cargo bench --bench stream`, `benches/peers.py`)", "peers.md"),
         ("Model: meta-training and adaptation (`cargo bench --bench model`)", "model.md"),
         ("A fleet's adaptation, 10,000 devices (`cargo bench --bench adapt`)", "adapt.md"),
+        ("The live capture sensor's extraction (`cargo bench --bench sensor`)", "sensor.md"),
     ]
     dirty = sh("git", "status", "--porcelain", "--untracked-files=no")
     commit = sh("git", "rev-parse", "--short", "HEAD") + (" (with uncommitted changes)" if dirty else "")

@@ -14,6 +14,8 @@ if [[ -e .venv/libtorch/lib/libtorch_cpu.so ]]; then
   exec bash scripts/setup.sh
 fi
 
+# libpcap first: the pcap crate's build script looks for it.
+bash scripts/setup.sh --system-only
 mkdir -p target
 log=target/setup-while-building.log
 echo "setup: compiling what does not need libtorch meanwhile (log: $log)"

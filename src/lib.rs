@@ -12,5 +12,6 @@ pub mod daemon;
 pub mod data;
 pub mod episodes;
 pub mod model;
+pub mod sensor;
 pub mod traffic;
 pub mod train;

@@ -7,3 +7,4 @@ mod support;
 mod cli;
 mod daemon;
 mod model;
+mod sensor;

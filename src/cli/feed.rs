@@ -58,24 +58,7 @@ impl ProducerContext for Counting {
     }
 }
 
-/// How records are written to Kafka: the daemon reads both. (Plain comments on the
-/// variants: documented values would turn every command's `--help` into the long form.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    // `{"device", "ts", "features", "label"}`.
-    Json,
-    // The compact binary layout (`MPR1`…, see the daemon's record module).
-    Binary,
-}
-
-impl Format {
-    pub fn encode(self, device: &str, ts: f64, features: &[f32], known_normal: bool) -> Vec<u8> {
-        match self {
-            Format::Json => metapu::daemon::record::encode(device, ts, features, known_normal),
-            Format::Binary => metapu::daemon::record::encode_binary(device, ts, features, known_normal),
-        }
-    }
-}
+pub use metapu::daemon::record::Format;
 
 pub struct Feed {
     producer: ThreadedProducer<Counting>,

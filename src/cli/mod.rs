@@ -7,6 +7,7 @@ mod feed;
 mod feedback;
 mod infect;
 mod info;
+mod sense;
 mod traffic;
 mod train;
 
@@ -57,6 +58,8 @@ pub enum Command {
     Replay(traffic::ReplayArgs),
     /// Packet capture → N-BaIoT's 115 AfterImage features per packet.
     Extract(traffic::ExtractArgs),
+    /// Live capture sensor: an interface's packets → per-device features → the input topic.
+    Sense(sense::SenseArgs),
     /// Generate an IoT fleet's traffic features: benign profiles and botnet attacks.
     Simulate(traffic::SimulateArgs),
     /// Validate the daemon configuration and print it (secrets redacted).
@@ -101,6 +104,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Forget(a) => feedback::forget(a),
         Command::Replay(a) => traffic::replay_cmd(a),
         Command::Extract(a) => traffic::extract(a),
+        Command::Sense(a) => sense::run(a),
         Command::Simulate(a) => traffic::simulate_cmd(a),
     }
 }

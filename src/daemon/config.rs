@@ -23,6 +23,7 @@ pub struct DaemonConfig {
     pub incidents: IncidentsConfig,
     pub http: HttpConfig,
     pub shutdown: ShutdownConfig,
+    pub sensor: SensorConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -140,6 +141,37 @@ pub struct ShutdownConfig {
     pub timeout_s: u64,
 }
 
+/// `metapu sense`: the live capture sensor (it shares `[kafka]` with the daemon).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SensorConfig {
+    pub interface: String,
+    pub devices: PathBuf,
+    pub filter: String,
+    pub snaplen: i32,
+    pub promiscuous: bool,
+    /// Kernel capture buffer, bytes.
+    pub buffer_bytes: i32,
+    pub format: crate::daemon::record::Format,
+    /// Empty: the first of `kafka.input_topics`.
+    pub topic: String,
+    pub max_queued_records: usize,
+    pub discover: bool,
+    pub max_discovered: usize,
+    pub listen: String,
+}
+
+impl SensorConfig {
+    /// The topic records go to.
+    pub fn topic<'a>(&'a self, kafka: &'a KafkaConfig) -> &'a str {
+        if self.topic.is_empty() {
+            kafka.input_topics.first().map_or("", String::as_str)
+        } else {
+            &self.topic
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     // No #[source]: the message already carries the cause, and error chains would print it twice.
@@ -239,6 +271,16 @@ impl DaemonConfig {
         }
         if self.http.listen.parse::<std::net::SocketAddr>().is_err() {
             return invalid("http.listen", "must be an address such as 127.0.0.1:9898");
+        }
+        let sensor = &self.sensor;
+        if sensor.listen.parse::<std::net::SocketAddr>().is_err() {
+            return invalid("sensor.listen", "must be an address such as 127.0.0.1:9899");
+        }
+        if sensor.snaplen < 64 {
+            return invalid("sensor.snaplen", "must be at least 64 bytes (the headers AfterImage reads)");
+        }
+        if sensor.max_queued_records == 0 || sensor.buffer_bytes <= 0 {
+            return invalid("sensor.max_queued_records / buffer_bytes", "must be at least 1");
         }
         Ok(())
     }

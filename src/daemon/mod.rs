@@ -45,7 +45,7 @@ mod http;
 pub mod incidents;
 pub mod kafka;
 mod metrics;
-mod notify;
+pub mod notify;
 mod outbox;
 pub mod output;
 pub mod pipeline;

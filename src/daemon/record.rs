@@ -240,3 +240,23 @@ pub fn encode(device: &str, ts: f64, features: &[f32], known_normal: bool) -> Ve
     }
     serde_json::to_vec(&v).expect("record serialises")
 }
+
+/// How records are written to Kafka: the daemon reads both. (Plain comments on the
+/// variants: documented values would turn every command's `--help` into the long form.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    // `{"device", "ts", "features", "label"}`.
+    Json,
+    // The compact binary layout (`MPR1`…, [`encode_binary`]).
+    Binary,
+}
+
+impl Format {
+    pub fn encode(self, device: &str, ts: f64, features: &[f32], known_normal: bool) -> Vec<u8> {
+        match self {
+            Format::Json => encode(device, ts, features, known_normal),
+            Format::Binary => encode_binary(device, ts, features, known_normal),
+        }
+    }
+}

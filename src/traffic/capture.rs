@@ -53,6 +53,11 @@ impl Timestamp {
         Self::new((raw / units).saturating_add_signed(offset_s), raw % units, units)
     }
 
+    /// A live capture's time (libpcap's `timeval`): as a microsecond file reads.
+    pub fn from_micros(secs: u64, micros: u64) -> Self {
+        Self::new(secs, micros, 1_000_000)
+    }
+
     pub fn from_nanos(nanos: u64) -> Self {
         Self::new(nanos / 1_000_000_000, nanos % 1_000_000_000, 1_000_000_000)
     }

@@ -99,6 +99,25 @@ impl DeviceMap {
         Self::new(devices)
     }
 
+    /// A map of no devices yet (a sensor that discovers them).
+    pub fn empty() -> Self {
+        Self { devices: Vec::new(), by_mac: HashMap::new() }
+    }
+
+    /// List one more device; its index.
+    pub fn add(&mut self, device: Device) -> Result<usize, DeviceListError> {
+        if let Some(&first) = self.by_mac.get(&device.mac) {
+            return Err(DeviceListError::Twice {
+                mac: format_mac(device.mac),
+                first: self.devices[first].name.clone(),
+                second: device.name,
+            });
+        }
+        self.by_mac.insert(device.mac, self.devices.len());
+        self.devices.push(device);
+        Ok(self.devices.len() - 1)
+    }
+
     pub fn devices(&self) -> &[Device] {
         &self.devices
     }
@@ -134,6 +153,16 @@ mod tests {
         assert_eq!(map.route(Some(0x0200_0000_0001), Some(0x0200_0000_0002)), [Some(0), Some(1)]);
         assert_eq!(map.route(Some(7), None), [None, None]);
         assert!(DeviceMap::from_macs(&["02:00:00:00:00:01".into(), "02-00-00-00-00-01".into()]).is_err());
+    }
+
+    #[test]
+    fn devices_can_be_added_but_not_twice() {
+        let mut map = DeviceMap::empty();
+        assert_eq!(map.route(Some(0x0200_0000_0001), None), [None, None]);
+        assert_eq!(map.add(Device { name: "a".into(), mac: 0x0200_0000_0001 }).unwrap(), 0);
+        assert_eq!(map.route(Some(0x0200_0000_0001), None), [Some(0), None]);
+        let err = map.add(Device { name: "b".into(), mac: 0x0200_0000_0001 }).unwrap_err().to_string();
+        assert!(err.contains("listed twice (a and b)"), "{err}");
     }
 
     #[test]

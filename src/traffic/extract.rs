@@ -72,6 +72,32 @@ impl Extractor {
         &self.names
     }
 
+    /// Route by a new device list (a sensor's re-read file). A device listed before
+    /// keeps its statistics (its features go on as if nothing changed), whatever its
+    /// new index; a new one starts afresh; an unlisted one is dropped.
+    pub fn set_devices(&mut self, map: DeviceMap) {
+        let mut old: std::collections::HashMap<String, (AfterImage, u64)> =
+            self.names.drain(..).zip(self.states.drain(..).zip(self.counts.rows.drain(..))).collect();
+        for d in map.devices() {
+            let (state, rows) = old.remove(&d.name).unwrap_or_else(|| (AfterImage::new(), 0));
+            self.names.push(d.name.clone());
+            self.states.push(state);
+            self.counts.rows.push(rows);
+        }
+        self.split = Some(map);
+    }
+
+    /// List one more device of a LAN capture (a sensor's discovered MAC); its index.
+    pub fn add_device(&mut self, device: Device) -> Result<usize, DeviceListError> {
+        let map = self.split.get_or_insert_with(DeviceMap::empty);
+        let name = device.name.clone();
+        let index = map.add(device)?;
+        self.names.push(name);
+        self.states.push(AfterImage::new());
+        self.counts.rows.push(0);
+        Ok(index)
+    }
+
     /// The devices a frame gives rows to, or `None` when it gives none (too short to
     /// parse, or of no listed device).
     pub fn route(&mut self, frame: &Frame) -> Result<Option<Routed>, ExtractError> {
