@@ -35,7 +35,8 @@ struct Owned {
 }
 
 fn frames(root: &std::path::Path) -> Vec<Owned> {
-    let mut reader = CaptureReader::open(&root.join("data/pcap/kitsune/mirai2000.pcap")).expect("the capture");
+    let mut reader =
+        CaptureReader::open(&root.join("data/pcap/kitsune/mirai2000.pcap")).expect("the capture");
     let mut out = Vec::new();
     while let Some(f) = reader.next_frame().expect("a frame") {
         assert!(matches!(f.link, Link::Ethernet));
@@ -45,7 +46,8 @@ fn frames(root: &std::path::Path) -> Vec<Owned> {
 }
 
 fn sensor() -> Sensor {
-    let settings = SensorSettings { devices_file: None, format: Format::Binary, discover: true, max_discovered: 256 };
+    let settings =
+        SensorSettings { devices_file: None, format: Format::Binary, discover: true, max_discovered: 256 };
     Sensor::new(settings, Arc::new(SensorMetrics::new())).expect("a sensor")
 }
 
@@ -79,7 +81,10 @@ fn main() {
     let started = Instant::now();
     let packets = feed(&mut s, &frames, &Nowhere);
     let secs = started.elapsed().as_secs_f64();
-    println!("| no sink (extraction + encoding) | {packets} | – | {secs:.2} | {:.0} |", packets as f64 / secs);
+    println!(
+        "| no sink (extraction + encoding) | {packets} | – | {secs:.2} | {:.0} |",
+        packets as f64 / secs
+    );
 
     let port = free_port().expect("a free port");
     let _broker = LocalBroker::start(&binary_in(root), port).expect("the bundled broker (scripts/setup.sh)");
@@ -89,7 +94,8 @@ fn main() {
         c.set("bootstrap.servers", format!("127.0.0.1:{port}")).set("linger.ms", "5");
         c
     };
-    let producer = RecordProducer::new(client, "bench.sensor", 1_000_000, metrics.clone()).expect("a producer");
+    let producer =
+        RecordProducer::new(client, "bench.sensor", 1_000_000, metrics.clone()).expect("a producer");
     let mut s = sensor();
     let started = Instant::now();
     let packets = feed(&mut s, &frames, &producer);

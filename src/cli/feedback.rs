@@ -1,5 +1,5 @@
-//! `metapu feedback` (an analyst's verdict on an incident) and `metapu forget` (an
-//! operator's request to forget a device), written to the feedback topic the daemons
+//! `metapu feedback` (an analyst's verdict on an incident), `metapu onboard` and
+//! `metapu forget` (an operator's requests), written to the feedback topic the daemons
 //! read. Kafka settings (brokers, TLS/SASL options, the topic) come from the daemon's
 //! configuration, so on a daemon's host they need no flags but the request.
 
@@ -12,7 +12,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 
 use metapu::daemon::config::{DaemonConfig, Sources};
-use metapu::daemon::incidents::Forget;
+use metapu::daemon::incidents::{Forget, Onboard};
 use metapu::daemon::kafka;
 use metapu::daemon::{Feedback, FeedbackVerdict as Verdict};
 
@@ -115,6 +115,35 @@ pub fn forget(a: ForgetArgs) -> anyhow::Result<()> {
     let value = serde_json::to_vec(&request).context("encoding the request")?;
     let topic = a.kafka.send(&request.device, &value)?;
     println!("forget {} sent to {topic}", request.device);
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+pub struct OnboardArgs {
+    /// The device to onboard (its name on the input topic; the daemon must have seen it).
+    #[arg(long)]
+    device: String,
+    /// For how long from now its traffic is its known-normal traffic (10m, 1h, 24h; at
+    /// most 31 days). Its known-normal window becomes a sample of the whole span,
+    /// replacing what it held; no incident opens meanwhile.
+    #[arg(long = "for", value_parser = super::traffic::parse_duration)]
+    span: f64,
+    #[command(flatten)]
+    signed: Signed,
+    #[command(flatten)]
+    kafka: FeedbackTopic,
+}
+
+pub fn onboard(a: OnboardArgs) -> anyhow::Result<()> {
+    let (by, note) = a.signed.into_parts();
+    let request = Onboard { device: a.device, onboard_for_s: a.span, by, note };
+    let value = serde_json::to_vec(&request).context("encoding the request")?;
+    let topic = a.kafka.send(&request.device, &value)?;
+    println!(
+        "onboard {} for {} s sent to {topic}; the daemon answers on the incidents topic (event \"onboarding\", \
+         then \"onboarded\" when the span ends) or, refusing it, on the dead-letter topic",
+        request.device, request.onboard_for_s
+    );
     Ok(())
 }
 

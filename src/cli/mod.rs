@@ -66,6 +66,9 @@ pub enum Command {
     CheckConfig(daemon::CheckConfigArgs),
     /// An analyst's verdict on an incident: false positive (learn it as normal) or confirmed.
     Feedback(feedback::FeedbackArgs),
+    /// Onboard a device: its traffic for the next span (--for 1h) is its known-normal
+    /// traffic (recorded on the incidents topic).
+    Onboard(feedback::OnboardArgs),
     /// Forget a device: its known-normal records, windows and saved state (recorded on
     /// the incidents topic). Idle devices keep theirs; this is how one is let go.
     Forget(feedback::ForgetArgs),
@@ -102,6 +105,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::CheckConfig(a) => daemon::check_config(a),
         Command::Feedback(a) => feedback::run(a),
         Command::Forget(a) => feedback::forget(a),
+        Command::Onboard(a) => feedback::onboard(a),
         Command::Replay(a) => traffic::replay_cmd(a),
         Command::Extract(a) => traffic::extract(a),
         Command::Sense(a) => sense::run(a),

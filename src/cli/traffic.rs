@@ -23,7 +23,7 @@ use metapu::traffic::simulate::{self, FleetConfig};
 use super::feed::{Feed, Format, Pacer};
 
 /// "600", "600s", "10m", "2h" → seconds.
-fn parse_duration(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<f64, String> {
     let s = s.trim();
     let (num, unit) = match s.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c),
@@ -219,7 +219,8 @@ pub struct SimulateArgs {
     topic: Option<String>,
     #[arg(long, default_value = "127.0.0.1:9092")]
     brokers: String,
-    /// Kafka only: label each device's first N benign records "normal".
+    /// Kafka only: label each device's first N benign records "normal" (taken by a daemon
+    /// with windows.trust_input_labels).
     #[arg(long, default_value_t = 0)]
     label_first: usize,
     /// Kafka only: records per second (0 = as fast as the broker takes them).
@@ -339,7 +340,8 @@ pub struct ReplayArgs {
     /// `danmini:benign,gafgyt.udp@+60s` (repeat the flag or separate devices by ';').
     #[arg(long)]
     schedule: Vec<String>,
-    /// Label each device's first N benign records "normal" (positive window).
+    /// Label each device's first N benign records "normal" (taken by a daemon with
+    /// windows.trust_input_labels).
     #[arg(long, default_value_t = 0)]
     label_first: usize,
     /// Kafka record format: json (`{"device", "ts", "features", "label"}`) or binary (`MPR1`…).

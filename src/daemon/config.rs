@@ -88,6 +88,7 @@ pub struct WindowConfig {
     pub positive: usize,
     pub unlabeled: usize,
     pub bootstrap_positives: usize,
+    pub trust_input_labels: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,12 +1,13 @@
 //! Per-device state: the positive and unlabeled windows, the adapted classifier and
 //! bookkeeping; a table with least-recently-seen eviction and idle expiry.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::model::TaskState;
 
 use super::clock::{unix_now, Now};
 use super::incidents::{Applied, Decision, Feedback, IncidentRules, IncidentTracker, Transition};
+use super::onboarding::{seed_of, Onboarding, MAX_SPAN_S};
 use super::output::PriorUpdate;
 use super::record::Source;
 use super::snapshot::Snapshot;
@@ -53,6 +54,10 @@ pub struct Device {
     /// Silent for `devices.idle_timeout_s`: its unlabeled window and classifier were
     /// freed, its known-normal records kept (until it sends again).
     pub idle: bool,
+    /// An operator's onboarding in progress: its records are known-normal until it ends.
+    pub onboarding: Option<Onboarding>,
+    /// The last onboarding finished (who, when, the span, how many records it took).
+    pub onboarded: Option<Onboarding>,
     last_seen_ms: u64,
     lru_key: u64,
 }
@@ -77,6 +82,8 @@ impl Device {
             unmonitored_reported: false,
             incidents: IncidentTracker::default(),
             idle: false,
+            onboarding: None,
+            onboarded: None,
             last_seen_ms: 0,
             lru_key: 0,
         }
@@ -167,6 +174,11 @@ pub struct DeviceTable {
     /// Devices evicted (capacity or idle) and their partitions: their snapshots on the
     /// state topic must be deleted too (see [`Self::take_forgotten`]).
     forgotten: Vec<(String, i32)>,
+    /// Devices being onboarded, so that a span ends even if the device falls silent.
+    onboarding: BTreeSet<String>,
+    /// Onboardings ended, with the known-normal records each left (see
+    /// [`Self::take_onboarded`]).
+    onboarded: Vec<(String, Onboarding, usize)>,
 }
 
 impl DeviceTable {
@@ -181,6 +193,8 @@ impl DeviceTable {
             handovers: 0,
             evicted_with_incidents: Vec::new(),
             forgotten: Vec::new(),
+            onboarding: BTreeSet::new(),
+            onboarded: Vec::new(),
         }
     }
 
@@ -248,8 +262,18 @@ impl DeviceTable {
                     && source.offset <= last.offset
             });
             d.idle = false;
+            let onboarding = d.onboarding.as_ref().map(|o| o.active(unix_now()));
+            if onboarding == Some(false) {
+                Self::finish_onboarding(id, d, &mut self.onboarded);
+                self.onboarding.remove(id);
+            }
             if !out.replayed {
-                if known_normal || d.seen < bootstrap || d.learning > 0 {
+                if onboarding == Some(true) {
+                    if let Some(o) = d.onboarding.as_mut() {
+                        o.take(&mut d.positive, features, seed_of(id));
+                    }
+                    out.taken_as_normal = true;
+                } else if known_normal || d.seen < bootstrap || d.learning > 0 {
                     d.positive.push(features);
                     d.learning = d.learning.saturating_sub(1);
                     out.taken_as_normal = true;
@@ -264,6 +288,70 @@ impl DeviceTable {
         }
         self.touch(id, now_ms);
         out
+    }
+
+    /// Start onboarding a tracked device for `span_s` seconds from `now` (Unix).
+    pub fn start_onboarding(
+        &mut self,
+        id: &str,
+        span_s: f64,
+        by: String,
+        note: String,
+        now: f64,
+    ) -> Result<Onboarding, String> {
+        if !(span_s.is_finite() && span_s > 0.0 && span_s <= MAX_SPAN_S) {
+            return Err(format!(
+                "an onboarding span must be more than 0 s and at most {MAX_SPAN_S} s, not {span_s}"
+            ));
+        }
+        let d = self.devices.get_mut(id).ok_or_else(|| {
+            format!(
+                "unknown device {id}: not tracked by this daemon (onboard a device once it sends traffic)"
+            )
+        })?;
+        if let Some(o) = d.onboarding.as_ref().filter(|o| o.active(now)) {
+            return Err(format!(
+                "{id} is already being onboarded, until {:.0} (Unix seconds), by {:?}",
+                o.until, o.by
+            ));
+        }
+        let o = Onboarding::new(now, span_s, by, note);
+        d.onboarding = Some(o.clone());
+        d.unsnapshotted = true;
+        self.onboarding.insert(id.to_string());
+        Ok(o)
+    }
+
+    /// End the onboardings whose span is over at `now` (devices that fell silent too).
+    pub fn end_onboarding_due(&mut self, now: f64) {
+        let due: Vec<String> = self
+            .onboarding
+            .iter()
+            .filter(|id| {
+                self.devices.get(*id).and_then(|d| d.onboarding.as_ref()).is_none_or(|o| !o.active(now))
+            })
+            .cloned()
+            .collect();
+        for id in due {
+            self.onboarding.remove(&id);
+            if let Some(d) = self.devices.get_mut(&id) {
+                Self::finish_onboarding(&id, d, &mut self.onboarded);
+            }
+        }
+    }
+
+    fn finish_onboarding(id: &str, d: &mut Device, ended: &mut Vec<(String, Onboarding, usize)>) {
+        if let Some(o) = d.onboarding.take() {
+            ended.push((id.to_string(), o.clone(), d.positive.len()));
+            d.onboarded = Some(o);
+            d.unsnapshotted = true;
+            d.changed = d.changed.max(1);
+        }
+    }
+
+    /// Onboardings ended since the last call: device, the span, known-normal records.
+    pub fn take_onboarded(&mut self) -> Vec<(String, Onboarding, usize)> {
+        std::mem::take(&mut self.onboarded)
     }
 
     fn evict_oldest(&mut self) -> Option<String> {
@@ -414,6 +502,11 @@ impl DeviceTable {
         d.first_seen_ms = now_ms;
         d.incidents = snapshot.incidents.clone().restored(now_ms);
         d.learning = snapshot.learning;
+        d.onboarding = snapshot.onboarding.clone();
+        d.onboarded = snapshot.onboarded.clone();
+        if d.onboarding.is_some() {
+            self.onboarding.insert(id.to_string());
+        }
         if let Some(old) = self.devices.insert(id.to_string(), d) {
             self.recency.remove(&old.lru_key);
         }
@@ -458,7 +551,12 @@ impl DeviceTable {
         rules: &IncidentRules,
         now: Now,
     ) -> Option<Transition> {
-        self.devices.get_mut(id)?.incidents.observe(id, decision, rules, now.ms, now.unix)
+        let d = self.devices.get_mut(id)?;
+        // Traffic declared normal while it is onboarded raises nothing.
+        if d.onboarding.is_some() {
+            return None;
+        }
+        d.incidents.observe(id, decision, rules, now.ms, now.unix)
     }
 
     /// Time passes for the device's open incident: an update or a quiet close, if due.
@@ -615,6 +713,62 @@ mod tests {
         assert_eq!(taken, [true, true, false, false, false]);
         assert_eq!(t.get("a").unwrap().positive.rows(), [0.0, 1.0, 2.0]);
         assert_eq!(t.get("a").unwrap().unlabeled.len(), 6);
+    }
+
+    /// An operator's onboarding: refused for what cannot be onboarded; while it runs the
+    /// device's records are known-normal whatever their label, and its decisions open
+    /// no incident; it ends on time even for a silent device, once, with its count.
+    #[test]
+    fn onboarding_takes_a_span_of_records_and_ends_on_time() {
+        use crate::daemon::clock::Now;
+        use crate::daemon::incidents::{Decision, IncidentRules};
+        let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
+        let mut t = DeviceTable::new(1, sizes, 10);
+        let now = unix_now();
+        let start = |t: &mut DeviceTable, id: &str, span: f64| {
+            t.start_onboarding(id, span, "ops".into(), "".into(), now)
+        };
+        assert!(start(&mut t, "cam", 60.0).unwrap_err().contains("unknown device cam"));
+        t.observe("cam", &[0.0], false, &at(0, 0), 0);
+        assert!(start(&mut t, "cam", 0.0).unwrap_err().contains("more than 0 s"));
+        assert!(start(&mut t, "cam", -5.0).is_err() && start(&mut t, "cam", f64::NAN).is_err());
+        assert_eq!(start(&mut t, "cam", 3600.0).unwrap().until, now + 3600.0);
+        assert!(start(&mut t, "cam", 60.0).unwrap_err().contains("cam is already being onboarded"));
+        let taken: Vec<bool> =
+            (1..=6).map(|i| t.observe("cam", &[i as f32], false, &at(0, i), 0).taken_as_normal).collect();
+        assert_eq!(taken, [true; 6]);
+        let cam = t.get("cam").unwrap();
+        assert_eq!((cam.positive.len(), cam.onboarding.as_ref().unwrap().records), (4, 6));
+        let rules = IncidentRules {
+            open_k: 1,
+            open_n: 1,
+            update_interval_ms: 1_000,
+            quiet_ms: 10_000,
+            keep_records: 1,
+        };
+        let d = Decision {
+            anomalous: true,
+            posterior: 0.1,
+            prior: 0.7,
+            ts: 0.0,
+            source: &at(0, 6),
+            features: &[6.0],
+        };
+        assert!(
+            t.observe_decision("cam", d, &rules, Now::service(0)).is_none(),
+            "no incident while onboarding"
+        );
+        t.end_onboarding_due(now + 10.0);
+        assert!(t.take_onboarded().is_empty(), "not yet");
+        t.end_onboarding_due(now + 3600.0); // silent since
+        let ended = t.take_onboarded();
+        assert_eq!(ended.len(), 1);
+        assert_eq!((ended[0].0.as_str(), ended[0].1.records, ended[0].2), ("cam", 6, 4));
+        let cam = t.get("cam").unwrap();
+        assert!(cam.onboarding.is_none() && cam.onboarded.as_ref().is_some_and(|o| o.by == "ops"));
+        t.end_onboarding_due(now + 7200.0);
+        assert!(t.take_onboarded().is_empty(), "ended once");
+        assert!(!t.observe("cam", &[9.0], false, &at(0, 9), 0).taken_as_normal, "labels rule again");
     }
 
     #[test]

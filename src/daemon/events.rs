@@ -74,6 +74,12 @@ pub(crate) fn forgotten(metrics: &Metrics, device: &str, known_normal: usize, by
     tracing::info!(device, known_normal, by, "device forgotten");
 }
 
+/// An onboarding started or ended.
+pub(crate) fn onboarding(metrics: &Metrics, device: &str, event: &str, records: u64, known_normal: usize) {
+    metrics.incidents.with_label_values(&[event]).inc();
+    tracing::info!(device, records, known_normal, "{event}");
+}
+
 /// An incident opened, updated or closed.
 pub(crate) fn incident(metrics: &Metrics, device: &str, transition: &Transition) {
     match transition {

@@ -244,6 +244,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     let outputs = RecordOutputs { scores: cfg.kafka.publish_scores, alerts: cfg.kafka.publish_alerts };
     let mut pipeline = Pipeline::new(incident_rules(&cfg), outputs, Clock::Service, cfg.scoring.max_batch);
     pipeline.feedback_max_age_s = cfg.incidents.feedback_after_close_s;
+    pipeline.trust_input_labels = cfg.windows.trust_input_labels;
     let service = Service {
         detector: Detector::new(engine, adapting, version),
         pipeline,

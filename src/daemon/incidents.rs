@@ -116,6 +116,20 @@ pub struct Forget {
     pub note: String,
 }
 
+/// An operator's onboarding (`metapu onboard`, on the feedback topic): the device's
+/// traffic for the next `onboard_for_s` seconds is its known-normal traffic
+/// (`onboarding.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Onboard {
+    pub device: String,
+    pub onboard_for_s: f64,
+    #[serde(default)]
+    pub by: String,
+    #[serde(default)]
+    pub note: String,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {

@@ -13,6 +13,7 @@ pub struct Metrics {
     pub records_unknown: IntCounter,
     pub records_invalid: IntCounterVec,
     pub records_deferred: IntCounter,
+    pub records_label_ignored: IntCounter,
     pub records_redelivered: IntCounter,
     pub alerts: IntCounter,
     pub adaptations: IntCounter,
@@ -71,6 +72,10 @@ impl Metrics {
                     &["reason"],
                 )
                 .expect("valid metric"),
+            ),
+            records_label_ignored: counter(
+                "metapu_records_label_ignored_total",
+                "Records labeled normal on the input topic, scored as unlabeled (windows.trust_input_labels = false).",
             ),
             records_deferred: counter(
                 "metapu_records_deferred_total",

@@ -46,6 +46,7 @@ pub mod incidents;
 pub mod kafka;
 mod metrics;
 pub mod notify;
+pub mod onboarding;
 mod outbox;
 pub mod output;
 pub mod pipeline;

@@ -60,6 +60,29 @@ pub enum IncidentEvent {
         /// Unix seconds.
         time: f64,
     },
+    /// An operator started onboarding the device (`metapu onboard`): its traffic from
+    /// `from` to `until` (Unix seconds, the daemon's clock) is its known-normal traffic,
+    /// sampled into the positive window, which it replaces; no incident opens meanwhile.
+    Onboarding {
+        device: String,
+        from: f64,
+        until: f64,
+        by: String,
+        note: String,
+        time: f64,
+    },
+    /// The onboarding span ended: how many records it saw and the known-normal records
+    /// the device now has.
+    Onboarded {
+        device: String,
+        from: f64,
+        until: f64,
+        records: u64,
+        known_normal: usize,
+        by: String,
+        note: String,
+        time: f64,
+    },
     /// A device sends traffic but has no known-normal record, so none of it is scored:
     /// reported once per device (again after a restart).
     Unmonitored {
@@ -80,7 +103,10 @@ impl IncidentEvent {
     pub fn device(&self) -> &str {
         match self {
             Self::Opened(r) | Self::Updated(r) | Self::Closed(r) | Self::Reviewed(r) => &r.device,
-            Self::Unmonitored { device, .. } | Self::Forgotten { device, .. } => device,
+            Self::Unmonitored { device, .. }
+            | Self::Forgotten { device, .. }
+            | Self::Onboarding { device, .. }
+            | Self::Onboarded { device, .. } => device,
         }
     }
 }

@@ -13,8 +13,9 @@ use super::devices::Device;
 use super::engine::{Engine, Verdict};
 use super::events;
 use super::explain::{feature_changes, FeatureChange};
-use super::incidents::{Applied, Decision, Feedback, Forget, Incident, IncidentRules, Transition};
+use super::incidents::{Applied, Decision, Feedback, Forget, Incident, IncidentRules, Onboard, Transition};
 use super::metrics::Metrics;
+use super::onboarding::Onboarding;
 use super::output::{
     self, Alert, DeadLetter, IncidentEvent, IncidentReport, PriorUpdate, ScoreRecord, Source,
 };
@@ -136,6 +137,11 @@ pub struct Pipeline {
     pub feedback_max_age_s: u64,
     pub outputs: RecordOutputs,
     pub clock: Clock,
+    /// Take a record's `"label": "normal"` as known-normal (`windows.trust_input_labels`);
+    /// when false the label is dropped and counted.
+    pub trust_input_labels: bool,
+    /// The first ignored label was logged.
+    told_labels_ignored: bool,
     /// Records over their device's share of a batch (`scoring.max_per_device`), oldest
     /// first: they lead the next batch.
     deferred: Vec<Consumed>,
@@ -150,6 +156,8 @@ impl Pipeline {
             feedback_max_age_s: 86_400,
             outputs,
             clock,
+            trust_input_labels: true,
+            told_labels_ignored: false,
             deferred: Vec::new(),
             max_deferred: max_deferred.max(1),
         }
@@ -186,6 +194,10 @@ impl Pipeline {
         metrics: &Metrics,
     ) -> (Vec<Emitted>, Vec<PartitionOffset>) {
         let started = Instant::now();
+        let mut fresh = fresh;
+        if !self.trust_input_labels {
+            self.drop_input_labels(&mut fresh, metrics);
+        }
         let mut batch = std::mem::take(&mut self.deferred);
         batch.extend(fresh);
         let valid: Vec<(&FeatureRecord, &Source)> =
@@ -271,6 +283,28 @@ impl Pipeline {
         })
     }
 
+    /// Labels on the input topic are anyone's who may write it: unless the operator
+    /// trusts them, a record labeled normal is scored as any other (known-normal traffic
+    /// comes from `metapu onboard`, verdicts, and `windows.bootstrap_positives`).
+    fn drop_input_labels(&mut self, fresh: &mut [Consumed], metrics: &Metrics) {
+        let mut dropped = 0;
+        for c in fresh {
+            if let Ok(r) = &mut c.decoded {
+                dropped += u64::from(std::mem::take(&mut r.known_normal));
+            }
+        }
+        if dropped > 0 {
+            metrics.records_label_ignored.inc_by(dropped);
+            if !std::mem::replace(&mut self.told_labels_ignored, true) {
+                tracing::warn!(
+                    "records labeled \"normal\" on the input topic are scored as unlabeled \
+                     (windows.trust_input_labels = false; onboard devices with `metapu onboard`); counted in \
+                     metapu_records_label_ignored_total"
+                );
+            }
+        }
+    }
+
     /// Apply the feedback topic's messages. An analyst's verdict: a false positive's
     /// kept records enter the device's positive window, and so do its next records for
     /// a while (see [`Device::learn_after_dismissal`]); the device is re-adapted at once.
@@ -295,6 +329,17 @@ impl Pipeline {
                         known_normal,
                         by: f.by,
                         note: f.note,
+                        time: output::unix_now(),
+                    }));
+                }
+                Ok(Accepted::Onboarding(request, o)) => {
+                    events::onboarding(metrics, &request.device, "onboarding", 0, 0);
+                    out.push(Emitted::Incident(IncidentEvent::Onboarding {
+                        device: request.device,
+                        from: o.from,
+                        until: o.until,
+                        by: o.by,
+                        note: o.note,
                         time: output::unix_now(),
                     }));
                 }
@@ -329,6 +374,18 @@ impl Pipeline {
         }
         let value: serde_json::Value =
             serde_json::from_slice(payload).map_err(|e| format!("malformed feedback: {e}"))?;
+        if value.get("onboard_for_s").is_some() {
+            let request: Onboard =
+                serde_json::from_value(value).map_err(|e| format!("malformed onboard request: {e}"))?;
+            let o = engine.devices.start_onboarding(
+                &request.device,
+                request.onboard_for_s,
+                request.by.clone(),
+                request.note.clone(),
+                output::unix_now(),
+            )?;
+            return Ok(Accepted::Onboarding(request, o));
+        }
         if value.get("forget").is_some() {
             let f: Forget =
                 serde_json::from_value(value).map_err(|e| format!("malformed forget request: {e}"))?;
@@ -385,6 +442,23 @@ impl Pipeline {
         metrics: &Metrics,
     ) -> Vec<Emitted> {
         let mut out = self.eviction_closes(engine, version, metrics);
+        // Onboarding spans are on the wall clock, whatever clock incidents run on: the
+        // operator named them in it.
+        let wall = output::unix_now();
+        engine.devices.end_onboarding_due(wall);
+        for (device, o, known_normal) in engine.devices.take_onboarded() {
+            events::onboarding(metrics, &device, "onboarded", o.records, known_normal);
+            out.push(Emitted::Incident(IncidentEvent::Onboarded {
+                device,
+                from: o.from,
+                until: o.until,
+                records: o.records,
+                known_normal,
+                by: o.by,
+                note: o.note,
+                time: wall,
+            }));
+        }
         let open = engine.devices.with_open_incidents();
         for device in &open {
             if let Some(t) = engine.devices.tick_incident(device, &self.rules, now) {
@@ -447,6 +521,7 @@ enum Accepted {
     Verdict(Feedback, Box<Applied>),
     /// A device forgotten, with the known-normal records it had.
     Forgot(Forget, usize),
+    Onboarding(Onboard, Onboarding),
 }
 
 /// A refused message (record or feedback) as a dead letter, under its own key.

@@ -12,6 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::incidents::IncidentTracker;
+use super::onboarding::Onboarding;
 use super::record::Source;
 
 const MAGIC_V1: &[u8; 4] = b"MPS1";
@@ -31,6 +32,9 @@ pub struct Snapshot {
     pub incidents: IncidentTracker,
     /// Records still to be learned as known-normal after a dismissal (0 when absent).
     pub learning: usize,
+    /// An onboarding in progress, and the last one finished (none when absent).
+    pub onboarding: Option<Onboarding>,
+    pub onboarded: Option<Onboarding>,
 }
 
 /// The JSON tail: the incident state, and beside its fields the dismissal learning.
@@ -40,6 +44,10 @@ struct Tail<T> {
     incidents: T,
     #[serde(default)]
     learning: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    onboarding: Option<Onboarding>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    onboarded: Option<Onboarding>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -91,7 +99,12 @@ impl Snapshot {
         for v in self.positive.iter().chain(&self.unlabeled) {
             out.extend_from_slice(&v.to_le_bytes());
         }
-        let tail = Tail { incidents: &self.incidents, learning: self.learning };
+        let tail = Tail {
+            incidents: &self.incidents,
+            learning: self.learning,
+            onboarding: self.onboarding.clone(),
+            onboarded: self.onboarded.clone(),
+        };
         let incidents = serde_json::to_vec(&tail).expect("incident state serialises");
         out.extend_from_slice(&(incidents.len() as u32).to_le_bytes());
         out.extend_from_slice(&incidents);
@@ -131,7 +144,7 @@ impl Snapshot {
             }
             serde_json::from_slice(r.0).map_err(|e| SnapshotError::Incidents(e.to_string()))?
         } else {
-            Tail { incidents: IncidentTracker::default(), learning: 0 }
+            Tail { incidents: IncidentTracker::default(), learning: 0, onboarding: None, onboarded: None }
         };
         let floats: Vec<f32> =
             windows.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
@@ -147,6 +160,8 @@ impl Snapshot {
             last_source,
             incidents: tail.incidents,
             learning: tail.learning,
+            onboarding: tail.onboarding,
+            onboarded: tail.onboarded,
         })
     }
 }
@@ -166,6 +181,8 @@ mod tests {
             seen: 9,
             last_source: Some(Source { topic: "in".into(), partition: 3, offset: 41 }),
             learning: 0,
+            onboarding: None,
+            onboarded: None,
         };
         assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
         let none = Snapshot { last_source: None, ..s.clone() };
@@ -187,7 +204,19 @@ mod tests {
         // So does the dismissal learning still to come, and a tail without it reads as 0.
         let learning = Snapshot { learning: 12, ..with_incident.clone() };
         assert_eq!(Snapshot::decode(&learning.encode()).unwrap(), learning);
-        let tail = 4 + serde_json::to_vec(&Tail { incidents: &s.incidents, learning: 0 }).unwrap().len();
+        // And an onboarding under way and the last one done.
+        let span =
+            Onboarding { from: 1.0, until: 3601.0, records: 7, by: "ops".into(), note: "joined".into() };
+        let onboarding = Snapshot { onboarding: Some(span.clone()), onboarded: Some(span), ..s.clone() };
+        assert_eq!(Snapshot::decode(&onboarding.encode()).unwrap(), onboarding);
+        let tail = 4 + serde_json::to_vec(&Tail {
+            incidents: &s.incidents,
+            learning: 0,
+            onboarding: None,
+            onboarded: None,
+        })
+        .unwrap()
+        .len();
         let mut before = s.encode();
         before.truncate(before.len() - tail);
         let old_tail = serde_json::to_vec(&s.incidents).unwrap();

@@ -130,6 +130,8 @@ impl StateStore {
                     last_source: d.last_source.clone(),
                     incidents: d.incidents.clone(),
                     learning: d.learning(),
+                    onboarding: d.onboarding.clone(),
+                    onboarded: d.onboarded.clone(),
                 };
                 records.push((id.clone(), self.state_partition(d.partition), Some(snap.encode())));
             }

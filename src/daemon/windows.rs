@@ -50,6 +50,15 @@ impl RowWindow {
         self.len = (self.len + 1).min(self.capacity);
     }
 
+    /// Overwrite the row in storage slot `slot` (< len), leaving the ring's order of
+    /// replacement as it is (onboarding's reservoir sample).
+    pub fn replace(&mut self, slot: usize, row: &[f32]) {
+        debug_assert_eq!(row.len(), self.dim);
+        assert!(slot < self.len, "slot {slot} of a window of {} rows", self.len);
+        let data = Arc::make_mut(&mut self.data);
+        data[slot * self.dim..(slot + 1) * self.dim].copy_from_slice(row);
+    }
+
     /// All rows, row-major, in storage order.
     pub fn rows(&self) -> &[f32] {
         &self.data

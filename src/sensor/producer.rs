@@ -127,7 +127,6 @@ impl RecordProducer {
         let producer = client.create_with_context(context)?;
         Ok(Self { producer, topic: topic.to_string(), metrics })
     }
-
 }
 
 impl RecordSink for RecordProducer {
@@ -151,7 +150,6 @@ impl RecordSink for RecordProducer {
             }
         }
     }
-
 }
 
 impl RecordProducer {

@@ -10,6 +10,7 @@ mod e2e;
 mod faults;
 mod idle;
 mod mock;
+mod onboard;
 mod process;
 mod replay_real_rows;
 mod soak;

@@ -241,6 +241,8 @@ pub fn daemon_config(bootstrap: &str, tag: &str) -> DaemonConfig {
     cfg.adaptation.interval_ms = 100;
     cfg.scoring.max_wait_ms = 10;
     cfg.state.snapshot_interval_s = 1;
+    // The tests' producers label known-normal records on the input topic.
+    cfg.windows.trust_input_labels = true;
     cfg
 }
 

@@ -127,6 +127,9 @@ fn daemon_config(a: &DemoArgs, bootstrap: &str) -> DaemonConfig {
     cfg.kafka.brokers = bootstrap.into();
     cfg.model.path = a.model.clone();
     cfg.http.listen = a.http.clone();
+    // The demo's producers are its own: their first records per device, labeled normal,
+    // onboard the devices.
+    cfg.windows.trust_input_labels = true;
     // The bundled broker completes a group join only after a heartbeat-scaled delay:
     // short session settings make the daemon consume within seconds, not twenty.
     cfg.kafka.consumer_options.insert("session.timeout.ms".into(), "6000".into());
