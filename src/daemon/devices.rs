@@ -721,7 +721,7 @@ mod tests {
     #[test]
     fn onboarding_takes_a_span_of_records_and_ends_on_time() {
         use crate::daemon::clock::Now;
-        use crate::daemon::incidents::{Decision, IncidentRules};
+        use crate::daemon::incidents::Decision;
         let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
         let mut t = DeviceTable::new(1, sizes, 10);
         let now = unix_now();
@@ -739,13 +739,7 @@ mod tests {
         assert_eq!(taken, [true; 6]);
         let cam = t.get("cam").unwrap();
         assert_eq!((cam.positive.len(), cam.onboarding.as_ref().unwrap().records), (4, 6));
-        let rules = IncidentRules {
-            open_k: 1,
-            open_n: 1,
-            update_interval_ms: 1_000,
-            quiet_ms: 10_000,
-            keep_records: 1,
-        };
+        let rules = one_anomaly_opens();
         let d = Decision {
             anomalous: true,
             posterior: 0.1,
@@ -784,15 +778,20 @@ mod tests {
         assert_eq!(t.unmonitored(1000, 500).0, 1, "still counted");
     }
 
-    fn open_incident(t: &mut DeviceTable, id: &str) {
-        use crate::daemon::incidents::{Decision, IncidentRules};
-        let rules = IncidentRules {
+    /// Incident rules under which one anomalous decision opens an incident.
+    fn one_anomaly_opens() -> crate::daemon::incidents::IncidentRules {
+        crate::daemon::incidents::IncidentRules {
             open_k: 1,
             open_n: 1,
             update_interval_ms: 1_000,
             quiet_ms: 10_000,
             keep_records: 1,
-        };
+        }
+    }
+
+    fn open_incident(t: &mut DeviceTable, id: &str) {
+        use crate::daemon::incidents::Decision;
+        let rules = one_anomaly_opens();
         let source = at(0, 99);
         let d = Decision {
             anomalous: true,

@@ -509,3 +509,74 @@ fn what_the_sensor_cannot_run_with_is_refused_with_the_reason() {
         assert!(err.contains("filter 'tcp port nonsense'"), "{err}");
     }
 }
+
+/// The whole chain from the wire: a real device's traffic sent through the veth, `metapu
+/// sense` → the bundled broker → the daemon with the shipped model. The device is
+/// onboarded with `metapu onboard` over a span of its own traffic (labels on the input
+/// topic are not trusted), and then a real SYN scan from it opens an incident.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_the_wire_a_scan_after_onboarding_opens_an_incident() {
+    let Some(veth) = Veth::make() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let boot = broker.bootstrap();
+    let mut cfg = crate::support::daemon_config(&boot, "wire");
+    cfg.windows.trust_input_labels = false;
+    cfg.model.path = repo().join("models/iot-default.safetensors");
+    cfg.model.features = 115;
+    let daemon = metapu::daemon::start(cfg.clone()).await.expect("daemon starts");
+    let (captures, mac) = crate::support::sentinel_device("D-LinkHomeHub");
+    std::fs::write(dir.path().join("devices.csv"), format!("hub,{mac}\n")).unwrap();
+    let sense = Sense::start(&veth.outside, &boot, &cfg.kafka.input_topics[0], dir.path(), &[]);
+    let daemon_metric = |name: &str| metric(&http_get(daemon.http_addr, "/metrics").1, name).unwrap_or(0.0);
+    // The incident events so far, waiting up to `limit` for one of kind `what`.
+    let events = |what: &'static str, limit: u64| {
+        let found =
+            crate::support::read_topic(&boot, &cfg.kafka.incidents_topic, Duration::from_secs(limit), |m| {
+                crate::support::json_values(m).iter().any(|e| e["event"] == what && e["device"] == "hub")
+            });
+        crate::support::json_values(&found)
+    };
+
+    // The hub talks; the daemon sees it but has nothing known-normal to score it by.
+    let mut sent = veth.send(&captures[0]);
+    sense.wait_packets(sent as f64);
+    let started = Instant::now();
+    while daemon_metric("metapu_records_unknown_total") < 100.0 && started.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        daemon_metric("metapu_records_unknown_total") >= 100.0,
+        "the daemon did not get the hub's records"
+    );
+
+    // Onboarded for a span of its own traffic.
+    let feedback = ["--brokers", boot.as_str(), "--topic", cfg.kafka.feedback_topic.as_str()];
+    metapu(&[&["onboard", "--device", "hub", "--for", "8s", "--by", "test"][..], &feedback].concat());
+    assert!(!events("onboarding", 30).is_empty());
+    for capture in &captures[1..4] {
+        sent += veth.send(capture);
+    }
+    sense.wait_packets(sent as f64);
+    let ended = events("onboarded", 60);
+    let done = ended.iter().find(|e| e["event"] == "onboarded").expect("an onboarded event");
+    assert_eq!(done["known_normal"], 50, "a full known-normal window: {done}");
+    assert!(done["records"].as_u64().unwrap() > 1000, "{done}");
+    let before = events("opened", 2);
+    assert!(before.iter().all(|e| e["event"] != "opened"), "an incident on its own traffic: {before:?}");
+
+    // Then a real SYN scan from it, after more of its normal traffic.
+    let infected = dir.path().join("hub.synscan.pcap");
+    let synscan = crate::support::data_dir().join("pcap/ndpi/synscan.pcap");
+    crate::support::infect(&captures[4..5], &mac, &synscan, &["--concatenate"], &infected);
+    let scan_sent = metapu::daemon::clock::unix_now();
+    sent += veth.send(&infected);
+    sense.wait_packets(sent as f64);
+    let opened = events("opened", 60);
+    let incident = opened.iter().find(|e| e["event"] == "opened").expect("the scan opens an incident");
+    assert!(incident["opened_at"].as_f64().unwrap() >= scan_sent, "{incident}");
+    let (status, log) = sense.stop();
+    assert!(status.success(), "{log}");
+    daemon.shutdown().await.unwrap();
+}

@@ -12,9 +12,15 @@ import time
 interface, path = sys.argv[1], sys.argv[2]
 pause_every = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 data = open(path, "rb").read()
-endian = {b"\xd4\xc3\xb2\xa1": "<", b"\xa1\xb2\xc3\xd4": ">"}.get(data[:4])
+# Classic pcap, microsecond or nanosecond, either byte order (times are not used).
+endian = {
+    b"\xd4\xc3\xb2\xa1": "<",
+    b"\xa1\xb2\xc3\xd4": ">",
+    b"\x4d\x3c\xb2\xa1": "<",
+    b"\xa1\xb2\x3c\x4d": ">",
+}.get(data[:4])
 if endian is None:
-    sys.exit(f"{path}: not a classic microsecond pcap")
+    sys.exit(f"{path}: not a classic pcap")
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind((interface, 0))
 at, sent = 24, 0
