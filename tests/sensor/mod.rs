@@ -242,6 +242,29 @@ fn wait_exit(child: &mut std::process::Child, limit: Duration) -> std::process::
     }
 }
 
+/// An Ethernet frame from `mac` that says IPv4 and stops 10 bytes into the IP header.
+fn malformed_from(mac: &str) -> Vec<u8> {
+    let mut frame = vec![0xff; 6];
+    frame.extend(mac.split(':').map(|b| u8::from_str_radix(b, 16).unwrap()));
+    frame.extend([0x08, 0x00, 0x45, 0x00, 0x00, 0x54, 0x00, 0x00, 0x40, 0x00, 0x40, 0x01]);
+    frame
+}
+
+/// A classic pcap file holding one frame.
+fn one_frame_capture(dir: &Path, frame: &[u8]) -> PathBuf {
+    let mut bytes = Vec::new();
+    for v in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65_535, 1] {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in [0u32, 0, frame.len() as u32, frame.len() as u32] {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    bytes.extend_from_slice(frame);
+    let path = dir.join("one-frame.pcap");
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
 /// Device → its rows (features) in order, from `metapu extract`'s labeled-task CSV.
 fn extract_rows(capture: &Path, devices: &Path, dir: &Path) -> BTreeMap<String, Vec<Vec<f32>>> {
     let out = dir.join("extract.csv");
@@ -290,18 +313,21 @@ fn every_frame_of_a_listed_device_becomes_the_record_extract_makes_of_it() {
     let started = metapu::daemon::clock::unix_now();
     let sent = veth.send(&camera_network());
     assert_eq!(sent, 2000);
-    sense.wait_packets(sent as f64);
+    // And a malformed frame from the camera: IPv4 cut short after 10 bytes of header.
+    veth.send(&one_frame_capture(dir.path(), &malformed_from("5c:cf:7f:05:f2:c6")));
+    sense.wait_packets(sent as f64 + 1.0);
     let scraped = sense.scrape();
     let (status, log) = sense.stop();
     assert!(status.success(), "SIGTERM ends the sensor with 0: {log}");
     assert!(notifications(&notify, "STOPPING=1").iter().any(|m| m == "STOPPING=1"));
     let summary = log.lines().find(|l| l.starts_with("sense:")).unwrap_or_default().to_string();
 
-    // What the sensor captured is what was sent (the link carries nothing else), none lost.
+    // What the sensor captured is what was sent (the link carries nothing else), none
+    // lost; the malformed frame counted and skipped.
     let value = |name| metric(&scraped, name).unwrap_or_else(|| panic!("{name}: {scraped}"));
-    assert_eq!(value("metapu_sensor_packets_total"), 2000.0, "{scraped}");
+    assert_eq!(value("metapu_sensor_packets_total"), 2001.0, "{scraped}");
     assert_eq!(value("metapu_sensor_kernel_drops_total"), 0.0, "{scraped}");
-    assert_eq!(value("metapu_sensor_unparsed_packets_total"), 0.0);
+    assert_eq!(value("metapu_sensor_unparsed_packets_total"), 1.0);
 
     // Every frame of a listed device is one record (a frame between the two, one each),
     // as many as `metapu extract` makes of the capture that was sent...
