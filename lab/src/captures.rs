@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
+use metapu::daemon::config::DaemonConfig;
 use metapu::data::Label;
 use metapu::traffic::capture::CaptureReader;
 use metapu::traffic::devices::{parse_mac, Device};
 use metapu::traffic::extract::{labeled_device_task, read_labels};
-use metapu_lab::eval::stream::DeviceStream;
+use metapu_lab::eval::stream::{DeviceStream, StreamConfig};
 
 /// The options of an experiment that streams a folder of captures.
 #[derive(Debug, clap::Args)]
@@ -27,6 +28,26 @@ pub struct CaptureRun {
     /// Benign records labeled normal at each device's start.
     #[arg(long, default_value_t = 10)]
     pub labeled: usize,
+    /// Onboard each device as `metapu onboard --for` does instead, from its first record
+    /// for this many seconds (of capture time); --labeled is then not used.
+    #[arg(long)]
+    pub onboard_for: Option<f64>,
+    /// Known-normal records kept per device (windows.positive; default the daemon's).
+    #[arg(long)]
+    pub positive: Option<usize>,
+}
+
+impl CaptureRun {
+    /// The daemon's defaults with this run's onboarding and window.
+    pub fn stream_config(&self) -> StreamConfig {
+        let mut daemon = DaemonConfig::defaults();
+        if let Some(p) = self.positive {
+            daemon.windows.positive = p;
+        }
+        let mut cfg = StreamConfig::from_daemon(&daemon, self.labeled);
+        cfg.onboard_for_s = self.onboard_for;
+        cfg
+    }
 }
 
 /// Every capture of the folder, one stream per device, in name order.

@@ -126,7 +126,7 @@ fn real_traffic(args: RealTrafficArgs) -> anyhow::Result<()> {
     );
 
     let model = file::load(&a.model, default_device())?;
-    let cfg = StreamConfig::from_daemon(&DaemonConfig::defaults(), a.labeled);
+    let cfg = a.stream_config();
     let outcomes = stream::run(model, &streams, &cfg);
     write_scores(&a.out.join("scores-ours.csv"), &streams, &outcomes)?;
     let report = serde_json::json!({

@@ -9,10 +9,9 @@
 use clap::Args;
 use serde::Serialize;
 
-use metapu::daemon::config::DaemonConfig;
 use metapu::data::Label;
 use metapu::model::{default_device, file};
-use metapu_lab::eval::stream::{self, DeviceOutcome, DeviceStream, StreamConfig};
+use metapu_lab::eval::stream::{self, DeviceOutcome, DeviceStream};
 
 use crate::captures::{device_streams, CaptureRun};
 
@@ -84,7 +83,7 @@ pub fn run(args: WeekArgs) -> anyhow::Result<()> {
     let a = &args.run;
     let streams = device_streams(&a.captures)?;
     let model = file::load(&a.model, default_device())?;
-    let cfg = StreamConfig::from_daemon(&DaemonConfig::defaults(), a.labeled);
+    let cfg = a.stream_config();
     let outcomes = stream::run(model, &streams, &cfg);
     let weeks: Vec<Week> = streams.iter().zip(&outcomes).map(|(s, o)| week(s, o)).collect();
     std::fs::create_dir_all(&a.out)?;

@@ -179,6 +179,9 @@ pub struct DeviceTable {
     /// Onboardings ended, with the known-normal records each left (see
     /// [`Self::take_onboarded`]).
     onboarded: Vec<(String, Onboarding, usize)>,
+    /// The pipeline's time (Unix seconds) for onboarding spans: the wall clock in the
+    /// daemon, the records' own in a replay of captures. `None`: the wall clock.
+    time: Option<f64>,
 }
 
 impl DeviceTable {
@@ -195,6 +198,7 @@ impl DeviceTable {
             forgotten: Vec::new(),
             onboarding: BTreeSet::new(),
             onboarded: Vec::new(),
+            time: None,
         }
     }
 
@@ -208,6 +212,11 @@ impl DeviceTable {
 
     pub fn dim(&self) -> usize {
         self.dim
+    }
+
+    /// The time onboarding spans are judged by from now on (see [`Self::time`]).
+    pub fn set_time(&mut self, unix: f64) {
+        self.time = Some(unix);
     }
 
     pub fn get(&self, id: &str) -> Option<&Device> {
@@ -262,7 +271,7 @@ impl DeviceTable {
                     && source.offset <= last.offset
             });
             d.idle = false;
-            let onboarding = d.onboarding.as_ref().map(|o| o.active(unix_now()));
+            let onboarding = d.onboarding.as_ref().map(|o| o.active(self.time.unwrap_or_else(unix_now)));
             if onboarding == Some(false) {
                 Self::finish_onboarding(id, d, &mut self.onboarded);
                 self.onboarding.remove(id);

@@ -206,6 +206,7 @@ impl Pipeline {
             Clock::Service => Now::service(service_ms),
             Clock::Event => valid.last().map_or(Now::service(service_ms), |(r, _)| Now::event(r.ts)),
         };
+        engine.devices.set_time(batch_now.unix);
         let processed = engine.process(&valid, batch_now.ms);
         events::devices_evicted(metrics, "capacity", processed.evicted);
         metrics.records_redelivered.inc_by(processed.replayed as u64);
@@ -442,10 +443,9 @@ impl Pipeline {
         metrics: &Metrics,
     ) -> Vec<Emitted> {
         let mut out = self.eviction_closes(engine, version, metrics);
-        // Onboarding spans are on the wall clock, whatever clock incidents run on: the
-        // operator named them in it.
-        let wall = output::unix_now();
-        engine.devices.end_onboarding_due(wall);
+        // Onboarding spans end on the pipeline's time: the wall clock in the daemon, the
+        // records' own in a replay.
+        engine.devices.end_onboarding_due(now.unix);
         for (device, o, known_normal) in engine.devices.take_onboarded() {
             events::onboarding(metrics, &device, "onboarded", o.records, known_normal);
             out.push(Emitted::Incident(IncidentEvent::Onboarded {
@@ -456,7 +456,7 @@ impl Pipeline {
                 known_normal,
                 by: o.by,
                 note: o.note,
-                time: wall,
+                time: now.unix,
             }));
         }
         let open = engine.devices.with_open_incidents();

@@ -37,6 +37,9 @@ pub struct StreamConfig {
     pub adapt_batch: usize,
     /// Benign records marked known-normal at the start of each device.
     pub labeled: usize,
+    /// Or onboarding by time (`metapu onboard --for`): from each device's first record
+    /// for this many seconds of capture time; `labeled` is then not used.
+    pub onboard_for_s: Option<f64>,
     pub incidents: IncidentRules,
 }
 
@@ -56,6 +59,7 @@ impl StreamConfig {
             adapt_every_s: cfg.adaptation.interval_ms as f64 / 1000.0,
             adapt_batch: cfg.adaptation.batch_size,
             labeled,
+            onboard_for_s: None,
             incidents: IncidentRules {
                 open_k: cfg.incidents.open_k,
                 open_n: cfg.incidents.open_n,
@@ -168,15 +172,20 @@ fn run_device(
         ..DeviceOutcome::default()
     };
     let mut benign_seen = 0;
-    out.known = task
-        .labels
-        .iter()
-        .map(|&l| {
-            let known = l == Label::Positive && benign_seen < cfg.labeled;
-            benign_seen += usize::from(l == Label::Positive);
-            known
-        })
-        .collect();
+    out.known = match cfg.onboard_for_s {
+        // The span's records are known-normal (the operator said so), not measured.
+        Some(span) => d.ts.iter().map(|&t| t < d.ts.first().copied().unwrap_or(0.0) + span).collect(),
+        None => task
+            .labels
+            .iter()
+            .map(|&l| {
+                let known = l == Label::Positive && benign_seen < cfg.labeled;
+                benign_seen += usize::from(l == Label::Positive);
+                known
+            })
+            .collect(),
+    };
+    let labels_known = cfg.onboard_for_s.is_none();
     let mut next_adapt = d.ts.first().copied().unwrap_or(0.0) + cfg.adapt_every_s;
     out.hours = (d.ts.last().copied().unwrap_or(0.0) - d.ts.first().copied().unwrap_or(0.0)) / 3600.0;
     let open = |engine: &Engine| engine.devices.get(&task.id).is_some_and(|d| d.incidents.open.is_some());
@@ -202,7 +211,7 @@ fn run_device(
                     device: task.id.clone(),
                     ts: d.ts[i],
                     features: task.row(i, dim).to_vec(),
-                    known_normal: out.known[i],
+                    known_normal: labels_known && out.known[i],
                 };
                 Consumed::record(record, source(offset + i as i64))
             })
@@ -211,6 +220,15 @@ fn run_device(
         let attack_begins = (start..end).find(|&i| task.labels[i] == Label::Negative);
         let open_before = open(engine);
         let (emitted, _) = pipeline.run(engine, batch, 0, "lab", metrics);
+        if let (0, Some(span)) = (start, cfg.onboard_for_s) {
+            // The device is tracked from its first batch on: onboard it from its first record.
+            let first = d.ts.first().copied().unwrap_or(0.0);
+            if let Err(e) =
+                engine.devices.start_onboarding(&task.id, span, "lab".into(), String::new(), first)
+            {
+                panic!("onboarding {}: {e}", task.id);
+            }
+        }
         let mut verdicts: Vec<Option<bool>> = vec![None; end - start];
         let mut opened_at = Vec::new();
         for e in &emitted {
