@@ -32,4 +32,22 @@ fn the_week_experiment_reports_false_incidents_and_each_attack() {
     assert!(clean["benign_by_day"][0][1].as_u64().unwrap() > 10, "{clean}");
     assert_eq!(attacked["attack"], 37, "every sweep packet involves the device");
     assert!(attacked["benign_hours"].as_f64().unwrap() > 0.0 && attacked["false_incidents"].is_array());
+
+    // Onboarded by time instead: the span's records are known-normal, not measured, and
+    // a span past the capture's end leaves nothing to measure and no incident.
+    let measured = |span: &str| {
+        let out = dir.path().join(format!("out-{span}"));
+        let args = ["week", "--captures", captures.to_str().unwrap(), "--model", model.to_str().unwrap()];
+        lab(&[&args[..], &["--out", out.to_str().unwrap(), "--onboard-for", span]].concat());
+        let weeks: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("week.json")).unwrap()).unwrap();
+        let clean = &weeks[0];
+        let benign: u64 =
+            clean["benign_by_day"].as_array().unwrap().iter().map(|d| d[1].as_u64().unwrap()).sum();
+        (benign, clean["false_incidents"].as_array().unwrap().len())
+    };
+    let all: u64 = weeks[0]["benign_by_day"].as_array().unwrap().iter().map(|d| d[1].as_u64().unwrap()).sum();
+    let (short, _) = measured("5");
+    assert!(short > 0 && short < all + 10, "{short} of {all}");
+    assert_eq!(measured("1000000"), (0, 0));
 }

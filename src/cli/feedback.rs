@@ -126,7 +126,7 @@ pub struct OnboardArgs {
     /// For how long from now its traffic is its known-normal traffic (10m, 1h, 24h; at
     /// most 31 days). Its known-normal window becomes a sample of the whole span,
     /// replacing what it held; no incident opens meanwhile.
-    #[arg(long = "for", value_parser = super::traffic::parse_duration)]
+    #[arg(long = "for", value_parser = super::traffic::parse_duration, default_value = "6h")]
     span: f64,
     #[command(flatten)]
     signed: Signed,
