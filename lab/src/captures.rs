@@ -35,6 +35,10 @@ pub struct CaptureRun {
     /// Known-normal records kept per device (windows.positive; default the daemon's).
     #[arg(long)]
     pub positive: Option<usize>,
+    /// An analyst calls every incident before the attack a false positive as it opens
+    /// (`metapu feedback --false-positive`, through the daemon's feedback path).
+    #[arg(long)]
+    pub analyst: bool,
 }
 
 impl CaptureRun {
@@ -46,6 +50,7 @@ impl CaptureRun {
         }
         let mut cfg = StreamConfig::from_daemon(&daemon, self.labeled);
         cfg.onboard_for_s = self.onboard_for;
+        cfg.analyst = self.analyst;
         cfg
     }
 }

@@ -219,6 +219,11 @@ impl DeviceTable {
         self.time = Some(unix);
     }
 
+    /// The pipeline's time as last set, or the wall clock.
+    pub fn time(&self) -> f64 {
+        self.time.unwrap_or_else(unix_now)
+    }
+
     pub fn get(&self, id: &str) -> Option<&Device> {
         self.devices.get(id)
     }
@@ -325,6 +330,7 @@ impl DeviceTable {
             ));
         }
         let o = Onboarding::new(now, span_s, by, note);
+        d.positive.pin(0); // onboarding replaces the window, kept rows included
         d.onboarding = Some(o.clone());
         d.unsnapshotted = true;
         self.onboarding.insert(id.to_string());
@@ -513,6 +519,7 @@ impl DeviceTable {
         d.learning = snapshot.learning;
         d.onboarding = snapshot.onboarding.clone();
         d.onboarded = snapshot.onboarded.clone();
+        d.positive.pin(snapshot.pinned);
         if d.onboarding.is_some() {
             self.onboarding.insert(id.to_string());
         }
@@ -592,6 +599,11 @@ impl DeviceTable {
     pub fn learn_dismissed(&mut self, id: &str, rows: &[f32]) {
         let dim = self.dim;
         let Some(d) = self.devices.get_mut(id) else { return };
+        // What the device was onboarded with stays: a verdict adds a behaviour to what is
+        // normal, it does not replace the rest (up to half the window is so kept).
+        if d.positive.pinned() == 0 {
+            d.positive.pin(d.positive.len());
+        }
         for row in rows.chunks_exact(dim) {
             d.positive.push(row);
         }

@@ -284,6 +284,16 @@ impl Pipeline {
         })
     }
 
+    /// Now on the pipeline's clock, Unix seconds: the wall clock, or in a replay of
+    /// captures the newest record's time (an analyst's verdict or an onboarding arrives
+    /// then).
+    fn time(&self, engine: &Engine) -> f64 {
+        match self.clock {
+            Clock::Service => output::unix_now(),
+            Clock::Event => engine.devices.time(),
+        }
+    }
+
     /// Labels on the input topic are anyone's who may write it: unless the operator
     /// trusts them, a record labeled normal is scored as any other (known-normal traffic
     /// comes from `metapu onboard`, verdicts, and `windows.bootstrap_positives`).
@@ -383,7 +393,7 @@ impl Pipeline {
                 request.onboard_for_s,
                 request.by.clone(),
                 request.note.clone(),
-                output::unix_now(),
+                self.time(engine),
             )?;
             return Ok(Accepted::Onboarding(request, o));
         }
@@ -400,7 +410,7 @@ impl Pipeline {
             return Ok(Accepted::Forgot(f, known_normal));
         }
         let fb: Feedback = serde_json::from_value(value).map_err(|e| format!("malformed feedback: {e}"))?;
-        let applied = engine.devices.apply_feedback(&fb, output::unix_now(), self.feedback_max_age_s)?;
+        let applied = engine.devices.apply_feedback(&fb, self.time(engine), self.feedback_max_age_s)?;
         Ok(Accepted::Verdict(fb, Box::new(applied)))
     }
 

@@ -35,6 +35,8 @@ pub struct Snapshot {
     /// An onboarding in progress, and the last one finished (none when absent).
     pub onboarding: Option<Onboarding>,
     pub onboarded: Option<Onboarding>,
+    /// Known-normal rows kept when verdicts add others (the window's first storage slots).
+    pub pinned: usize,
 }
 
 /// The JSON tail: the incident state, and beside its fields the dismissal learning.
@@ -48,6 +50,8 @@ struct Tail<T> {
     onboarding: Option<Onboarding>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     onboarded: Option<Onboarding>,
+    #[serde(default)]
+    pinned: usize,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -104,6 +108,7 @@ impl Snapshot {
             learning: self.learning,
             onboarding: self.onboarding.clone(),
             onboarded: self.onboarded.clone(),
+            pinned: self.pinned,
         };
         let incidents = serde_json::to_vec(&tail).expect("incident state serialises");
         out.extend_from_slice(&(incidents.len() as u32).to_le_bytes());
@@ -144,7 +149,13 @@ impl Snapshot {
             }
             serde_json::from_slice(r.0).map_err(|e| SnapshotError::Incidents(e.to_string()))?
         } else {
-            Tail { incidents: IncidentTracker::default(), learning: 0, onboarding: None, onboarded: None }
+            Tail {
+                incidents: IncidentTracker::default(),
+                learning: 0,
+                onboarding: None,
+                onboarded: None,
+                pinned: 0,
+            }
         };
         let floats: Vec<f32> =
             windows.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
@@ -162,6 +173,7 @@ impl Snapshot {
             learning: tail.learning,
             onboarding: tail.onboarding,
             onboarded: tail.onboarded,
+            pinned: tail.pinned,
         })
     }
 }
@@ -183,6 +195,7 @@ mod tests {
             learning: 0,
             onboarding: None,
             onboarded: None,
+            pinned: 0,
         };
         assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
         let none = Snapshot { last_source: None, ..s.clone() };
@@ -207,13 +220,15 @@ mod tests {
         // And an onboarding under way and the last one done.
         let span =
             Onboarding { from: 1.0, until: 3601.0, records: 7, by: "ops".into(), note: "joined".into() };
-        let onboarding = Snapshot { onboarding: Some(span.clone()), onboarded: Some(span), ..s.clone() };
+        let onboarding =
+            Snapshot { onboarding: Some(span.clone()), onboarded: Some(span), pinned: 2, ..s.clone() };
         assert_eq!(Snapshot::decode(&onboarding.encode()).unwrap(), onboarding);
         let tail = 4 + serde_json::to_vec(&Tail {
             incidents: &s.incidents,
             learning: 0,
             onboarding: None,
             onboarded: None,
+            pinned: 0,
         })
         .unwrap()
         .len();

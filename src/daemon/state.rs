@@ -132,6 +132,7 @@ impl StateStore {
                     learning: d.learning(),
                     onboarding: d.onboarding.clone(),
                     onboarded: d.onboarded.clone(),
+                    pinned: d.positive.pinned(),
                 };
                 records.push((id.clone(), self.state_partition(d.partition), Some(snap.encode())));
             }

@@ -18,11 +18,13 @@ pub struct RowWindow {
     data: Arc<Vec<f32>>,
     next: usize,
     len: usize,
+    /// Storage slots `0..pinned` are never overwritten (see [`Self::pin`]).
+    pinned: usize,
 }
 
 impl RowWindow {
     pub fn new(dim: usize, capacity: usize) -> Self {
-        Self { dim, capacity, data: Arc::new(Vec::new()), next: 0, len: 0 }
+        Self { dim, capacity, data: Arc::new(Vec::new()), next: 0, len: 0, pinned: 0 }
     }
 
     pub fn len(&self) -> usize {
@@ -46,8 +48,22 @@ impl RowWindow {
         } else {
             data[self.next * self.dim..(self.next + 1) * self.dim].copy_from_slice(row);
         }
-        self.next = (self.next + 1) % self.capacity;
+        self.next = if self.next + 1 >= self.capacity { self.pinned } else { self.next + 1 };
         self.len = (self.len + 1).min(self.capacity);
+    }
+
+    /// Keep the rows in the first `n` storage slots (at most half the window, and only
+    /// rows it holds) from being overwritten: later rows cycle through the other slots.
+    /// 0 unpins. A device's onboarded rows are so kept when verdicts add behaviours.
+    pub fn pin(&mut self, n: usize) {
+        self.pinned = n.min(self.len).min(self.capacity / 2);
+        if self.next < self.pinned {
+            self.next = self.pinned;
+        }
+    }
+
+    pub fn pinned(&self) -> usize {
+        self.pinned
     }
 
     /// Overwrite the row in storage slot `slot` (< len), leaving the ring's order of
@@ -97,6 +113,24 @@ impl RowWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pinned_rows_stay_while_the_others_cycle() {
+        let mut w = RowWindow::new(1, 4);
+        for v in [1.0, 2.0] {
+            w.push(&[v]);
+        }
+        w.pin(2);
+        for v in 3..=9 {
+            w.push(&[v as f32]);
+        }
+        assert_eq!(w.rows(), [1.0, 2.0, 9.0, 8.0]);
+        w.pin(10);
+        assert_eq!(w.pinned(), 2, "at most half the window");
+        w.pin(0);
+        w.push(&[10.0]);
+        assert_eq!(w.len(), 4);
+    }
 
     #[test]
     fn windows_keep_the_newest_rows() {

@@ -12,7 +12,7 @@ use metapu::daemon::engine::WindowSizes;
 use metapu::daemon::engine::{run_adaptation, Engine};
 use metapu::daemon::incidents::IncidentRules;
 use metapu::daemon::output::{IncidentEvent, Source};
-use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Now, Pipeline, RecordOutputs};
+use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Now, Pipeline, Received, RecordOutputs};
 use metapu::daemon::record::FeatureRecord;
 use metapu::daemon::Metrics;
 use metapu::data::{Label, Task};
@@ -40,6 +40,9 @@ pub struct StreamConfig {
     /// Or onboarding by time (`metapu onboard --for`): from each device's first record
     /// for this many seconds of capture time; `labeled` is then not used.
     pub onboard_for_s: Option<f64>,
+    /// An analyst calls every incident opened before the attack a false positive once it
+    /// has closed (the daemon's `reviewed`), through the daemon's feedback path.
+    pub analyst: bool,
     pub incidents: IncidentRules,
 }
 
@@ -60,6 +63,7 @@ impl StreamConfig {
             adapt_batch: cfg.adaptation.batch_size,
             labeled,
             onboard_for_s: None,
+            analyst: false,
             incidents: IncidentRules {
                 open_k: cfg.incidents.open_k,
                 open_n: cfg.incidents.open_n,
@@ -189,6 +193,7 @@ fn run_device(
     let mut next_adapt = d.ts.first().copied().unwrap_or(0.0) + cfg.adapt_every_s;
     out.hours = (d.ts.last().copied().unwrap_or(0.0) - d.ts.first().copied().unwrap_or(0.0)) / 3600.0;
     let open = |engine: &Engine| engine.devices.get(&task.id).is_some_and(|d| d.incidents.open.is_some());
+    let mut false_incidents = std::collections::HashSet::new();
     let mut start = 0;
     while start < n {
         // A micro-batch: what arrives within the batching window, up to max_batch and
@@ -218,6 +223,7 @@ fn run_device(
             .collect();
         // An incident already open when the attack begins covers it.
         let attack_begins = (start..end).find(|&i| task.labels[i] == Label::Negative);
+        let attack_before = out.attack;
         let open_before = open(engine);
         let (emitted, _) = pipeline.run(engine, batch, 0, "lab", metrics);
         if let (0, Some(span)) = (start, cfg.onboard_for_s) {
@@ -242,7 +248,11 @@ fn run_device(
                     }
                 }
                 Emitted::Incident(IncidentEvent::Opened(r)) => {
-                    opened_at.push((r.opened_by.offset - offset) as usize);
+                    let at = (r.opened_by.offset - offset) as usize;
+                    if cfg.analyst && attack_before == 0 && attack_begins.is_none_or(|a| at < a) {
+                        false_incidents.insert(r.incident_id.clone());
+                    }
+                    opened_at.push(at);
                     out.opened.push(r.incident_id.clone());
                     out.opened_ts.push(r.first_ts);
                 }
@@ -293,12 +303,47 @@ fn run_device(
         // Updates and quiet closes, on the capture clock. Devices run one after the
         // other, each on its own clock: what the tick does to an earlier device's
         // incident is no event of this one.
-        out.incident_events += pipeline
+        let ticked: Vec<Emitted> = pipeline
             .incident_ticks(engine, Now::event(now), "lab", metrics)
-            .iter()
+            .into_iter()
             .filter(|e| matches!(e, Emitted::Incident(i) if i.device() == task.id))
-            .count();
+            .collect();
+        out.incident_events += ticked.len();
+        // The analyst reviews each false incident once it has closed.
+        for e in emitted.iter().chain(&ticked) {
+            if let Emitted::Incident(IncidentEvent::Closed(r)) = e {
+                if false_incidents.remove(&r.incident_id) {
+                    out.incident_events += dismiss(engine, pipeline, metrics, &task.id, &r.incident_id);
+                }
+            }
+        }
         start = end;
     }
     out
+}
+
+/// The analyst's false-positive verdict on an incident, through the daemon's feedback
+/// path; the incident events it gives.
+fn dismiss(
+    engine: &mut Engine,
+    pipeline: &mut Pipeline,
+    metrics: &Metrics,
+    device: &str,
+    incident_id: &str,
+) -> usize {
+    let verdict = serde_json::json!({
+        "device": device, "incident_id": incident_id, "verdict": "false_positive", "by": "lab analyst"
+    });
+    let message = Received {
+        source: source(-1),
+        key: Some(device.as_bytes().to_vec()),
+        payload: serde_json::to_vec(&verdict).expect("a verdict serialises"),
+    };
+    let emitted = pipeline.feedback(engine, &[message], "lab", metrics);
+    if let Some(Emitted::DeadLetter { letter, .. }) =
+        emitted.iter().find(|e| matches!(e, Emitted::DeadLetter { .. }))
+    {
+        panic!("the analyst's verdict on {incident_id} was refused: {}", letter.reason);
+    }
+    emitted.iter().filter(|e| matches!(e, Emitted::Incident(i) if i.device() == device)).count()
 }
