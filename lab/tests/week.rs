@@ -47,6 +47,12 @@ fn the_week_experiment_reports_false_incidents_and_each_attack() {
         (benign, clean["false_incidents"].as_array().unwrap().len())
     };
     let all: u64 = weeks[0]["benign_by_day"].as_array().unwrap().iter().map(|d| d[1].as_u64().unwrap()).sum();
+    // An analyst's verdicts go through the daemon's feedback path on capture time (a
+    // refused one stops the command).
+    let args = ["week", "--captures", captures.to_str().unwrap(), "--model", model.to_str().unwrap()];
+    let analyst = dir.path().join("out-analyst");
+    lab(&[&args[..], &["--out", analyst.to_str().unwrap(), "--analyst"]].concat());
+    assert!(analyst.join("week.json").exists());
     let (short, _) = measured("5");
     assert!(short > 0 && short < all + 10, "{short} of {all}");
     assert_eq!(measured("1000000"), (0, 0));

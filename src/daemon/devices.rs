@@ -734,6 +734,11 @@ mod tests {
         assert_eq!(taken, [true, true, false, false, false]);
         assert_eq!(t.get("a").unwrap().positive.rows(), [0.0, 1.0, 2.0]);
         assert_eq!(t.get("a").unwrap().unlabeled.len(), 6);
+        // A verdict's rows cycle past the rows held at the first verdict (up to half the
+        // window: 2 of 4), never over them.
+        t.learn_dismissed("a", &[7.0, 8.0, 9.0, 10.0]);
+        assert_eq!(t.get("a").unwrap().positive.pinned(), 2);
+        assert_eq!(t.get("a").unwrap().positive.rows(), [0.0, 1.0, 10.0, 9.0]);
     }
 
     /// An operator's onboarding: refused for what cannot be onboarded; while it runs the
