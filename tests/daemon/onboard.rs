@@ -45,7 +45,7 @@ async fn metapu_onboard_takes_a_span_of_traffic_as_known_normal_and_says_so() {
             .concat(),
         )
     };
-    assert!(onboard("cam", "5s").contains("onboard cam for 5 s sent"));
+    assert!(onboard("cam", "8s").contains("onboard cam for 8 s sent"));
     let events = |what: &'static str| {
         json_values(&read_topic(&boot, &cfg.kafka.incidents_topic, Duration::from_secs(20), |m| {
             json_values(m).iter().any(|e| e["event"] == what)
@@ -54,7 +54,13 @@ async fn metapu_onboard_takes_a_span_of_traffic_as_known_normal_and_says_so() {
     let started = events("onboarding");
     let o = started.iter().find(|e| e["event"] == "onboarding").unwrap();
     assert_eq!((&o["device"], &o["by"], &o["note"]), (&"cam".into(), &"ops".into(), &"joined".into()));
-    assert_eq!(o["until"].as_f64().unwrap() - o["from"].as_f64().unwrap(), 5.0);
+    assert_eq!(o["until"].as_f64().unwrap() - o["from"].as_f64().unwrap(), 8.0);
+    // Its traffic during the span becomes its known-normal window...
+    for (i, row) in normal.iter().skip(5).take(20).enumerate() {
+        send_record(&p, &input, "cam", 10.0 + i as f64, row, false).await;
+    }
+    scored(25);
+    // Refused meanwhile: a second onboarding, an unknown device, a span of nothing.
     onboard("cam", "1h");
     onboard("nobody", "1h");
     let dead = json_values(&read_topic(&boot, &cfg.kafka.deadletter_topic, Duration::from_secs(20), |m| {
@@ -66,11 +72,6 @@ async fn metapu_onboard_takes_a_span_of_traffic_as_known_normal_and_says_so() {
     let refused = metapu_refused(&[&["onboard", "--device", "cam", "--for", "0"][..], &topic_args].concat());
     assert!(refused.contains("'0' must be positive"), "{refused}");
 
-    // Its traffic during the span becomes its known-normal window...
-    for (i, row) in normal.iter().skip(5).take(20).enumerate() {
-        send_record(&p, &input, "cam", 10.0 + i as f64, row, false).await;
-    }
-    scored(25);
     let ended = events("onboarded");
     let done = ended.iter().find(|e| e["event"] == "onboarded").unwrap();
     assert_eq!((&done["records"], &done["known_normal"]), (&20.into(), &20.into()), "{done}");
