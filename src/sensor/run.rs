@@ -157,8 +157,13 @@ impl Sensor {
     fn route(&mut self, frame: &Frame) -> Option<Routed> {
         match self.extractor.route(frame) {
             Ok(r) => r,
-            // The capture's link type always names MACs (checked when it opened).
-            Err(e) => unreachable!("a live frame without MACs: {e}"),
+            // The capture's link types name MACs (checked when it opened), so a frame that
+            // parses has one; were one without to come, it is a malformed frame, not a crash.
+            Err(e) => {
+                tracing::debug!(error = %e, "frame without MACs");
+                self.extractor.counts.unparsed += 1;
+                None
+            }
         }
     }
 
