@@ -120,13 +120,13 @@ pub fn run(a: SenseArgs) -> anyhow::Result<()> {
     let producer = result?;
     let flushed = producer.finish(FLUSH_LIMIT);
     let m = &metrics;
+    let dropped = |reason: &str| m.records_dropped.with_label_values(&[reason]).get();
+    let (queue_full, undelivered) = (dropped("queue_full"), dropped("undelivered"));
     println!(
-        "sense: {} packets captured, {} records delivered, {} dropped (queue full {}, undelivered {}), {} kernel drops, {} packets of {} unlisted MACs",
+        "sense: {} packets captured, {} records delivered, {} dropped (queue full {queue_full}, undelivered {undelivered}), {} kernel drops, {} packets of {} unlisted MACs",
         m.packets.get(),
         m.records_produced.get(),
-        m.records_dropped.with_label_values(&["queue_full"]).get() + m.records_dropped.with_label_values(&["undelivered"]).get(),
-        m.records_dropped.with_label_values(&["queue_full"]).get(),
-        m.records_dropped.with_label_values(&["undelivered"]).get(),
+        queue_full + undelivered,
         m.kernel_drops.get(),
         m.unknown_packets.get(),
         m.unknown_devices.get(),

@@ -269,6 +269,7 @@ impl DeviceTable {
             self.devices.insert(id.to_string(), d);
         }
         let bootstrap = self.sizes.bootstrap_positives as u64;
+        let now_unix = self.time();
         if let Some(d) = self.devices.get_mut(id) {
             out.replayed = d.last_source.as_ref().is_some_and(|last| {
                 last.partition == source.partition
@@ -276,7 +277,7 @@ impl DeviceTable {
                     && source.offset <= last.offset
             });
             d.idle = false;
-            let onboarding = d.onboarding.as_ref().map(|o| o.active(self.time.unwrap_or_else(unix_now)));
+            let onboarding = d.onboarding.as_ref().map(|o| o.active(now_unix));
             if onboarding == Some(false) {
                 Self::finish_onboarding(id, d, &mut self.onboarded);
                 self.onboarding.remove(id);

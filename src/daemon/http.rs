@@ -19,10 +19,16 @@ pub(crate) struct HttpState {
 }
 
 async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics.render())
+    prometheus_text(s.metrics.render())
 }
 
-async fn healthz() -> &'static str {
+/// A `/metrics` body with Prometheus' content type.
+pub(crate) fn prometheus_text(body: String) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body)
+}
+
+/// `/healthz`: the process answers.
+pub(crate) async fn healthz() -> &'static str {
     "ok\n"
 }
 
@@ -48,10 +54,20 @@ pub(crate) async fn serve(
     state: HttpState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
+    serve_router(listen, router(state), shutdown).await
+}
+
+/// Bind `listen` and serve `router` until `shutdown` resolves (the daemon's endpoints,
+/// the sensor's). Returns the bound address (port 0 → actual).
+pub(crate) async fn serve_router(
+    listen: &str,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     let handle = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await {
+        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
             tracing::error!(error = %e, "http server");
         }
     });

@@ -41,9 +41,17 @@ pub struct Metrics {
     pub snapshots: IntCounter,
 }
 
-fn register<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> T {
+/// Register `m` in `r` and hand it back (the daemon's and the sensor's registries).
+pub(crate) fn register<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> T {
     r.register(Box::new(m.clone())).expect("metric names are unique");
     m
+}
+
+/// A registry in the Prometheus text exposition.
+pub(crate) fn render(registry: &Registry) -> String {
+    let mut buf = Vec::new();
+    TextEncoder::new().encode(&registry.gather(), &mut buf).expect("text encoding cannot fail");
+    String::from_utf8(buf).unwrap_or_default()
 }
 
 impl Metrics {
@@ -243,9 +251,7 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
-        let mut buf = Vec::new();
-        TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding cannot fail");
-        String::from_utf8(buf).unwrap_or_default()
+        render(&self.registry)
     }
 }
 

@@ -95,7 +95,7 @@ impl LiveCapture {
     /// ignores its timeout and waits for traffic, so a quiet link would never let the
     /// loop see a stop, a reload or its housekeeping.
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, LiveError> {
-        if !self.ready() {
+        if !self.buffered {
             self.wait_readable()?;
         }
         let packet = match self.capture.next_packet() {
@@ -120,11 +120,6 @@ impl LiveCapture {
             Frame { index: self.index, ts, link: self.link, orig_len: packet.header.len, data: packet.data };
         self.index += 1;
         Ok(Some(frame))
-    }
-
-    /// Frames may be waiting in the ring: read before polling.
-    fn ready(&self) -> bool {
-        self.buffered
     }
 
     fn wait_readable(&mut self) -> Result<(), LiveError> {

@@ -2,7 +2,9 @@
 //! counts are labelled by device: the listed devices and at most
 //! `sensor.max_discovered` discovered ones, so the cardinality is the operator's.
 
-use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+
+use crate::daemon::metrics::{register, render};
 
 pub struct SensorMetrics {
     registry: Registry,
@@ -19,11 +21,6 @@ pub struct SensorMetrics {
     pub producer_errors: IntCounter,
     pub device_reloads: IntCounterVec,
     pub devices: IntGauge,
-}
-
-fn register<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> T {
-    r.register(Box::new(m.clone())).expect("metric names are unique");
-    m
 }
 
 impl SensorMetrics {
@@ -89,9 +86,7 @@ impl SensorMetrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
-        let mut out = Vec::new();
-        TextEncoder::new().encode(&self.registry.gather(), &mut out).expect("text encoding");
-        String::from_utf8(out).expect("prometheus text is UTF-8")
+        render(&self.registry)
     }
 }
 

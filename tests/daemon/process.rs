@@ -7,18 +7,6 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 
-fn notifications(socket: &UnixDatagram, until: &str, limit: Duration) -> Vec<String> {
-    let started = Instant::now();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 256];
-    while started.elapsed() < limit && !got.iter().any(|m: &String| m.contains(until)) {
-        if let Ok(n) = socket.recv(&mut buf) {
-            got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-        }
-    }
-    got
-}
-
 #[test]
 fn the_daemon_process_speaks_sd_notify_reloads_on_hup_and_exits_cleanly_on_term() {
     let broker = Broker::start();

@@ -16,8 +16,8 @@ use metapu::broker::LocalBroker;
 use metapu::daemon::record;
 
 use crate::support::{
-    data_dir, free_port, http_get, metapu, metapu_binary, metric, read_all_partitions, repo, signal, Broker,
-    KillOnDrop,
+    data_dir, free_port, http_get, metapu, metapu_binary, metric, notifications, read_all_partitions, repo,
+    signal, Broker, KillOnDrop,
 };
 
 /// The capture sent: 2,000 packets of a camera network, 12 hosts.
@@ -218,19 +218,6 @@ impl Sense {
     }
 }
 
-/// sd_notify datagrams until one contains `until` (10 s at most).
-fn notifications(socket: &std::os::unix::net::UnixDatagram, until: &str) -> Vec<String> {
-    let started = Instant::now();
-    let mut got: Vec<String> = Vec::new();
-    let mut buf = [0u8; 256];
-    while started.elapsed() < Duration::from_secs(10) && !got.iter().any(|m| m.contains(until)) {
-        if let Ok(n) = socket.recv(&mut buf) {
-            got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-        }
-    }
-    got
-}
-
 /// The records a stopped sensor said it delivered ("sense: … N records delivered, …").
 fn delivered(log: &str) -> usize {
     let summary =
@@ -316,7 +303,7 @@ fn every_frame_of_a_listed_device_becomes_the_record_extract_makes_of_it() {
     let systemd = [("NOTIFY_SOCKET", notify_path.to_str().unwrap()), ("WATCHDOG_USEC", "400000")];
     let save = ["--save", saved.to_str().unwrap()];
     let sense = Sense::start_with(&veth.outside, &broker.bootstrap(), "sensed", dir.path(), &save, &systemd);
-    let told = notifications(&notify, "WATCHDOG=1");
+    let told = notifications(&notify, "WATCHDOG=1", Duration::from_secs(10));
     assert!(told.iter().any(|m| m == "READY=1") && told.iter().any(|m| m == "WATCHDOG=1"), "{told:?}");
     let started = metapu::daemon::clock::unix_now();
     let sent = veth.send(&camera_network());
@@ -327,7 +314,7 @@ fn every_frame_of_a_listed_device_becomes_the_record_extract_makes_of_it() {
     let scraped = sense.scrape();
     let (status, log) = sense.stop();
     assert!(status.success(), "SIGTERM ends the sensor with 0: {log}");
-    assert!(notifications(&notify, "STOPPING=1").iter().any(|m| m == "STOPPING=1"));
+    assert!(notifications(&notify, "STOPPING=1", Duration::from_secs(10)).iter().any(|m| m == "STOPPING=1"));
     let summary = log.lines().find(|l| l.starts_with("sense:")).unwrap_or_default().to_string();
 
     // What the sensor captured is what was sent (the link carries nothing else), none

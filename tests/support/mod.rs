@@ -365,6 +365,20 @@ pub async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
     cond()
 }
 
+/// sd_notify datagrams received on `socket` until one contains `until`, or `limit`
+/// passes (the socket needs a read timeout).
+pub fn notifications(socket: &std::os::unix::net::UnixDatagram, until: &str, limit: Duration) -> Vec<String> {
+    let started = Instant::now();
+    let mut got: Vec<String> = Vec::new();
+    let mut buf = [0u8; 256];
+    while started.elapsed() < limit && !got.iter().any(|m| m.contains(until)) {
+        if let Ok(n) = socket.recv(&mut buf) {
+            got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+    }
+    got
+}
+
 /// Send `sig` (as `kill` spells it: "-TERM") to a process.
 pub fn signal(pid: u32, sig: &str) {
     let ok = std::process::Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success();
