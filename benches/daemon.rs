@@ -40,7 +40,13 @@ fn rss_bytes() -> u64 {
 
 fn record(rng: &mut ChaCha8Rng, device: usize, normal: bool) -> FeatureRecord {
     let features = (0..DIM).map(|_| rng.gen_range(0.0f32..1e4)).collect();
-    FeatureRecord { device: format!("device-{device:05}"), ts: 0.0, features, known_normal: normal }
+    FeatureRecord {
+        device: format!("device-{device:05}"),
+        ts: 0.0,
+        features,
+        known_normal: normal,
+        context: None,
+    }
 }
 
 fn source(offset: i64) -> Source {
@@ -112,7 +118,7 @@ fn main() {
             for d in 0..devices {
                 let r = record(&mut rng, d, round < 50);
                 offset += 1;
-                engine.devices.observe(&r.device, &r.features, r.known_normal, &source(offset), 0);
+                engine.devices.observe(&r.device, &r.features, r.known_normal, &source(offset), r.ts, 0);
             }
         }
         let fill = t.elapsed().as_secs_f64();

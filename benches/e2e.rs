@@ -106,7 +106,7 @@ async fn main() {
             let name = format!("device-{d:05}");
             let labeled = round < LABELED && normal;
             let p = if binary {
-                record::encode_binary(&name, i as f64, row, labeled)
+                record::encode_binary(&name, i as f64, row, labeled, None)
             } else {
                 record::encode(&name, i as f64, row, labeled)
             };

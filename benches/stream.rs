@@ -49,7 +49,7 @@ fn main() {
                 benign_seen[d] += usize::from(normal);
                 let row = t.row(i, dim);
                 if binary {
-                    encode_binary(&t.id, i as f64, row, labeled)
+                    encode_binary(&t.id, i as f64, row, labeled, None)
                 } else {
                     encode(&t.id, i as f64, row, labeled)
                 }

@@ -82,7 +82,7 @@ fn device_stream(dir: &Path, name: &str) -> anyhow::Result<DeviceStream> {
         true => read_labels(&labels_file)?,
         false => vec![Label::Positive; packets(&pcap)?],
     };
-    let (task, ts) = labeled_device_task(&pcap, Device { name: name.to_string(), mac }, labels)?;
+    let (task, ts, _) = labeled_device_task(&pcap, Device { name: name.to_string(), mac }, labels)?;
     Ok(DeviceStream { task, ts })
 }
 

@@ -25,7 +25,7 @@ fn infected_aria(dir: &Path) -> DeviceStream {
     infect(&benign, &mac, &attack, &["--start", "0.5"], &out);
     let labels = read_labels(&out.with_extension("labels.csv")).unwrap();
     let device = Device { name: "aria".into(), mac: parse_mac(&mac).unwrap() };
-    let (mut task, mut ts) = labeled_device_task(&out, device, labels).unwrap();
+    let (mut task, mut ts, _) = labeled_device_task(&out, device, labels).unwrap();
     // Enough of the scan to open incidents, few enough records for one-record batches.
     let keep = task.indices_of(Label::Positive).len() + 300;
     task.x.truncate(keep * 115);

@@ -14,7 +14,7 @@ use metapu::data::split::Split;
 use metapu::data::{csv_tasks, Label};
 use metapu::traffic::capture::{CaptureError, CaptureReader};
 use metapu::traffic::devices::DeviceMap;
-use metapu::traffic::extract::{read_labels, Devices, Extractor, Routed};
+use metapu::traffic::extract::{read_labels, Devices, Extractor};
 use metapu::traffic::feature_names;
 use metapu::traffic::profiles::{Attack, DeviceType};
 use metapu::traffic::replay::{self, Replayer, Step};
@@ -131,8 +131,9 @@ pub fn extract(a: ExtractArgs) -> anyhow::Result<()> {
     };
     while let Some(frame) = reader.next_frame()? {
         let routed = extractor.route(&frame).with_context(|| a.pcap.display().to_string())?;
-        let Some(Routed { packet, label, devices }) = routed else { continue };
-        for d in devices.into_iter().flatten() {
+        let Some(routed) = routed else { continue };
+        let (packet, label) = (routed.packet, routed.label);
+        for (d, context) in routed.per_device() {
             let row = extractor.features(d, &packet);
             if let Some(w) = csv_out.as_mut() {
                 if tasks_csv {
@@ -142,7 +143,7 @@ pub fn extract(a: ExtractArgs) -> anyhow::Result<()> {
                 w.write_record(row.iter().map(|v| v.to_string()))?;
             }
             if let Some(feed) = &feed {
-                feed.send(&names[d], &a.format.encode(&names[d], packet.ts, row, false))?;
+                feed.send(&names[d], &a.format.encode(&names[d], packet.ts, row, false, Some(&context)))?;
             }
         }
     }
@@ -309,7 +310,7 @@ pub fn simulate_cmd(a: SimulateArgs) -> anyhow::Result<()> {
             let task = &set.tasks[d];
             let known = task.labels[i] == Label::Positive && labeled[d] < a.label_first;
             labeled[d] += usize::from(known);
-            feed.send(&task.id, &a.format.encode(&task.id, ts, task.row(i, dim), known))?;
+            feed.send(&task.id, &a.format.encode(&task.id, ts, task.row(i, dim), known, None))?;
             bar.inc(1);
         }
         bar.finish_and_clear();
@@ -385,7 +386,7 @@ pub fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
                 pacer.wait_turn();
                 let name = &names[device];
                 let ts = metapu::daemon::unix_now();
-                feed.send(name, &a.format.encode(name, ts, row, known_normal))?;
+                feed.send(name, &a.format.encode(name, ts, row, known_normal, None))?;
                 let c = counts.entry((name.clone(), class.to_string())).or_default();
                 c.0 += 1;
                 c.1 += u64::from(known_normal);

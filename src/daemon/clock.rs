@@ -1,7 +1,8 @@
 //! The time the pipeline acts on: the service's own clock, or the records' own.
 
 /// The clock incidents run on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Clock {
     /// The service's own (milliseconds since start, given per batch); events carry
     /// the wall-clock time.

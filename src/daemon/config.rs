@@ -21,6 +21,7 @@ pub struct DaemonConfig {
     pub devices: DeviceConfig,
     pub state: StateConfig,
     pub incidents: IncidentsConfig,
+    pub time: TimeConfig,
     pub http: HttpConfig,
     pub shutdown: ShutdownConfig,
     pub sensor: SensorConfig,
@@ -53,6 +54,16 @@ pub struct KafkaConfig {
     /// Passed to producers only, after `options` (e.g. `compression.type`).
     #[serde(default)]
     pub producer_options: BTreeMap<String, String>,
+}
+
+/// The clock incidents, onboarding spans and adaptation run on (`[time]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeConfig {
+    pub clock: crate::daemon::clock::Clock,
+    /// A record stamped further ahead of the wall clock counts as the wall clock plus
+    /// this (seconds).
+    pub max_ahead_s: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -60,6 +60,14 @@ pub struct Device {
     pub onboarded: Option<Onboarding>,
     last_seen_ms: u64,
     lru_key: u64,
+    /// Its clock under the event clock: the newest (bounded) timestamp of its records,
+    /// Unix seconds; 0 before its first record.
+    pub clock: f64,
+    /// Under the event clock, when (on its own clock) it is next re-adapted; `None`
+    /// until its first record sets it.
+    pub next_adapt_ts: Option<f64>,
+    /// Under the event clock, records since its last adaptation point.
+    pub records_since_adaptation: usize,
 }
 
 impl Device {
@@ -86,6 +94,9 @@ impl Device {
             onboarded: None,
             last_seen_ms: 0,
             lru_key: 0,
+            clock: 0.0,
+            next_adapt_ts: None,
+            records_since_adaptation: 0,
         }
     }
 
@@ -182,6 +193,9 @@ pub struct DeviceTable {
     /// The pipeline's time (Unix seconds) for onboarding spans: the wall clock in the
     /// daemon, the records' own in a replay of captures. `None`: the wall clock.
     time: Option<f64>,
+    /// Each device runs on its records' own clock ([`Device::clock`]) rather than
+    /// [`Self::time`]: onboarding spans, incidents and adaptation follow capture time.
+    pub event_clock: bool,
 }
 
 impl DeviceTable {
@@ -199,6 +213,7 @@ impl DeviceTable {
             onboarding: BTreeSet::new(),
             onboarded: Vec::new(),
             time: None,
+            event_clock: false,
         }
     }
 
@@ -222,6 +237,19 @@ impl DeviceTable {
     /// The pipeline's time as last set, or the wall clock.
     pub fn time(&self) -> f64 {
         self.time.unwrap_or_else(unix_now)
+    }
+
+    /// Now for one device at `service_ms` of the service's clock. Under the event clock:
+    /// its records' clock plus the service time since its last record arrived, so that
+    /// time still passes for a device that falls silent (an incident closes, a span
+    /// ends) while a replay at any speed sees only record time. Otherwise the table's
+    /// time.
+    pub fn now_of(&self, id: &str, service_ms: u64) -> Now {
+        match self.devices.get(id).filter(|_| self.event_clock) {
+            Some(d) => Now::event(d.clock + service_ms.saturating_sub(d.last_seen_ms) as f64 / 1000.0),
+            None if self.event_clock => Now::event(self.time()),
+            None => Now { ms: service_ms, unix: self.time() },
+        }
     }
 
     pub fn get(&self, id: &str) -> Option<&Device> {
@@ -254,6 +282,7 @@ impl DeviceTable {
         features: &[f32],
         known_normal: bool,
         source: &Source,
+        clock: f64,
         now_ms: u64,
     ) -> Observed {
         let mut out = Observed::default();
@@ -269,8 +298,11 @@ impl DeviceTable {
             self.devices.insert(id.to_string(), d);
         }
         let bootstrap = self.sizes.bootstrap_positives as u64;
-        let now_unix = self.time();
+        let table_time = self.time();
+        let event_clock = self.event_clock;
         if let Some(d) = self.devices.get_mut(id) {
+            d.clock = d.clock.max(clock);
+            let now_unix = if event_clock { d.clock } else { table_time };
             out.replayed = d.last_source.as_ref().is_some_and(|last| {
                 last.partition == source.partition
                     && last.topic == source.topic
@@ -303,6 +335,24 @@ impl DeviceTable {
         }
         self.touch(id, now_ms);
         out
+    }
+
+    /// Whether the device's record, its `k`-th of a batch, may enter its positive window
+    /// (as [`Self::observe`] decides: labeled, onboarding, bootstrap, learning after a
+    /// dismissal) or finds known-normal records there already: after it the device has
+    /// something to adapt on.
+    pub fn may_take_as_normal(&self, id: &str, known_normal: bool, k: u64) -> bool {
+        let bootstrap = self.sizes.bootstrap_positives as u64;
+        known_normal
+            || match self.devices.get(id) {
+                None => k < bootstrap,
+                Some(d) => {
+                    d.seen + k < bootstrap
+                        || d.learning as u64 > k
+                        || d.onboarding.is_some()
+                        || !d.positive.is_empty()
+                }
+            }
     }
 
     /// Start onboarding a tracked device for `span_s` seconds from `now` (Unix).
@@ -338,12 +388,14 @@ impl DeviceTable {
         Ok(o)
     }
 
-    /// End the onboardings whose span is over at `now` (devices that fell silent too).
-    pub fn end_onboarding_due(&mut self, now: f64) {
+    /// End the onboardings whose span is over at `service_ms` (devices that fell silent
+    /// too), each on its device's time ([`Self::now_of`]).
+    pub fn end_onboarding_due(&mut self, service_ms: u64) {
         let due: Vec<String> = self
             .onboarding
             .iter()
             .filter(|id| {
+                let now = self.now_of(id, service_ms).unix;
                 self.devices.get(*id).and_then(|d| d.onboarding.as_ref()).is_none_or(|o| !o.active(now))
             })
             .cloned()
@@ -516,7 +568,17 @@ impl DeviceTable {
         d.changed = usize::from(d.adaptable());
         d.idle = d.unlabeled.is_empty() && !d.positive.is_empty();
         d.first_seen_ms = now_ms;
-        d.incidents = snapshot.incidents.clone().restored(now_ms);
+        d.incidents = snapshot.incidents.clone();
+        // An open incident's quiet period runs on from its last anomalous record on the
+        // event clock (a restart changes no incident), from now on the service's.
+        let last_ts = d.incidents.open.as_ref().map(|i| i.last_ts).filter(|_| self.event_clock);
+        d.incidents = match last_ts {
+            Some(ts) => {
+                d.clock = ts;
+                d.incidents.restored(Now::event(ts).ms)
+            }
+            None => d.incidents.restored(now_ms),
+        };
         d.learning = snapshot.learning;
         d.onboarding = snapshot.onboarding.clone();
         d.onboarded = snapshot.onboarded.clone();
@@ -630,13 +692,13 @@ mod tests {
     fn device_table_bootstraps_evicts_and_schedules() {
         let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
         let mut t = DeviceTable::new(1, sizes, 2);
-        t.observe("a", &[1.0], false, &at(0, 0), 0); // bootstrap: first record is known-normal
-        t.observe("a", &[2.0], false, &at(0, 1), 1);
+        t.observe("a", &[1.0], false, &at(0, 0), 0.0, 0); // bootstrap: first record is known-normal
+        t.observe("a", &[2.0], false, &at(0, 1), 0.0, 1);
         assert_eq!(t.get("a").unwrap().positive.len(), 1);
         assert_eq!(t.get("a").unwrap().unlabeled.len(), 2);
-        t.observe("b", &[3.0], false, &at(0, 2), 2);
-        t.observe("a", &[4.0], true, &at(0, 3), 3); // a is now the most recent
-        assert_eq!(t.observe("c", &[5.0], false, &at(0, 4), 4).evicted, 1, "cap of 2: one eviction");
+        t.observe("b", &[3.0], false, &at(0, 2), 0.0, 2);
+        t.observe("a", &[4.0], true, &at(0, 3), 0.0, 3); // a is now the most recent
+        assert_eq!(t.observe("c", &[5.0], false, &at(0, 4), 0.0, 4).evicted, 1, "cap of 2: one eviction");
         assert!(t.get("b").is_none(), "least recently seen evicted");
         assert!(t.get("a").is_some());
         let due = t.due_for_adaptation(1);
@@ -650,11 +712,11 @@ mod tests {
     fn an_evicted_device_with_an_open_incident_is_kept_until_taken() {
         let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
         let mut t = DeviceTable::new(1, sizes, 1);
-        t.observe("quiet", &[1.0], true, &at(0, 0), 0);
-        t.observe("alarmed", &[2.0], true, &at(0, 1), 1); // evicts "quiet": no incident
+        t.observe("quiet", &[1.0], true, &at(0, 0), 0.0, 0);
+        t.observe("alarmed", &[2.0], true, &at(0, 1), 0.0, 1); // evicts "quiet": no incident
         assert!(t.take_evicted_with_incidents().is_empty());
         open_incident(&mut t, "alarmed");
-        t.observe("new", &[3.0], true, &at(0, 2), 2); // evicts "alarmed"
+        t.observe("new", &[3.0], true, &at(0, 2), 0.0, 2); // evicts "alarmed"
         let kept = t.take_evicted_with_incidents();
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].0, "alarmed");
@@ -663,7 +725,7 @@ mod tests {
         open_incident(&mut t, "new");
         assert_eq!(t.evict_idle(1000, 500), ["new"]);
         assert_eq!(t.take_evicted_with_incidents().len(), 1, "idle eviction too");
-        t.observe("moved", &[4.0], true, &at(0, 3), 3);
+        t.observe("moved", &[4.0], true, &at(0, 3), 0.0, 3);
         open_incident(&mut t, "moved");
         t.remove("moved"); // revoked: the snapshot carries the incident to its new owner
         assert!(t.take_evicted_with_incidents().is_empty());
@@ -677,9 +739,9 @@ mod tests {
     fn an_idle_device_keeps_its_known_normal_records() {
         let sizes = WindowSizes { positive: 3, unlabeled: 4, bootstrap_positives: 0 };
         let mut t = DeviceTable::new(1, sizes, 10);
-        t.observe("cam", &[1.0], true, &at(0, 0), 0);
-        t.observe("cam", &[2.0], false, &at(0, 1), 0);
-        t.observe("plug", &[3.0], false, &at(0, 2), 0);
+        t.observe("cam", &[1.0], true, &at(0, 0), 0.0, 0);
+        t.observe("cam", &[2.0], false, &at(0, 1), 0.0, 0);
+        t.observe("plug", &[3.0], false, &at(0, 2), 0.0, 0);
         t.take_windows("cam");
         t.install("cam", 1, classifier(0.9));
         t.get_mut("cam").unwrap().unsnapshotted = false;
@@ -695,7 +757,7 @@ mod tests {
         assert!(t.evict_idle(5000, 500).is_empty(), "idle once");
         t.invalidate_states(); // a model reload
         assert!(t.due_for_adaptation(1).is_empty(), "nothing to adapt on while idle");
-        t.observe("cam", &[4.0], false, &at(0, 3), 6000);
+        t.observe("cam", &[4.0], false, &at(0, 3), 0.0, 6000);
         let cam = t.get("cam").unwrap();
         assert!(!cam.idle && cam.unlabeled.len() == 1 && cam.positive.len() == 1);
         assert_eq!(t.due_for_adaptation(1), ["cam"]);
@@ -705,16 +767,16 @@ mod tests {
     fn evicted_devices_are_forgotten_unless_tracked_again_and_revoked_ones_are_not() {
         let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
         let mut t = DeviceTable::new(1, sizes, 1);
-        t.observe("a", &[1.0], true, &at(3, 0), 0);
-        t.observe("b", &[2.0], true, &at(4, 1), 1); // evicts a (capacity)
+        t.observe("a", &[1.0], true, &at(3, 0), 0.0, 0);
+        t.observe("b", &[2.0], true, &at(4, 1), 0.0, 1); // evicts a (capacity)
         assert_eq!(t.take_forgotten(), [("a".to_string(), 3)]);
         assert!(t.take_forgotten().is_empty(), "taken once");
-        t.observe("a", &[3.0], true, &at(3, 2), 2); // evicts b, a is back
-        t.observe("b", &[4.0], true, &at(4, 3), 3); // evicts a, b is back
+        t.observe("a", &[3.0], true, &at(3, 2), 0.0, 2); // evicts b, a is back
+        t.observe("b", &[4.0], true, &at(4, 3), 0.0, 3); // evicts a, b is back
         assert_eq!(t.take_forgotten(), [("a".to_string(), 3)], "b is tracked again: its snapshot stays");
         assert_eq!(t.evict_idle(1000, 500), ["b"]);
         assert!(t.take_forgotten().is_empty(), "idle with known-normal records: its snapshot stays");
-        t.observe("c", &[5.0], true, &at(0, 4), 4);
+        t.observe("c", &[5.0], true, &at(0, 4), 0.0, 4);
         assert_eq!(t.take_forgotten(), [("b".to_string(), 4)], "an idle device still counts in max_tracked");
         t.remove("c"); // revoked: its snapshot is its new owner's to restore
         assert!(t.take_forgotten().is_empty());
@@ -726,10 +788,10 @@ mod tests {
     fn after_a_dismissal_the_next_records_are_learned_as_normal() {
         let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
         let mut t = DeviceTable::new(1, sizes, 10);
-        assert!(t.observe("a", &[0.0], true, &at(0, 0), 0).taken_as_normal);
+        assert!(t.observe("a", &[0.0], true, &at(0, 0), 0.0, 0).taken_as_normal);
         t.get_mut("a").unwrap().learn_after_dismissal();
         let taken: Vec<bool> = (1..6)
-            .map(|offset| t.observe("a", &[offset as f32], false, &at(0, offset), 0).taken_as_normal)
+            .map(|offset| t.observe("a", &[offset as f32], false, &at(0, offset), 0.0, 0).taken_as_normal)
             .collect();
         // Half the positive window (2 records) learned, then labels rule again.
         assert_eq!(taken, [true, true, false, false, false]);
@@ -756,13 +818,14 @@ mod tests {
             t.start_onboarding(id, span, "ops".into(), "".into(), now)
         };
         assert!(start(&mut t, "cam", 60.0).unwrap_err().contains("unknown device cam"));
-        t.observe("cam", &[0.0], false, &at(0, 0), 0);
+        t.observe("cam", &[0.0], false, &at(0, 0), 0.0, 0);
         assert!(start(&mut t, "cam", 0.0).unwrap_err().contains("more than 0 s"));
         assert!(start(&mut t, "cam", -5.0).is_err() && start(&mut t, "cam", f64::NAN).is_err());
         assert_eq!(start(&mut t, "cam", 3600.0).unwrap().until, now + 3600.0);
         assert!(start(&mut t, "cam", 60.0).unwrap_err().contains("cam is already being onboarded"));
-        let taken: Vec<bool> =
-            (1..=6).map(|i| t.observe("cam", &[i as f32], false, &at(0, i), 0).taken_as_normal).collect();
+        let taken: Vec<bool> = (1..=6)
+            .map(|i| t.observe("cam", &[i as f32], false, &at(0, i), 0.0, 0).taken_as_normal)
+            .collect();
         assert_eq!(taken, [true; 6]);
         let cam = t.get("cam").unwrap();
         assert_eq!((cam.positive.len(), cam.onboarding.as_ref().unwrap().records), (4, 6));
@@ -774,30 +837,34 @@ mod tests {
             ts: 0.0,
             source: &at(0, 6),
             features: &[6.0],
+            context: None,
         };
         assert!(
             t.observe_decision("cam", d, &rules, Now::service(0)).is_none(),
             "no incident while onboarding"
         );
-        t.end_onboarding_due(now + 10.0);
+        t.set_time(now + 10.0);
+        t.end_onboarding_due(0);
         assert!(t.take_onboarded().is_empty(), "not yet");
-        t.end_onboarding_due(now + 3600.0); // silent since
+        t.set_time(now + 3600.0);
+        t.end_onboarding_due(0); // silent since
         let ended = t.take_onboarded();
         assert_eq!(ended.len(), 1);
         assert_eq!((ended[0].0.as_str(), ended[0].1.records, ended[0].2), ("cam", 6, 4));
         let cam = t.get("cam").unwrap();
         assert!(cam.onboarding.is_none() && cam.onboarded.as_ref().is_some_and(|o| o.by == "ops"));
-        t.end_onboarding_due(now + 7200.0);
+        t.set_time(now + 7200.0);
+        t.end_onboarding_due(0);
         assert!(t.take_onboarded().is_empty(), "ended once");
-        assert!(!t.observe("cam", &[9.0], false, &at(0, 9), 0).taken_as_normal, "labels rule again");
+        assert!(!t.observe("cam", &[9.0], false, &at(0, 9), 0.0, 0).taken_as_normal, "labels rule again");
     }
 
     #[test]
     fn an_unmonitored_device_is_reported_once() {
         let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0 };
         let mut t = DeviceTable::new(1, sizes, 10);
-        t.observe("a", &[1.0], false, &at(0, 0), 0);
-        t.observe("b", &[1.0], true, &at(0, 1), 0);
+        t.observe("a", &[1.0], false, &at(0, 0), 0.0, 0);
+        t.observe("b", &[1.0], true, &at(0, 1), 0.0, 0);
         let reported =
             |t: &mut DeviceTable| t.unmonitored(1000, 500).1.into_iter().map(|r| r.0).collect::<Vec<_>>();
         assert_eq!(reported(&mut t), ["a"]);
@@ -827,6 +894,7 @@ mod tests {
             ts: 0.0,
             source: &source,
             features: &[0.0],
+            context: None,
         };
         t.get_mut(id).unwrap().incidents.observe(id, d, &rules, 0, 0.0).expect("opened");
         assert!(t.get(id).unwrap().incidents.open.is_some());
@@ -840,9 +908,9 @@ mod tests {
     fn a_classifier_adapted_on_older_windows_never_replaces_a_newer_one() {
         let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
         let mut t = DeviceTable::new(1, sizes, 2);
-        t.observe("a", &[1.0], true, &at(0, 0), 0);
+        t.observe("a", &[1.0], true, &at(0, 0), 0.0, 0);
         let older = t.take_windows("a").unwrap();
-        t.observe("a", &[2.0], true, &at(0, 1), 1);
+        t.observe("a", &[2.0], true, &at(0, 1), 0.0, 1);
         let newer = t.take_windows("a").unwrap();
         // The newer job finishes first (an analyst's verdict adapts at once); the older
         // one, still running on the adapter thread, finishes after it.
@@ -852,7 +920,7 @@ mod tests {
         // A job handed out before the device went idle cannot land after it.
         let evicted = t.take_windows("a").unwrap();
         assert_eq!(t.evict_idle(1000, 500).len(), 1);
-        t.observe("a", &[3.0], true, &at(0, 2), 1000);
+        t.observe("a", &[3.0], true, &at(0, 2), 0.0, 1000);
         assert!(!t.install("a", evicted.handover, classifier(0.3)));
         assert!(t.get("a").unwrap().state.is_none());
         let fresh = t.take_windows("a").unwrap();
@@ -869,17 +937,17 @@ mod tests {
         let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
         let mut t = DeviceTable::new(1, sizes, 10);
         for offset in 0..3 {
-            assert!(!t.observe("a", &[offset as f32], offset == 0, &at(0, offset), 0).replayed);
+            assert!(!t.observe("a", &[offset as f32], offset == 0, &at(0, offset), 0.0, 0).replayed);
         }
         // A restart replays from the last committed offset: 1 and 2 are already in.
-        assert!(t.observe("a", &[1.0], false, &at(0, 1), 0).replayed);
-        assert!(t.observe("a", &[2.0], false, &at(0, 2), 0).replayed);
-        assert!(!t.observe("a", &[3.0], false, &at(0, 3), 0).replayed);
+        assert!(t.observe("a", &[1.0], false, &at(0, 1), 0.0, 0).replayed);
+        assert!(t.observe("a", &[2.0], false, &at(0, 2), 0.0, 0).replayed);
+        assert!(!t.observe("a", &[3.0], false, &at(0, 3), 0.0, 0).replayed);
         assert_eq!(t.get("a").unwrap().unlabeled.len(), 4);
         assert_eq!(t.get("a").unwrap().seen, 4);
         // Another partition (the device's key moved) or topic: offsets are not comparable.
-        assert!(!t.observe("a", &[9.0], false, &at(1, 0), 0).replayed);
+        assert!(!t.observe("a", &[9.0], false, &at(1, 0), 0.0, 0).replayed);
         let other_topic = Source { topic: "other".into(), partition: 1, offset: 0 };
-        assert!(!t.observe("a", &[9.0], false, &other_topic, 0).replayed);
+        assert!(!t.observe("a", &[9.0], false, &other_topic, 0.0, 0).replayed);
     }
 }

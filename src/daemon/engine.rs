@@ -41,8 +41,56 @@ pub struct Processed {
     /// Redelivered records scored again but kept out of the windows.
     pub replayed: usize,
     /// Devices adapted in this batch, before scoring: they had a known-normal record
-    /// but no classifier yet.
+    /// but no classifier yet, or (with an [`EventCadence`]) reached their adaptation
+    /// point.
     pub adapted: Vec<String>,
+    /// One per input record: its device's clock at it (Unix seconds; NaN if deferred).
+    pub clocks: Vec<f64>,
+}
+
+/// Adaptation on the records' own clock (`Clock::Event`): a device is re-adapted once
+/// its records' time is `interval_s` past its last adaptation point, or after
+/// `after_records` new records.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EventCadence {
+    pub interval_s: f64,
+    /// 0 = time only.
+    pub after_records: usize,
+}
+
+/// A kept record's place in [`Engine::process`].
+#[derive(Debug, Clone, Copy)]
+struct Planned {
+    clock: f64,
+    round: usize,
+    /// Its device's next adaptation point after it, and its records since the last.
+    next: Option<f64>,
+    since: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PlanState {
+    clock: f64,
+    next: Option<f64>,
+    since: usize,
+    round: usize,
+    /// Its records so far in this batch.
+    seen_here: u64,
+    /// It has a classifier, or will once its round is adapted.
+    ready: bool,
+}
+
+/// Each device's next adaptation point and records since the last, after its last
+/// record of the batch.
+fn plan_next_adaptations<'a>(
+    records: &[(&'a FeatureRecord, &Source)],
+    kept: &[usize],
+    plan: &[Planned],
+) -> HashMap<&'a str, (f64, usize)> {
+    kept.iter()
+        .zip(plan)
+        .filter_map(|(&i, p)| Some((records[i].0.device.as_str(), (p.next?, p.since))))
+        .collect()
 }
 
 /// A device's classifier adapted on the windows of one [`AdaptJob`].
@@ -61,12 +109,27 @@ pub struct Engine {
     pub max_per_device: usize,
     /// Devices per batched solve when devices are adapted before scoring.
     pub adaptation_batch: usize,
+    /// Re-adapt devices on their records' clock, in [`Self::process`]; `None`: the
+    /// service schedules adaptation on its own clock.
+    pub cadence: Option<EventCadence>,
+    /// A record stamped further ahead of the wall clock than this counts as the wall
+    /// clock plus this (seconds): a device whose clock jumps ahead cannot close its
+    /// incidents or end its onboarding early by more.
+    pub max_clock_ahead_s: f64,
 }
 
 impl Engine {
     pub fn new(model: Model, sizes: WindowSizes, max_tracked: usize, threshold: f32) -> Self {
         let devices = DeviceTable::new(model.dim(), sizes, max_tracked);
-        Self { model, devices, threshold, max_per_device: 0, adaptation_batch: 32 }
+        Self {
+            model,
+            devices,
+            threshold,
+            max_per_device: 0,
+            adaptation_batch: 32,
+            cadence: None,
+            max_clock_ahead_s: 300.0,
+        }
     }
 
     /// Add records to their devices' windows, adapt the devices that have a known-normal
@@ -74,33 +137,111 @@ impl Engine {
     /// after onboarding or a backlog after downtime is so scored, not left `unknown`
     /// until the next adaptation round. A device's records beyond `max_per_device` in
     /// this batch are deferred.
+    ///
+    /// With an [`EventCadence`] a device is also re-adapted here, on its records' own
+    /// clock: the records before its adaptation point are scored by the old classifier,
+    /// the ones after it by the new one, however the records were cut into batches. So
+    /// a capture replayed at any speed gets the same scores as it did live.
     pub fn process(&mut self, records: &[(&FeatureRecord, &Source)], now_ms: u64) -> Processed {
         let mut out = Processed::default();
         let mut taken: HashMap<&str, usize> = HashMap::new();
         let mut kept = Vec::with_capacity(records.len());
-        let mut taken_as_normal = Vec::with_capacity(records.len());
-        for (i, (r, source)) in records.iter().enumerate() {
+        for (i, (r, _)) in records.iter().enumerate() {
             let n = taken.entry(r.device.as_str()).or_insert(0);
             *n += 1;
-            if self.max_per_device > 0 && *n > self.max_per_device {
-                continue;
+            if self.max_per_device == 0 || *n <= self.max_per_device {
+                kept.push(i);
             }
-            let seen = self.devices.observe(&r.device, &r.features, r.known_normal, source, now_ms);
-            out.evicted += seen.evicted;
-            out.replayed += usize::from(seen.replayed);
-            taken_as_normal.push(seen.taken_as_normal);
-            kept.push(i);
         }
-        out.adapted = self.adapt_unready(kept.iter().map(|&i| records[i].0.device.as_str()));
+        let plan = self.plan(records, &kept);
         out.verdicts = vec![Verdict::Deferred; records.len()];
-        let scored = self.score(kept.iter().map(|&i| records[i].0));
-        for ((i, mut v), taken) in kept.into_iter().zip(scored).zip(taken_as_normal) {
-            if let Verdict::Scored { taken_as_normal, .. } = &mut v {
-                *taken_as_normal = taken;
+        out.clocks = vec![f64::NAN; records.len()];
+        let rounds = plan.iter().map(|p| p.round).max().map_or(0, |m| m + 1);
+        for round in 0..rounds {
+            let here: Vec<usize> = (0..kept.len()).filter(|&k| plan[k].round == round).collect();
+            if round > 0 {
+                // Every device with records in a later round reached its adaptation
+                // point just before them: adapt it on the windows up to there.
+                let due: Vec<&str> = here.iter().map(|&k| records[kept[k]].0.device.as_str()).collect();
+                out.adapted.extend(self.adapt_now(due));
             }
-            out.verdicts[i] = v;
+            let mut taken_as_normal = Vec::with_capacity(here.len());
+            for &k in &here {
+                let (r, source) = records[kept[k]];
+                let seen = self.devices.observe(
+                    &r.device,
+                    &r.features,
+                    r.known_normal,
+                    source,
+                    plan[k].clock,
+                    now_ms,
+                );
+                out.evicted += seen.evicted;
+                out.replayed += usize::from(seen.replayed);
+                taken_as_normal.push(seen.taken_as_normal);
+                out.clocks[kept[k]] = plan[k].clock;
+            }
+            out.adapted.extend(self.adapt_unready(here.iter().map(|&k| records[kept[k]].0.device.as_str())));
+            let scored = self.score(here.iter().map(|&k| records[kept[k]].0));
+            for ((&k, mut v), taken) in here.iter().zip(scored).zip(taken_as_normal) {
+                if let Verdict::Scored { taken_as_normal, .. } = &mut v {
+                    *taken_as_normal = taken;
+                }
+                out.verdicts[kept[k]] = v;
+            }
+        }
+        for (device, (next, since)) in plan_next_adaptations(records, &kept, &plan) {
+            if let Some(d) = self.devices.get_mut(device) {
+                d.next_adapt_ts = Some(next);
+                d.records_since_adaptation = since;
+            }
         }
         out
+    }
+
+    /// Each kept record's clock (its device's: monotone, at most `max_clock_ahead_s`
+    /// ahead of the wall clock) and round: a device's records after its adaptation
+    /// point come one round after those before it.
+    fn plan(&self, records: &[(&FeatureRecord, &Source)], kept: &[usize]) -> Vec<Planned> {
+        let latest = super::clock::unix_now() + self.max_clock_ahead_s;
+        let mut devices: HashMap<&str, PlanState> = HashMap::new();
+        kept.iter()
+            .map(|&i| {
+                let r = records[i].0;
+                let s = devices.entry(r.device.as_str()).or_insert_with(|| {
+                    let d = self.devices.get(&r.device);
+                    PlanState {
+                        clock: d.map_or(0.0, |d| d.clock),
+                        next: d.and_then(|d| d.next_adapt_ts),
+                        since: d.map_or(0, |d| d.records_since_adaptation),
+                        round: 0,
+                        seen_here: 0,
+                        ready: d.is_some_and(|d| d.state.is_some()),
+                    }
+                });
+                s.clock = s.clock.max(r.ts.min(latest));
+                let Some(c) = self.cadence else {
+                    return Planned { clock: s.clock, round: 0, next: None, since: 0 };
+                };
+                let next = *s.next.get_or_insert(s.clock + c.interval_s);
+                if s.clock >= next || (c.after_records > 0 && s.since >= c.after_records) {
+                    s.round += 1;
+                    s.next = Some(s.clock + c.interval_s);
+                    s.since = 0;
+                }
+                s.since += 1;
+                let round = s.round;
+                // A device without a classifier is adapted right after the record that
+                // gives it something to adapt on: its later records go one round on,
+                // whatever batch they came in.
+                if !s.ready && self.devices.may_take_as_normal(&r.device, r.known_normal, s.seen_here) {
+                    s.ready = true;
+                    s.round += 1;
+                }
+                s.seen_here += 1;
+                Planned { clock: s.clock, round, next: s.next, since: s.since }
+            })
+            .collect()
     }
 
     /// Adapt, on the scoring model, the given devices that have a known-normal record

@@ -14,7 +14,7 @@ use super::config::DaemonConfig;
 pub use super::control::{Control, DaemonError};
 use super::detector::{load_model, Detector, LoadedModel};
 use super::devices::WindowSizes;
-use super::engine::Engine;
+use super::engine::{Engine, EventCadence};
 use super::health::Health;
 use super::http::{self, HttpState};
 use super::incidents::IncidentRules;
@@ -241,8 +241,16 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     let mut engine = Engine::new(scoring, sizes, cfg.devices.max_tracked, cfg.model.threshold);
     engine.max_per_device = cfg.scoring.max_per_device;
     engine.adaptation_batch = cfg.adaptation.batch_size;
+    engine.max_clock_ahead_s = cfg.time.max_ahead_s as f64;
+    if cfg.time.clock == Clock::Event {
+        engine.cadence = Some(EventCadence {
+            interval_s: cfg.adaptation.interval_ms.max(1) as f64 / 1000.0,
+            after_records: cfg.adaptation.after_records,
+        });
+        engine.devices.event_clock = true;
+    }
     let outputs = RecordOutputs { scores: cfg.kafka.publish_scores, alerts: cfg.kafka.publish_alerts };
-    let mut pipeline = Pipeline::new(incident_rules(&cfg), outputs, Clock::Service, cfg.scoring.max_batch);
+    let mut pipeline = Pipeline::new(incident_rules(&cfg), outputs, cfg.time.clock, cfg.scoring.max_batch);
     pipeline.feedback_max_age_s = cfg.incidents.feedback_after_close_s;
     pipeline.trust_input_labels = cfg.windows.trust_input_labels;
     let service = Service {

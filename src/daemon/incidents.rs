@@ -6,6 +6,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::context::Context;
+use super::incident_traffic::Traffic;
 use super::record::FeatureRecord;
 use super::record::Source;
 
@@ -55,6 +57,9 @@ pub struct Incident {
     /// Analysts' verdicts on it, oldest first.
     #[serde(default)]
     pub feedback: Vec<Feedback>,
+    /// The packets behind its anomalous records (when the records carried context).
+    #[serde(default)]
+    pub traffic: Traffic,
     /// Unix seconds when it closed (closed incidents kept for late feedback only).
     #[serde(default)]
     pub closed_at: Option<f64>,
@@ -178,6 +183,7 @@ pub struct Decision<'a> {
     pub ts: f64,
     pub source: &'a Source,
     pub features: &'a [f32],
+    pub context: Option<&'a Context>,
 }
 
 impl<'a> Decision<'a> {
@@ -200,6 +206,7 @@ impl<'a> Decision<'a> {
             ts: record.ts,
             source,
             features: &record.features,
+            context: record.context.as_ref(),
         }
     }
 }
@@ -254,13 +261,16 @@ impl IncidentTracker {
                 if open.kept.len() < rules.keep_records * d.features.len() {
                     open.kept.extend_from_slice(d.features);
                 }
+                if let Some(c) = d.context {
+                    open.traffic.add(c, d.ts);
+                }
             }
             return None;
         }
         if !d.anomalous || self.recent.count_ones() < rules.open_k.max(1) {
             return None;
         }
-        let incident = Incident {
+        let mut incident = Incident {
             id: incident_id(device, d.source),
             opened_by: d.source.clone(),
             opened_at: now_unix,
@@ -277,7 +287,11 @@ impl IncidentTracker {
             kept: if rules.keep_records > 0 { d.features.to_vec() } else { Vec::new() },
             feedback: Vec::new(),
             closed_at: None,
+            traffic: Traffic::default(),
         };
+        if let Some(c) = d.context {
+            incident.traffic.add(c, d.ts);
+        }
         self.open = Some(incident.clone());
         Some(Transition::Opened(incident))
     }
@@ -390,6 +404,7 @@ mod tests {
                 ts: offset as f64,
                 source: &s,
                 features: &[1.0, 2.0],
+                context: None,
             };
             out.extend(t.observe("cam", d, &RULES, offset as u64 * 100, 0.0));
         }

@@ -32,6 +32,7 @@
 pub mod adapter;
 pub mod clock;
 pub mod config;
+pub mod context;
 mod control;
 mod delivery;
 mod detector;
@@ -42,6 +43,7 @@ pub(crate) mod explain;
 mod handle;
 mod health;
 pub(crate) mod http;
+pub mod incident_traffic;
 pub mod incidents;
 pub mod kafka;
 pub(crate) mod metrics;

@@ -7,6 +7,8 @@ pub use super::clock::unix_now;
 pub use super::record::Source;
 use sha2::{Digest, Sha256};
 
+use super::incident_traffic::{Severity, TrafficReport};
+
 /// Deterministic alert id from the source coordinates: a redelivered record yields
 /// the same id, so consumers can drop duplicates (at-least-once delivery).
 pub fn alert_id(source: &Source) -> String {
@@ -142,8 +144,15 @@ pub struct IncidentReport {
     pub model_version: String,
     /// Unix seconds of this event.
     pub time: f64,
-    /// One line in words.
+    /// One line in words: what the traffic was (when the records carried context), then
+    /// the counts.
     pub summary: String,
+    /// `low`, `medium`, `high` or `critical` ([`Severity::of`]).
+    pub severity: Severity,
+    /// The packets behind its anomalous records: the device's address, peers, ports,
+    /// protocols, packets, bytes (absent when the records carried no context).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<Box<TrafficReport>>,
     /// The features that moved most from the device's known-normal traffic, named and
     /// in words.
     pub top_features: Vec<super::explain::FeatureChange>,
@@ -166,9 +175,12 @@ impl IncidentReport {
         };
         let most = top_features.first().map(|f| format!("; most changed: {}", f.words)).unwrap_or_default();
         let share = i.anomalous as f32 / i.records.max(1) as f32;
+        let traffic = i.traffic.report().map(Box::new);
+        let what = traffic.as_ref().map(|t| format!("{}; ", t.summary)).unwrap_or_default();
+        let severity = Severity::of(i.anomalous, i.records, i.last_ts - i.first_ts, &i.traffic);
         let summary = format!(
-            "device {device}: {} of {} records anomalous ({:.0} %) since the incident opened, peak score \
-             {:.2}; {state}{most}",
+            "device {device} {what}{} of {} records anomalous ({:.0} %) since the incident opened, peak \
+             score {:.2}; {state}{most}",
             i.anomalous,
             i.records,
             100.0 * share,
@@ -191,6 +203,8 @@ impl IncidentReport {
             model_version: model_version.to_string(),
             time: unix_now(),
             summary,
+            severity,
+            traffic,
             top_features,
             feedback: i.feedback.clone(),
         }
@@ -249,6 +263,7 @@ mod tests {
             kept: Vec::new(),
             feedback: Vec::new(),
             closed_at: None,
+            traffic: Default::default(),
         };
         let r = IncidentReport::of("cam", &incident, None, "v", Vec::new());
         assert!((r.attack_share - 1369.0 / 2820.0).abs() < 1e-6);

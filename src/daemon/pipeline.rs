@@ -202,12 +202,16 @@ impl Pipeline {
         batch.extend(fresh);
         let valid: Vec<(&FeatureRecord, &Source)> =
             batch.iter().filter_map(|c| c.decoded.as_ref().ok().map(|r| (r, c.source()))).collect();
-        let batch_now = match self.clock {
-            Clock::Service => Now::service(service_ms),
-            Clock::Event => valid.last().map_or(Now::service(service_ms), |(r, _)| Now::event(r.ts)),
-        };
-        engine.devices.set_time(batch_now.unix);
-        let processed = engine.process(&valid, batch_now.ms);
+        let batch_now = Now::service(service_ms);
+        if self.clock == Clock::Service {
+            engine.devices.set_time(batch_now.unix);
+        }
+        let processed = engine.process(&valid, service_ms);
+        if let (Clock::Event, Some(&latest)) =
+            (self.clock, processed.clocks.iter().filter(|c| !c.is_nan()).max_by(|a, b| a.total_cmp(b)))
+        {
+            engine.devices.set_time(latest);
+        }
         events::devices_evicted(metrics, "capacity", processed.evicted);
         metrics.records_redelivered.inc_by(processed.replayed as u64);
         metrics.adaptations.inc_by(processed.adapted.len() as u64);
@@ -215,21 +219,31 @@ impl Pipeline {
         metrics.batch_records.observe(batch.len() as f64);
 
         let mut out = Vec::new();
-        let mut verdicts = processed.verdicts.into_iter();
+        let mut verdicts = processed.verdicts.into_iter().zip(processed.clocks);
         let mut done = Vec::with_capacity(batch.len());
         for c in batch {
             match &c.decoded {
                 Ok(r) => match verdicts.next().expect("one verdict per valid record") {
-                    Verdict::Deferred => {
+                    (Verdict::Deferred, _) => {
                         self.deferred.push(c);
                         continue;
                     }
-                    v => {
+                    (v, clock) => {
                         self.record_outputs(r, c.source(), v, model_version, metrics, &mut out);
                         if let Verdict::Scored { posterior, anomalous, prior, taken_as_normal } = v {
                             let now = match self.clock {
                                 Clock::Service => batch_now,
-                                Clock::Event => Now::event(r.ts),
+                                Clock::Event => {
+                                    // On the records' clock an incident closes (or is
+                                    // updated) as the device's time passes, at its records.
+                                    let now = Now::event(clock);
+                                    if let Some(t) = engine.devices.tick_incident(&r.device, &self.rules, now)
+                                    {
+                                        events::incident(metrics, &r.device, &t);
+                                        out.push(self.incident_output(engine, &r.device, &t, model_version));
+                                    }
+                                    now
+                                }
                             };
                             let decision =
                                 Decision::of(r, c.source(), posterior, anomalous, prior, taken_as_normal);
@@ -284,13 +298,13 @@ impl Pipeline {
         })
     }
 
-    /// Now on the pipeline's clock, Unix seconds: the wall clock, or in a replay of
-    /// captures the newest record's time (an analyst's verdict or an onboarding arrives
-    /// then).
-    fn time(&self, engine: &Engine) -> f64 {
+    /// Now for `device` on the pipeline's clock, Unix seconds: the wall clock, or on the
+    /// event clock the device's own (an analyst's verdict or an onboarding takes effect
+    /// at its newest record).
+    fn time(&self, engine: &Engine, device: &str) -> f64 {
         match self.clock {
             Clock::Service => output::unix_now(),
-            Clock::Event => engine.devices.time(),
+            Clock::Event => engine.devices.get(device).map_or_else(|| engine.devices.time(), |d| d.clock),
         }
     }
 
@@ -393,7 +407,7 @@ impl Pipeline {
                 request.onboard_for_s,
                 request.by.clone(),
                 request.note.clone(),
-                self.time(engine),
+                self.time(engine, &request.device),
             )?;
             return Ok(Accepted::Onboarding(request, o));
         }
@@ -410,7 +424,8 @@ impl Pipeline {
             return Ok(Accepted::Forgot(f, known_normal));
         }
         let fb: Feedback = serde_json::from_value(value).map_err(|e| format!("malformed feedback: {e}"))?;
-        let applied = engine.devices.apply_feedback(&fb, self.time(engine), self.feedback_max_age_s)?;
+        let now = self.time(engine, &fb.device);
+        let applied = engine.devices.apply_feedback(&fb, now, self.feedback_max_age_s)?;
         Ok(Accepted::Verdict(fb, Box::new(applied)))
     }
 
@@ -444,20 +459,24 @@ impl Pipeline {
         out
     }
 
-    /// Updates and quiet closes due at `now`, as events.
+    /// Updates and quiet closes due at `service_ms` of the service's clock, as events:
+    /// each device's time is the wall clock, or on the event clock its records' time
+    /// plus the service time since its last record ([`DeviceTable::now_of`]).
     pub fn incident_ticks(
         &self,
         engine: &mut Engine,
-        now: Now,
+        service_ms: u64,
         version: &str,
         metrics: &Metrics,
     ) -> Vec<Emitted> {
         let mut out = self.eviction_closes(engine, version, metrics);
-        // Onboarding spans end on the pipeline's time: the wall clock in the daemon, the
-        // records' own in a replay.
-        engine.devices.end_onboarding_due(now.unix);
+        if self.clock == Clock::Service {
+            engine.devices.set_time(output::unix_now());
+        }
+        engine.devices.end_onboarding_due(service_ms);
         for (device, o, known_normal) in engine.devices.take_onboarded() {
             events::onboarding(metrics, &device, "onboarded", o.records, known_normal);
+            let time = engine.devices.now_of(&device, service_ms).unix;
             out.push(Emitted::Incident(IncidentEvent::Onboarded {
                 device,
                 from: o.from,
@@ -466,11 +485,15 @@ impl Pipeline {
                 known_normal,
                 by: o.by,
                 note: o.note,
-                time: now.unix,
+                time,
             }));
         }
         let open = engine.devices.with_open_incidents();
         for device in &open {
+            let now = match self.clock {
+                Clock::Service => Now::service(service_ms),
+                Clock::Event => engine.devices.now_of(device, service_ms),
+            };
             if let Some(t) = engine.devices.tick_incident(device, &self.rules, now) {
                 events::incident(metrics, device, &t);
                 out.push(self.incident_output(engine, device, &t, version));
@@ -629,6 +652,116 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Two devices on the event clock: benign records, then a burst of others, then
+    /// benign again, a record every 0.3 s of capture time.
+    fn capture() -> Vec<Received> {
+        (0..240i64)
+            .map(|o| {
+                let device = if o % 2 == 0 { "cam" } else { "lock" };
+                let i = o / 2;
+                let x = if (60..90).contains(&i) { 3.0 + (i % 5) as f32 * 0.1 } else { 0.1 * (i % 3) as f32 };
+                let label = if i < 4 { r#", "label": "normal""# } else { "" };
+                let json = format!(
+                    r#"{{"device": "{device}", "ts": {}, "features": [{x}, {}]{label}}}"#,
+                    0.3 * i as f64,
+                    -x
+                );
+                message(0, o, json.as_bytes())
+            })
+            .collect()
+    }
+
+    /// What a replay decided: every record's decision, and the incidents opened and
+    /// closed (id, records, anomalous), by device.
+    fn replay(batch_sizes: &[usize], service_ms_step: u64) -> (Vec<(i64, String)>, Vec<String>) {
+        let metrics = Metrics::new();
+        let mut engine = engine(0);
+        engine.threshold = 0.9; // the burst scores 0.75-0.85, the rest over 0.9
+        engine.cadence = Some(crate::daemon::engine::EventCadence { interval_s: 1.0, after_records: 0 });
+        engine.devices.event_clock = true;
+        let rules = IncidentRules {
+            open_k: 3,
+            open_n: 5,
+            update_interval_ms: 2_000,
+            quiet_ms: 3_000,
+            keep_records: 3,
+        };
+        let mut pipeline =
+            Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Event, 100);
+        let mut messages = capture().into_iter().peekable();
+        let (mut decisions, mut incidents) = (Vec::new(), Vec::new());
+        let mut service_ms = 0;
+        for &size in batch_sizes.iter().cycle() {
+            if messages.peek().is_none() {
+                break;
+            }
+            let batch: Vec<Received> = messages.by_ref().take(size).collect();
+            let (mut out, _) = pipeline.run(&mut engine, consumed(batch), service_ms, "v", &metrics);
+            out.extend(pipeline.incident_ticks(&mut engine, service_ms, "v", &metrics));
+            service_ms += service_ms_step;
+            for e in out {
+                match e {
+                    Emitted::Score(s) => decisions.push((s.source.offset, s.decision)),
+                    Emitted::Incident(IncidentEvent::Opened(r)) => {
+                        incidents.push(format!("opened {} {} {}", r.device, r.incident_id, r.records))
+                    }
+                    Emitted::Incident(IncidentEvent::Closed(r)) => incidents
+                        .push(format!("closed {} {} {} {}", r.device, r.incident_id, r.records, r.anomalous)),
+                    _ => {}
+                }
+            }
+        }
+        decisions.sort();
+        incidents.sort();
+        (decisions, incidents)
+    }
+
+    /// On the event clock, adaptation and incidents follow the records' time: the same
+    /// capture cut into batches of any size, arriving at any speed, gets the same
+    /// decisions and the same incidents.
+    #[test]
+    fn on_the_event_clock_batching_and_speed_change_nothing() {
+        let whole = replay(&[240], 0);
+        assert!(
+            whole.1.iter().any(|i| i.starts_with("opened cam")),
+            "the burst opens an incident: {:?}",
+            whole.1
+        );
+        assert!(whole.1.iter().any(|i| i.starts_with("closed cam")), "and it closes: {:?}", whole.1);
+        assert_eq!(replay(&[1], 0), whole, "one record per batch");
+        assert_eq!(replay(&[7, 1, 30], 0), whole, "batches of 7, 1, 30");
+        assert_eq!(replay(&[1], 300), whole, "one record per batch, live speed");
+        assert_eq!(replay(&[5], 1), whole, "1,500 times faster than live");
+    }
+
+    /// On the event clock a device that falls silent still sees time pass: its open
+    /// incident closes `quiet` after its last record, on the service's clock.
+    #[test]
+    fn a_silent_device_s_incident_closes_on_the_wall_clock() {
+        let metrics = Metrics::new();
+        let mut engine = engine(0);
+        engine.threshold = 1.1; // every record scores anomalous
+        engine.devices.event_clock = true;
+        let mut pipeline = pipeline();
+        pipeline.clock = Clock::Event;
+        let old = 1.5e9; // a capture's time, years ago
+        let messages: Vec<Received> = (0..5)
+            .map(|o| {
+                let label = if o == 0 { r#", "label": "normal""# } else { "" };
+                let json =
+                    format!(r#"{{"device": "a", "ts": {}, "features": [0.1, 0.2]{label}}}"#, old + o as f64);
+                message(0, o, json.as_bytes())
+            })
+            .collect();
+        let (out, _) = pipeline.run(&mut engine, consumed(messages), 1_000, "v", &metrics);
+        assert!(out.iter().any(|e| matches!(e, Emitted::Incident(IncidentEvent::Opened(_)))));
+        let closed =
+            |out: &[Emitted]| out.iter().any(|e| matches!(e, Emitted::Incident(IncidentEvent::Closed(_))));
+        assert!(!closed(&pipeline.incident_ticks(&mut engine, 5_000, "v", &metrics)), "4 s of quiet < 5 s");
+        let out = pipeline.incident_ticks(&mut engine, 6_100, "v", &metrics);
+        assert!(closed(&out), "5.1 s after its last record: closed");
     }
 
     #[test]

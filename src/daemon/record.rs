@@ -1,9 +1,12 @@
-//! Input records: `{"device": str, "ts": seconds, "features": [floats], "label": "normal"}`
-//! or the same fields in the binary layout of [`encode_binary`], with the device also
-//! (or only) in the message key. Anything else is refused with a
+//! Input records: `{"device": str, "ts": seconds, "features": [floats], "label": "normal",
+//! "context": {…}}` (label and context optional; the context: [`Context`]) or the same
+//! fields in the binary layout of [`encode_binary`], with the device also (or only) in
+//! the message key. Anything else is refused with a
 //! reason that goes to the dead-letter topic.
 
 use serde::Deserialize;
+
+pub use super::context::Context;
 
 /// Where a record came from: its topic, partition and offset.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -21,6 +24,8 @@ pub struct FeatureRecord {
     pub features: Vec<f32>,
     /// Operator- or onboarding-confirmed normal traffic: enters the positive window.
     pub known_normal: bool,
+    /// The packet behind the record, when the producer sent it.
+    pub context: Option<Context>,
 }
 
 /// Why a message was refused; the text goes to the dead-letter record.
@@ -91,6 +96,7 @@ struct Wire {
     ts: f64,
     features: Vec<f64>,
     label: Option<String>,
+    context: Option<Context>,
 }
 
 /// First bytes of a binary record (see [`encode_binary`]); JSON cannot start so.
@@ -104,6 +110,7 @@ struct Fields {
     /// Index of the first feature that did not fit a finite f32.
     non_finite: Option<usize>,
     known_normal: bool,
+    context: Option<Context>,
 }
 
 fn binary_fields(value: &[u8]) -> Result<Fields, InvalidRecord> {
@@ -115,7 +122,7 @@ fn binary_fields(value: &[u8]) -> Result<Fields, InvalidRecord> {
         Ok(part)
     };
     let flags = take(1, "the flags")?[0];
-    if flags & !1 != 0 {
+    if flags & !3 != 0 {
         return Err(bad(&format!("unknown flag bits {flags:#04x}")));
     }
     let len = u16::from_le_bytes(take(2, "the device length")?.try_into().map_err(|_| bad("device length"))?);
@@ -127,8 +134,16 @@ fn binary_fields(value: &[u8]) -> Result<Fields, InvalidRecord> {
     let raw = take(n.checked_mul(4).ok_or_else(|| bad("feature count"))?, "the features")?;
     let features: Vec<f32> =
         raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let context = if flags & 2 == 2 {
+        let (context, used) =
+            Context::decode_binary(value.get(at..).unwrap_or_default()).map_err(|e| bad(&e.0))?;
+        at += used;
+        Some(context)
+    } else {
+        None
+    };
     if at != value.len() {
-        return Err(bad(&format!("{} bytes after the features", value.len() - at)));
+        return Err(bad(&format!("{} bytes after the record", value.len() - at)));
     }
     Ok(Fields {
         device: (!device.is_empty()).then(|| device.to_string()),
@@ -136,6 +151,7 @@ fn binary_fields(value: &[u8]) -> Result<Fields, InvalidRecord> {
         non_finite: features.iter().position(|v| !v.is_finite()),
         features,
         known_normal: flags & 1 == 1,
+        context,
     })
 }
 
@@ -155,6 +171,7 @@ fn json_fields(value: &[u8]) -> Result<Fields, InvalidRecord> {
         non_finite: features.iter().position(|v| !v.is_finite()),
         features,
         known_normal,
+        context: wire.context,
     })
 }
 
@@ -191,7 +208,13 @@ pub fn decode(
     if let Some(index) = wire.non_finite {
         return Err(InvalidRecord::NonFinite { index });
     }
-    Ok(FeatureRecord { device, ts: wire.ts, features: wire.features, known_normal: wire.known_normal })
+    Ok(FeatureRecord {
+        device,
+        ts: wire.ts,
+        features: wire.features,
+        known_normal: wire.known_normal,
+        context: wire.context,
+    })
 }
 
 /// Why serde_json refused `text`. Producers such as Python's `json.dumps` write
@@ -214,14 +237,21 @@ fn refusal_of(text: &str, e: &serde_json::Error) -> InvalidRecord {
 }
 
 /// Encode a record in the binary input format: [`BINARY_MAGIC`], a flags byte (bit 0:
-/// known normal), the device (u16 length, UTF-8), ts (f64), the feature count (u32)
-/// and the features (f32), all little-endian. A third of the JSON's size, and
+/// known normal; bit 1: a context follows the features), the device (u16 length,
+/// UTF-8), ts (f64), the feature count (u32), the features (f32) and the context
+/// ([`Context::encode_binary`]), all little-endian. A third of the JSON's size, and
 /// decoded without parsing text. Devices of over 65,535 bytes are cut.
-pub fn encode_binary(device: &str, ts: f64, features: &[f32], known_normal: bool) -> Vec<u8> {
+pub fn encode_binary(
+    device: &str,
+    ts: f64,
+    features: &[f32],
+    known_normal: bool,
+    context: Option<&Context>,
+) -> Vec<u8> {
     let name = &device.as_bytes()[..device.len().min(u16::MAX as usize)];
     let mut out = Vec::with_capacity(4 + 1 + 2 + name.len() + 8 + 4 + 4 * features.len());
     out.extend_from_slice(BINARY_MAGIC);
-    out.push(u8::from(known_normal));
+    out.push(u8::from(known_normal) | (u8::from(context.is_some()) << 1));
     out.extend_from_slice(&(name.len() as u16).to_le_bytes());
     out.extend_from_slice(name);
     out.extend_from_slice(&ts.to_le_bytes());
@@ -229,14 +259,31 @@ pub fn encode_binary(device: &str, ts: f64, features: &[f32], known_normal: bool
     for v in features {
         out.extend_from_slice(&v.to_le_bytes());
     }
+    if let Some(c) = context {
+        c.encode_binary(&mut out);
+    }
     out
 }
 
 /// Encode a record in the input format (replay tools, tests).
 pub fn encode(device: &str, ts: f64, features: &[f32], known_normal: bool) -> Vec<u8> {
+    encode_with_context(device, ts, features, known_normal, None)
+}
+
+/// [`encode`], with the packet's context.
+pub fn encode_with_context(
+    device: &str,
+    ts: f64,
+    features: &[f32],
+    known_normal: bool,
+    context: Option<&Context>,
+) -> Vec<u8> {
     let mut v = serde_json::json!({ "device": device, "ts": ts, "features": features });
     if known_normal {
         v["label"] = "normal".into();
+    }
+    if let Some(c) = context {
+        v["context"] = serde_json::to_value(c).expect("a context serialises");
     }
     serde_json::to_vec(&v).expect("record serialises")
 }
@@ -253,10 +300,17 @@ pub enum Format {
 }
 
 impl Format {
-    pub fn encode(self, device: &str, ts: f64, features: &[f32], known_normal: bool) -> Vec<u8> {
+    pub fn encode(
+        self,
+        device: &str,
+        ts: f64,
+        features: &[f32],
+        known_normal: bool,
+        context: Option<&Context>,
+    ) -> Vec<u8> {
         match self {
-            Format::Json => encode(device, ts, features, known_normal),
-            Format::Binary => encode_binary(device, ts, features, known_normal),
+            Format::Json => encode_with_context(device, ts, features, known_normal, context),
+            Format::Binary => encode_binary(device, ts, features, known_normal, context),
         }
     }
 }

@@ -24,7 +24,7 @@ use super::metrics::Metrics;
 use super::notify;
 use super::outbox::Outbox;
 use super::output::{unix_now, IncidentEvent, Source};
-use super::pipeline::{decode_batch, highest_offsets, Emitted, Now, Pipeline, Received};
+use super::pipeline::{decode_batch, highest_offsets, Emitted, Pipeline, Received};
 use super::state::StateStore;
 
 /// Period of the loop's housekeeping (adaptation, snapshots, health).
@@ -228,7 +228,9 @@ impl Service {
         let adapt_every = Duration::from_millis(self.cfg.adaptation.interval_ms.max(1));
         let after_records = self.cfg.adaptation.after_records;
         let interval_due = t.adapt.elapsed() >= adapt_every;
-        if interval_due || after_records > 0 {
+        // On the event clock the engine adapts as the records' time passes.
+        let scheduled_here = self.detector.engine.cadence.is_none();
+        if scheduled_here && (interval_due || after_records > 0) {
             let min_changed = if interval_due { 1 } else { after_records };
             if self.detector.schedule(min_changed) || interval_due {
                 t.adapt = Instant::now();
@@ -241,8 +243,7 @@ impl Service {
             self.evict_idle(now_ms);
             self.report_unmonitored(now_ms);
             let (engine, version) = self.detector.engine_and_version();
-            let incident_events =
-                self.pipeline.incident_ticks(engine, Now::service(now_ms), version, &self.metrics);
+            let incident_events = self.pipeline.incident_ticks(engine, now_ms, version, &self.metrics);
             if !incident_events.is_empty() {
                 // Through the batch deliveries (retried until acknowledged), with no offsets.
                 self.outbox.submit(&incident_events, Vec::new());

@@ -211,6 +211,7 @@ mod tests {
             ts: 5.0,
             source: &Source { topic: "in".into(), partition: 3, offset: 40 },
             features: &[1.0, 2.0],
+            context: None,
         };
         assert!(with_incident.incidents.observe("a", d, &rules, 0, 1.5e9).is_some());
         assert_eq!(Snapshot::decode(&with_incident.encode()).unwrap(), with_incident);

@@ -145,12 +145,13 @@ impl Sensor {
                 routed = self.route(frame);
             }
         }
-        let Some(Routed { packet, devices, .. }) = routed else { return };
-        for d in devices.into_iter().flatten() {
+        let Some(routed) = routed else { return };
+        for (d, context) in routed.per_device() {
             self.device_packets[d].inc();
-            let row = self.extractor.features(d, &packet);
-            producer
-                .send(&self.names[d], &self.settings.format.encode(&self.names[d], packet.ts, row, false));
+            let row = self.extractor.features(d, &routed.packet);
+            let record =
+                self.settings.format.encode(&self.names[d], routed.packet.ts, row, false, Some(&context));
+            producer.send(&self.names[d], &record);
         }
     }
 

@@ -141,7 +141,17 @@ mod tests {
     use crate::traffic::packet::host_of_mac;
 
     fn packet(ts: f64, src: u128, dst: u128, sport: u16, dport: u16, len: u32) -> Packet {
-        Packet { ts, src_mac: src as u64, src, dst, src_port: sport, dst_port: dport, len }
+        Packet {
+            ts,
+            src_mac: src as u64,
+            src,
+            dst,
+            src_port: sport,
+            dst_port: dport,
+            len,
+            proto: 17,
+            tcp_flags: 0,
+        }
     }
 
     fn approx(a: f32, b: f64) -> bool {

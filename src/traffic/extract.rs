@@ -3,6 +3,7 @@
 //! (from `metapu datasets infect`'s label file), and each device's own AfterImage.
 //! `metapu extract` and the real-traffic experiment read captures through this.
 
+use crate::daemon::context::Context;
 use std::path::{Path, PathBuf};
 
 use crate::data::{Label, Task};
@@ -35,6 +36,22 @@ pub struct Routed {
     pub packet: Packet,
     pub label: Label,
     pub devices: [Option<usize>; 2],
+    /// Devices were told apart by MAC, so slot 0 is the sender and slot 1 the receiver;
+    /// otherwise the capture is one device's and the direction unknown.
+    pub by_mac: bool,
+}
+
+impl Routed {
+    /// The devices given a row, each with the packet's context as that device sees it.
+    pub fn per_device(&self) -> impl Iterator<Item = (usize, Context)> + '_ {
+        self.devices.iter().enumerate().filter_map(|(slot, d)| {
+            let mut context = Context::of_packet(&self.packet, slot == 0);
+            if !self.by_mac {
+                context.direction = None;
+            }
+            Some(((*d)?, context))
+        })
+    }
 }
 
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -124,7 +141,7 @@ impl Extractor {
             Some(labels) => *labels.get(frame.index as usize).ok_or(ExtractError::NoLabel(frame.index))?,
             None => Label::Unlabeled,
         };
-        Ok(Some(Routed { packet, label, devices }))
+        Ok(Some(Routed { packet, label, devices, by_mac: self.split.is_some() }))
     }
 
     /// The packet's row for one of its devices, after that device's statistics took it.
@@ -153,21 +170,23 @@ pub fn labeled_device_task(
     pcap: &Path,
     device: Device,
     labels: Vec<Label>,
-) -> Result<(Task, Vec<f64>), LabeledCaptureError> {
+) -> Result<(Task, Vec<f64>, Vec<Context>), LabeledCaptureError> {
     let mut task = Task::new(device.name.clone());
     let mut extractor = Extractor::new(Devices::Split(DeviceMap::new(vec![device])?), Some(labels));
     let mut reader = CaptureReader::open(pcap)?;
-    let mut ts = Vec::new();
+    let (mut ts, mut contexts) = (Vec::new(), Vec::new());
     while let Some(frame) = reader.next_frame()? {
         let routed = extractor
             .route(&frame)
             .map_err(|source| LabeledCaptureError::Extract { path: pcap.into(), source })?;
-        let Some(Routed { packet, label, .. }) = routed else { continue };
-        task.x.extend_from_slice(extractor.features(0, &packet));
-        task.labels.push(label);
-        ts.push(packet.ts);
+        let Some(routed) = routed else { continue };
+        let Some((_, context)) = routed.per_device().next() else { continue };
+        task.x.extend_from_slice(extractor.features(0, &routed.packet));
+        task.labels.push(routed.label);
+        ts.push(routed.packet.ts);
+        contexts.push(context);
     }
-    Ok((task, ts))
+    Ok((task, ts, contexts))
 }
 
 /// `metapu datasets infect`'s label file (`packet,label,source`): a label per packet

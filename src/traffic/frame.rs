@@ -79,7 +79,17 @@ pub fn packet_of_frame(link: Link, f: &[u8], ts: f64, len: u32) -> Option<Packet
         }
     };
     let (ethertype, at) = skip_vlan_tags(f, ethertype, at)?;
-    let mut p = Packet { ts, src_mac, src: host_of_mac(src_mac), dst: 0, src_port: 0, dst_port: 0, len };
+    let mut p = Packet {
+        ts,
+        src_mac,
+        src: host_of_mac(src_mac),
+        dst: 0,
+        src_port: 0,
+        dst_port: 0,
+        len,
+        proto: 0,
+        tcp_flags: 0,
+    };
     p.dst = host_of_mac(dst_mac.unwrap_or(0));
     let (proto, l4) = match ethertype {
         0x0800 => {
@@ -112,9 +122,13 @@ pub fn packet_of_frame(link: Link, f: &[u8], ts: f64, len: u32) -> Option<Packet
         }
         _ => (0, 0),
     };
+    p.proto = proto;
     if proto == 6 || proto == 17 {
         p.src_port = u16_at(f, l4).unwrap_or(0);
         p.dst_port = u16_at(f, l4 + 2).unwrap_or(0);
+    }
+    if proto == 6 {
+        p.tcp_flags = f.get(l4 + 13).copied().unwrap_or(0);
     }
     Some(p)
 }

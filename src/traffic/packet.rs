@@ -29,4 +29,20 @@ pub struct Packet {
     pub dst_port: u16,
     /// Frame length on the wire, bytes.
     pub len: u32,
+    /// IP protocol number (6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6); 0 for a frame without IP
+    /// (ARP, …) or a later fragment.
+    pub proto: u8,
+    /// TCP flags (FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10); 0 for other protocols.
+    pub tcp_flags: u8,
+}
+
+impl Packet {
+    /// An address as an IP, if it is one (not a MAC stand-in, see [`Host`]).
+    pub fn ip_of(host: Host) -> Option<IpAddr> {
+        if host >> 120 == 0xfe || host == 0 {
+            return None;
+        }
+        let v6 = std::net::Ipv6Addr::from(host);
+        Some(v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4))
+    }
 }

@@ -40,6 +40,9 @@ impl<W: std::io::Write> PcapWriter<W> {
         f[30..34].copy_from_slice(&v4(p.dst));
         f[34..36].copy_from_slice(&p.src_port.to_be_bytes());
         f[36..38].copy_from_slice(&p.dst_port.to_be_bytes());
+        if proto == 6 {
+            f[34 + 13] = p.tcp_flags;
+        }
         let secs = p.ts.floor();
         let mut rec = Vec::with_capacity(16 + len);
         rec.extend((secs as u32).to_le_bytes());
@@ -78,6 +81,8 @@ mod tests {
                 src_port: 5353,
                 dst_port: 53,
                 len: 74,
+                proto: 17,
+                tcp_flags: 0,
             },
             Packet {
                 ts: 1.5e9 + 0.5,
@@ -87,6 +92,8 @@ mod tests {
                 src_port: 53,
                 dst_port: 5353,
                 len: 1514,
+                proto: 6,
+                tcp_flags: 0,
             },
         ];
         let mut w = PcapWriter::new(Vec::new()).unwrap();
@@ -126,6 +133,8 @@ mod tests {
             src_port: 1,
             dst_port: 2,
             len: 60,
+            proto: 17,
+            tcp_flags: 0,
         };
         w.write(&p, 2, 17).unwrap();
         let mut bytes = w.finish().unwrap();

@@ -166,6 +166,8 @@ impl Generator {
                 src_port: dev_port,
                 dst_port: peer_port,
                 len,
+                proto,
+                tcp_flags: 0,
             }
         } else {
             Packet {
@@ -176,6 +178,8 @@ impl Generator {
                 src_port: peer_port,
                 dst_port: dev_port,
                 len,
+                proto,
+                tcp_flags: 0,
             }
         };
         self.out.push(SimPacket { packet, proto, attack });

@@ -102,7 +102,7 @@ fn valid_records_decode_to_what_was_encoded() {
 fn binary_records_round_trip_and_any_binary_tail_is_safe() {
     let row = prop::collection::vec(-1e30f32..1e30, DIM);
     fuzz("decoder/binary-round-trip", ("[a-z0-9-]{1,12}", row, any::<bool>()), |(device, row, normal)| {
-        let r = decode(None, &encode_binary(&device, 1.0, &row, normal), DIM, MAX_BYTES)
+        let r = decode(None, &encode_binary(&device, 1.0, &row, normal, None), DIM, MAX_BYTES)
             .map_err(|e| TestCaseError::fail(format!("refused a valid binary record: {e}")))?;
         prop_assert_eq!((r.device, r.features, r.known_normal), (device, row, normal));
         Ok(())

@@ -54,6 +54,7 @@ impl Core {
                     ts: self.offset as f64,
                     features: row.clone(),
                     known_normal: known,
+                    context: None,
                 };
                 Consumed::record(r, Source { topic: "in".into(), partition: 0, offset: self.offset })
             })

@@ -16,7 +16,7 @@ fn engine(max_per_device: usize) -> Engine {
 }
 
 fn record(device: &str, row: &[f32], known_normal: bool) -> FeatureRecord {
-    FeatureRecord { device: device.into(), ts: 0.0, features: row.to_vec(), known_normal }
+    FeatureRecord { device: device.into(), ts: 0.0, features: row.to_vec(), known_normal, context: None }
 }
 
 /// Feed records with consecutive offsets on partition 0.

@@ -55,9 +55,10 @@ async fn metapu_onboard_takes_a_span_of_traffic_as_known_normal_and_says_so() {
     let o = started.iter().find(|e| e["event"] == "onboarding").unwrap();
     assert_eq!((&o["device"], &o["by"], &o["note"]), (&"cam".into(), &"ops".into(), &"joined".into()));
     assert_eq!(o["until"].as_f64().unwrap() - o["from"].as_f64().unwrap(), 8.0);
-    // Its traffic during the span becomes its known-normal window...
+    // Its traffic during the span (on the records' clock, from its newest record, 4 s)
+    // becomes its known-normal window...
     for (i, row) in normal.iter().skip(5).take(20).enumerate() {
-        send_record(&p, &input, "cam", 10.0 + i as f64, row, false).await;
+        send_record(&p, &input, "cam", 5.0 + 0.1 * i as f64, row, false).await;
     }
     scored(25);
     // Refused meanwhile: a second onboarding, an unknown device, a span of nothing.

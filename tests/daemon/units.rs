@@ -114,19 +114,19 @@ fn records_decode_or_say_why_not() {
 
 #[test]
 fn binary_records_decode_like_json_or_say_why_not() {
-    let bin = encode_binary("d1", 1.5, &[1.0, -2.5], true);
+    let bin = encode_binary("d1", 1.5, &[1.0, -2.5], true, None);
     let json = encode("d1", 1.5, &[1.0, -2.5], true);
     assert!(bin.len() < json.len());
     assert_eq!(decode(None, &bin, 2, 1024).unwrap(), decode(None, &json, 2, 1024).unwrap());
     // The key may name the device instead; a different name is refused as in JSON.
-    let keyed = encode_binary("", 0.0, &[1.0, 2.0], false);
+    let keyed = encode_binary("", 0.0, &[1.0, 2.0], false, None);
     assert_eq!(decode(Some(b"d9"), &keyed, 2, 1024).unwrap().device, "d9");
     assert_eq!(decode(None, &keyed, 2, 1024).unwrap_err(), InvalidRecord::NoDevice);
     assert!(matches!(decode(Some(b"d2"), &bin, 2, 1024), Err(InvalidRecord::DeviceMismatch { .. })));
     let kind = |v: &[u8]| decode(None, v, 2, 1024).unwrap_err().kind();
-    assert_eq!(kind(&encode_binary("d1", 0.0, &[1.0], false)), "wrong_dimension");
-    assert_eq!(kind(&encode_binary("d1", 0.0, &[1.0, f32::NAN], false)), "non_finite");
-    assert_eq!(kind(&encode_binary("d1", f64::INFINITY, &[1.0, 2.0], false)), "bad_timestamp");
+    assert_eq!(kind(&encode_binary("d1", 0.0, &[1.0], false, None)), "wrong_dimension");
+    assert_eq!(kind(&encode_binary("d1", 0.0, &[1.0, f32::NAN], false, None)), "non_finite");
+    assert_eq!(kind(&encode_binary("d1", f64::INFINITY, &[1.0, 2.0], false, None)), "bad_timestamp");
     let mut truncated = bin.clone();
     truncated.pop();
     let e = decode(None, &truncated, 2, 1024).unwrap_err();
@@ -138,9 +138,52 @@ fn binary_records_decode_like_json_or_say_why_not() {
     let mut flags = bin.clone();
     flags[4] = 0x80;
     assert!(decode(None, &flags, 2, 1024).unwrap_err().to_string().contains("unknown flag bits"));
-    let mut bad_name = encode_binary("dx", 0.0, &[1.0, 2.0], false);
+    let mut bad_name = encode_binary("dx", 0.0, &[1.0, 2.0], false, None);
     bad_name[7] = 0xff;
     assert_eq!(kind(&bad_name), "not_utf8");
+}
+
+/// A record may carry its packet's context, in JSON and in binary; one without is as
+/// valid; a context with an unknown field or a bad address is refused, never guessed.
+#[test]
+fn records_carry_packet_context_in_both_formats() {
+    use metapu::daemon::context::{Context, Direction};
+    use metapu::daemon::record::encode_with_context;
+    let ctx = Context {
+        src_ip: Some("192.168.1.7".parse().unwrap()),
+        dst_ip: Some("2001:db8::1".parse().unwrap()),
+        src_port: 40000,
+        dst_port: 23,
+        proto: 6,
+        tcp_flags: 2,
+        bytes: 74,
+        direction: Some(Direction::Outbound),
+    };
+    let json = encode_with_context("d1", 1.5, &[1.0, -2.5], false, Some(&ctx));
+    let bin = encode_binary("d1", 1.5, &[1.0, -2.5], false, Some(&ctx));
+    let (from_json, from_bin) = (decode(None, &json, 2, 1024).unwrap(), decode(None, &bin, 2, 1024).unwrap());
+    assert_eq!(from_json.context, Some(ctx));
+    assert_eq!(from_json, from_bin);
+    let text = String::from_utf8(json).unwrap();
+    assert!(
+        text.contains(r#""dst_ip":"2001:db8::1""#) && text.contains(r#""direction":"outbound""#),
+        "{text}"
+    );
+    assert_eq!(decode(None, &encode("d1", 1.5, &[1.0, -2.5], false), 2, 1024).unwrap().context, None);
+    let partial =
+        br#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"dst_port": 53, "proto": 17}}"#;
+    let c = decode(None, partial, 2, 1024).unwrap().context.unwrap();
+    assert_eq!((c.dst_port, c.proto, c.src_ip, c.direction), (53, 17, None, None));
+    for bad in [
+        r#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"port": 53}}"#,
+        r#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"src_ip": "10.0.0.300"}}"#,
+        r#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"direction": "sideways"}}"#,
+    ] {
+        assert_eq!(decode(None, bad.as_bytes(), 2, 1024).unwrap_err().kind(), "malformed", "{bad}");
+    }
+    let mut cut = bin.clone();
+    cut.truncate(bin.len() - 3);
+    assert!(decode(None, &cut, 2, 1024).unwrap_err().to_string().contains("ends inside the context"));
 }
 
 fn at(partition: i32, offset: i64) -> Source {
@@ -168,6 +211,7 @@ fn the_engine_scores_only_adapted_devices() {
         ts: 0.0,
         features: vec![x, -x],
         known_normal: normal,
+        context: None,
     };
     let (r1, r2, r3) = (rec("p", 0.1, true), rec("p", 0.3, false), rec("q", 0.2, false));
     let processed = e.process(&[(&r1, &at(0, 0)), (&r2, &at(0, 1)), (&r3, &at(0, 2))], 0);

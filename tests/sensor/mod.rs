@@ -599,6 +599,13 @@ async fn from_the_wire_a_scan_after_onboarding_opens_an_incident() {
     let opened = events("opened", 60);
     let incident = opened.iter().find(|e| e["event"] == "opened").expect("the scan opens an incident");
     assert!(incident["opened_at"].as_f64().unwrap() >= scan_sent, "{incident}");
+    // The sensor sent each packet's context: the incident says what the traffic was.
+    let traffic = &incident["traffic"];
+    assert!(traffic["packets"].as_u64().unwrap_or(0) >= 1, "{incident}");
+    let sentence = traffic["summary"].as_str().unwrap_or_default();
+    assert!(sentence.contains("TCP SYN"), "{incident}");
+    assert!(incident["summary"].as_str().unwrap().contains(sentence), "{incident}");
+    assert!(["low", "medium", "high", "critical"].contains(&incident["severity"].as_str().unwrap()));
     let (status, log) = sense.stop();
     assert!(status.success(), "{log}");
     daemon.shutdown().await.unwrap();

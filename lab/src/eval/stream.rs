@@ -12,7 +12,7 @@ use metapu::daemon::engine::WindowSizes;
 use metapu::daemon::engine::{run_adaptation, Engine};
 use metapu::daemon::incidents::IncidentRules;
 use metapu::daemon::output::{IncidentEvent, Source};
-use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Now, Pipeline, Received, RecordOutputs};
+use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Pipeline, Received, RecordOutputs};
 use metapu::daemon::record::FeatureRecord;
 use metapu::daemon::Metrics;
 use metapu::data::{Label, Task};
@@ -136,6 +136,8 @@ pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<De
     let mut engine = Engine::new(model, cfg.sizes, devices.len().max(1), cfg.threshold);
     engine.max_per_device = cfg.max_per_device;
     engine.adaptation_batch = cfg.adapt_batch;
+    // Each device on its capture's clock (the service clock stands still at 0).
+    engine.devices.event_clock = true;
     let outputs = RecordOutputs { scores: true, alerts: false };
     let mut pipeline = Pipeline::new(cfg.incidents, outputs, Clock::Event, cfg.max_batch);
     let metrics = Metrics::new();
@@ -217,6 +219,7 @@ fn run_device(
                     ts: d.ts[i],
                     features: task.row(i, dim).to_vec(),
                     known_normal: labels_known && out.known[i],
+                    context: None,
                 };
                 Consumed::record(record, source(offset + i as i64))
             })
@@ -304,7 +307,7 @@ fn run_device(
         // other, each on its own clock: what the tick does to an earlier device's
         // incident is no event of this one.
         let ticked: Vec<Emitted> = pipeline
-            .incident_ticks(engine, Now::event(now), "lab", metrics)
+            .incident_ticks(engine, 0, "lab", metrics)
             .into_iter()
             .filter(|e| matches!(e, Emitted::Incident(i) if i.device() == task.id))
             .collect();

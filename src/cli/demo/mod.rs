@@ -260,7 +260,13 @@ async fn demo(a: &DemoArgs, bootstrap: String, devices: Vec<DemoDevice>) -> anyh
             let r = &dev.records[i];
             let known_normal = !r.attack && labeled[d] < KNOWN_NORMAL;
             labeled[d] += usize::from(known_normal);
-            let value = record::encode(&dev.name, epoch + r.at_s, &r.row, known_normal);
+            let value = record::encode_with_context(
+                &dev.name,
+                epoch + r.at_s,
+                &r.row,
+                known_normal,
+                r.context.as_ref(),
+            );
             match producer.send_result(FutureRecord::to(&input).key(&dev.name).payload(&value)) {
                 Ok(delivery) => pending.push(delivery),
                 Err((e, _)) => {

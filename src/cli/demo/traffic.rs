@@ -28,6 +28,8 @@ pub struct Record {
     pub row: Vec<f32>,
     /// Ground truth: the attack sent it.
     pub attack: bool,
+    /// Its packet, where the demo has one (the real capture's records).
+    pub context: Option<metapu::daemon::context::Context>,
 }
 
 pub struct DemoDevice {
@@ -104,6 +106,7 @@ pub fn simulated_fleet(n: usize, seed: u64, attack_after_s: f64, span_s: f64) ->
                     at_s: (rows.ts[i] - t0).max(0.0),
                     row: rows.features[i * dim..(i + 1) * dim].to_vec(),
                     attack: !rows.normal[i],
+                    context: None,
                 })
                 .collect();
             DemoDevice {
@@ -146,7 +149,7 @@ pub fn danmini(dir: &Path, attack_after_s: f64) -> anyhow::Result<DemoDevice> {
         .map(|r| (*r, false))
         .chain(attack.iter().map(|(_, r)| (*r, true)))
         .enumerate()
-        .map(|(i, (row, attack))| Record { at_s: i as f64 * step, row: row.clone(), attack })
+        .map(|(i, (row, attack))| Record { at_s: i as f64 * step, row: row.clone(), attack, context: None })
         .collect();
     Ok(DemoDevice {
         name: stream.device,
@@ -196,17 +199,19 @@ pub fn infected_capture(pcap: &Path, work: &Path, attack_after_s: f64) -> anyhow
 
     let name = CAPTURE_DEVICE.to_lowercase();
     let labels = read_labels(&labels_path_for(&out))?;
-    let (task, ts) = labeled_device_task(&out, ListedDevice { name: name.clone(), mac }, labels)?;
+    let (task, ts, contexts) = labeled_device_task(&out, ListedDevice { name: name.clone(), mac }, labels)?;
     let dim = task.x.len() / ts.len().max(1);
     let t0 = ts.first().copied().unwrap_or(0.0);
     let records = ts
         .iter()
         .zip(&task.labels)
         .zip(task.x.chunks_exact(dim.max(1)))
-        .map(|((t, label), row)| Record {
+        .zip(contexts)
+        .map(|(((t, label), row), context)| Record {
             at_s: t - t0,
             row: row.to_vec(),
             attack: *label == Label::Negative,
+            context: Some(context),
         })
         .collect();
     Ok(DemoDevice {

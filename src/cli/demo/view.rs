@@ -83,6 +83,28 @@ fn truth(d: &DeviceLedger, now_s: f64) -> String {
     }
 }
 
+/// An incident's traffic, when its records carried packet context: the sentence, then
+/// its top peers and ports with counts.
+fn traffic_lines(v: &Value) -> String {
+    let t = &v["traffic"];
+    let Some(summary) = t["summary"].as_str() else { return String::new() };
+    let counted = |key: &str| -> String {
+        let items: Vec<String> = t[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .take(3)
+            .map(|c| format!("{} ({})", c["value"].as_str().unwrap_or("?"), c["records"]))
+            .collect();
+        items.join(", ")
+    };
+    format!(
+        "\n           {summary}\n           peers: {}; ports: {}",
+        counted("top_peers"),
+        counted("top_ports")
+    )
+}
+
 /// An incident event as one or two lines; `now_s`: seconds into the demo.
 pub fn incident_lines(v: &Value, d: Option<&DeviceLedger>, now_s: f64) -> String {
     let device = v["device"].as_str().unwrap_or("?");
@@ -99,15 +121,20 @@ pub fn incident_lines(v: &Value, d: Option<&DeviceLedger>, now_s: f64) -> String
                 .take(3)
                 .filter_map(|f| f["words"].as_str().map(String::from))
                 .collect();
-            let mut out = format!("{head} INCIDENT OPENED  {device}{context}");
+            let severity = v["severity"].as_str().unwrap_or("?");
+            let mut out = format!("{head} INCIDENT OPENED  {device} [{severity}]{context}");
+            out.push_str(&traffic_lines(v));
             for (i, w) in words.iter().enumerate() {
                 out.push_str(&format!("\n           {}. {w}", i + 1));
             }
             out
         }
         "updated" => format!(
-            "{head} incident updated {device}: {} of {} records anomalous ({share}) since it opened",
-            v["anomalous"], v["records"]
+            "{head} incident updated {device} [{}]: {} of {} records anomalous ({share}) since it opened{}",
+            v["severity"].as_str().unwrap_or("?"),
+            v["anomalous"],
+            v["records"],
+            traffic_lines(v)
         ),
         "closed" => format!(
             "{head} INCIDENT CLOSED  {device} ({}): {} of {} records anomalous",

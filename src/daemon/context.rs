@@ -1,0 +1,209 @@
+//! A record's packet context, beside its features (optional): the addresses, ports,
+//! protocol and size of the packet the record was computed on, and its direction as
+//! seen from the device. The model never reads it; incidents aggregate it so that an
+//! analyst sees whom a device talked to and how.
+//!
+//! JSON: `"context": {"src_ip": "10.0.0.5", "dst_ip": "10.0.0.9", "src_port": 40000,
+//! "dst_port": 23, "proto": 6, "tcp_flags": 2, "bytes": 60, "direction": "outbound"}`,
+//! every field optional. Binary: flag bit 1, and [`Context::encode_binary`]'s layout
+//! after the features.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::traffic::packet::Packet;
+
+/// Which way the packet went, from the device's side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Sent by the device.
+    Outbound,
+    /// Sent to it.
+    Inbound,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Context {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src_ip: Option<IpAddr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst_ip: Option<IpAddr>,
+    /// 0: none (a protocol without ports).
+    #[serde(default)]
+    pub src_port: u16,
+    #[serde(default)]
+    pub dst_port: u16,
+    /// IP protocol number (6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6); 0: none or unknown.
+    #[serde(default)]
+    pub proto: u8,
+    /// TCP flags (SYN 0x02, ACK 0x10, …).
+    #[serde(default)]
+    pub tcp_flags: u8,
+    /// Frame length on the wire.
+    #[serde(default)]
+    pub bytes: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<Direction>,
+}
+
+/// A context's binary form ends inside it, or says something impossible.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadContext(pub String);
+
+impl Context {
+    /// The context of a packet the device sent (`outbound`) or received.
+    pub fn of_packet(p: &Packet, outbound: bool) -> Self {
+        Self {
+            src_ip: Packet::ip_of(p.src),
+            dst_ip: Packet::ip_of(p.dst),
+            src_port: p.src_port,
+            dst_port: p.dst_port,
+            proto: p.proto,
+            tcp_flags: p.tcp_flags,
+            bytes: p.len,
+            direction: Some(if outbound { Direction::Outbound } else { Direction::Inbound }),
+        }
+    }
+
+    /// The device's address and its peer's, when the direction is known.
+    pub fn device_and_peer(&self) -> Option<(Option<IpAddr>, Option<IpAddr>)> {
+        match self.direction? {
+            Direction::Outbound => Some((self.src_ip, self.dst_ip)),
+            Direction::Inbound => Some((self.dst_ip, self.src_ip)),
+        }
+    }
+
+    /// A TCP SYN without ACK: a connection attempt (what scans and SYN floods send).
+    pub fn is_syn(&self) -> bool {
+        self.proto == 6 && self.tcp_flags & 0x12 == 0x02
+    }
+
+    /// Binary layout (little-endian): address family (0: no addresses, 4, 6), the
+    /// source and destination addresses of that family, source port (u16), destination
+    /// port (u16), protocol (u8), TCP flags (u8), bytes (u32), direction (0 unknown,
+    /// 1 outbound, 2 inbound). An IPv4 source with an IPv6 destination (or one address
+    /// only) keeps both as IPv6, the IPv4 one mapped.
+    pub fn encode_binary(&self, out: &mut Vec<u8>) {
+        match (self.src_ip, self.dst_ip) {
+            (Some(IpAddr::V4(s)), Some(IpAddr::V4(d))) => {
+                out.push(4);
+                out.extend_from_slice(&s.octets());
+                out.extend_from_slice(&d.octets());
+            }
+            (None, None) => out.push(0),
+            (s, d) => {
+                out.push(6);
+                for ip in [s, d] {
+                    out.extend_from_slice(&ip.map_or([0; 16], |ip| to_v6(ip).octets()));
+                }
+            }
+        }
+        out.extend_from_slice(&self.src_port.to_le_bytes());
+        out.extend_from_slice(&self.dst_port.to_le_bytes());
+        out.push(self.proto);
+        out.push(self.tcp_flags);
+        out.extend_from_slice(&self.bytes.to_le_bytes());
+        out.push(match self.direction {
+            None => 0,
+            Some(Direction::Outbound) => 1,
+            Some(Direction::Inbound) => 2,
+        });
+    }
+
+    /// Read [`Self::encode_binary`]'s layout from the start of `b`; the context and the
+    /// bytes it took.
+    pub fn decode_binary(b: &[u8]) -> Result<(Self, usize), BadContext> {
+        let short = || BadContext("ends inside the context".into());
+        let family = *b.first().ok_or_else(short)?;
+        let width = match family {
+            0 => 0,
+            4 => 4,
+            6 => 16,
+            other => return Err(BadContext(format!("unknown address family {other} in the context"))),
+        };
+        let mut at = 1;
+        let mut ip = |b: &[u8]| -> Result<Option<IpAddr>, BadContext> {
+            let raw = b.get(at..at + width).ok_or_else(short)?;
+            at += width;
+            Ok(match width {
+                4 => Some(IpAddr::from(<[u8; 4]>::try_from(raw).map_err(|_| short())?)),
+                16 => {
+                    let v6 = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(raw).map_err(|_| short())?);
+                    (!v6.is_unspecified()).then(|| v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4))
+                }
+                _ => None,
+            })
+        };
+        let (src_ip, dst_ip) = (ip(b)?, ip(b)?);
+        let rest = b.get(at..at + 11).ok_or_else(short)?;
+        let direction = match rest[10] {
+            0 => None,
+            1 => Some(Direction::Outbound),
+            2 => Some(Direction::Inbound),
+            other => return Err(BadContext(format!("unknown direction {other} in the context"))),
+        };
+        let context = Self {
+            src_ip,
+            dst_ip,
+            src_port: u16::from_le_bytes([rest[0], rest[1]]),
+            dst_port: u16::from_le_bytes([rest[2], rest[3]]),
+            proto: rest[4],
+            tcp_flags: rest[5],
+            bytes: u32::from_le_bytes([rest[6], rest[7], rest[8], rest[9]]),
+            direction,
+        };
+        Ok((context, at + 11))
+    }
+}
+
+fn to_v6(ip: IpAddr) -> std::net::Ipv6Addr {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    }
+}
+
+/// A protocol number's name as analysts (and ECS's `network.transport`) write it.
+pub fn transport_name(proto: u8) -> String {
+    match proto {
+        1 => "icmp".into(),
+        6 => "tcp".into(),
+        17 => "udp".into(),
+        58 => "ipv6-icmp".into(),
+        0 => "other".into(),
+        n => format!("ip-proto-{n}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_round_trips_v4_v6_mixed_and_none() {
+        let v4 = Context {
+            src_ip: Some("10.0.0.5".parse().unwrap()),
+            dst_ip: Some("10.0.0.9".parse().unwrap()),
+            src_port: 40000,
+            dst_port: 23,
+            proto: 6,
+            tcp_flags: 2,
+            bytes: 60,
+            direction: Some(Direction::Outbound),
+        };
+        let mixed = Context { dst_ip: Some("fe80::1".parse().unwrap()), ..v4 };
+        let one = Context { dst_ip: None, direction: Some(Direction::Inbound), ..v4 };
+        for c in [v4, mixed, one, Context::default()] {
+            let mut b = Vec::new();
+            c.encode_binary(&mut b);
+            assert_eq!(Context::decode_binary(&b), Ok((c, b.len())), "{c:?}");
+            assert!(Context::decode_binary(&b[..b.len() - 1]).is_err(), "cut short");
+        }
+        assert!(v4.is_syn() && !Context { tcp_flags: 0x12, ..v4 }.is_syn());
+        assert!(Context::decode_binary(&[5]).unwrap_err().0.contains("address family 5"));
+    }
+}

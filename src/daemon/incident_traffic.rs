@@ -1,0 +1,315 @@
+//! What an incident's anomalous records say about the traffic behind them, from the
+//! records' packet context ([`Context`]): the device's address, its peers and ports
+//! with counts, protocols, packets and bytes, first and last time; the sentence an
+//! analyst reads first; and the incident's severity. Bounded: at most
+//! [`MAX_DISTINCT`] peers and ports are counted one by one.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::context::{transport_name, Context, Direction};
+
+/// Distinct peers (and ports) counted one by one per incident; beyond, the rest are
+/// counted together and the distinct count is a lower bound.
+pub const MAX_DISTINCT: usize = 1024;
+
+/// Counts by key, at most [`MAX_DISTINCT`] keys.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    pub by_key: BTreeMap<String, u64>,
+    /// Records whose key found no room.
+    #[serde(default)]
+    pub overflow: u64,
+}
+
+impl Counts {
+    fn add(&mut self, key: String) {
+        if let Some(n) = self.by_key.get_mut(&key) {
+            *n += 1;
+        } else if self.by_key.len() < MAX_DISTINCT {
+            self.by_key.insert(key, 1);
+        } else {
+            self.overflow += 1;
+        }
+    }
+
+    /// The `n` most frequent, most frequent first (ties by key).
+    pub fn top(&self, n: usize) -> Vec<Counted> {
+        let mut all: Vec<(&String, &u64)> = self.by_key.iter().collect();
+        all.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        all.into_iter().take(n).map(|(k, c)| Counted { value: k.clone(), records: *c }).collect()
+    }
+
+    pub fn distinct(&self) -> usize {
+        self.by_key.len()
+    }
+
+    fn share_of_top(&self) -> f64 {
+        let total: u64 = self.by_key.values().sum::<u64>() + self.overflow;
+        self.by_key.values().max().map_or(0.0, |&m| m as f64 / total.max(1) as f64)
+    }
+}
+
+/// An incident's traffic so far (part of the incident and of its snapshot).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Traffic {
+    /// Anomalous records that carried a context (one packet each), and their bytes.
+    pub packets: u64,
+    pub bytes: u64,
+    /// Of them: sent by the device, and TCP connection attempts (SYN without ACK).
+    pub outbound: u64,
+    pub syn: u64,
+    /// The device's address in the newest of them.
+    pub device_ip: Option<IpAddr>,
+    pub peers: Counts,
+    /// `port/transport` of the service side (the destination port).
+    pub ports: Counts,
+    pub transports: Counts,
+    pub first_ts: f64,
+    pub last_ts: f64,
+}
+
+impl Traffic {
+    /// Count one anomalous record's packet.
+    pub fn add(&mut self, c: &Context, ts: f64) {
+        if self.packets == 0 {
+            self.first_ts = ts;
+        }
+        self.packets += 1;
+        self.bytes += u64::from(c.bytes);
+        self.last_ts = self.last_ts.max(ts);
+        self.syn += u64::from(c.is_syn());
+        self.outbound += u64::from(c.direction == Some(Direction::Outbound));
+        let (device, peer) = c.device_and_peer().unwrap_or((None, None));
+        if device.is_some() {
+            self.device_ip = device;
+        }
+        if let Some(peer) = peer {
+            self.peers.add(peer.to_string());
+        }
+        let transport = transport_name(c.proto);
+        if c.dst_port != 0 {
+            self.ports.add(format!("{}/{transport}", c.dst_port));
+        }
+        self.transports.add(transport);
+    }
+
+    /// What an incident event carries, or `None` when no record had a context.
+    pub fn report(&self) -> Option<TrafficReport> {
+        (self.packets > 0).then(|| TrafficReport {
+            device_ip: self.device_ip,
+            packets: self.packets,
+            bytes: self.bytes,
+            outbound: self.outbound,
+            distinct_peers: self.peers.distinct(),
+            distinct_ports: self.ports.distinct(),
+            counts_capped: self.peers.overflow > 0 || self.ports.overflow > 0,
+            top_peers: self.peers.top(5),
+            top_ports: self.ports.top(5),
+            transports: self.transports.top(5),
+            first_ts: self.first_ts,
+            last_ts: self.last_ts,
+            summary: self.sentence(),
+        })
+    }
+
+    /// One sentence, e.g. "sent 254 TCP SYN packets (14 KiB) to 254 hosts on 23/tcp in 25 s".
+    pub fn sentence(&self) -> String {
+        let outbound = self.outbound * 2 >= self.packets;
+        let transport = self.transports.top(1).first().map_or("other".to_string(), |t| t.value.clone());
+        let what = if self.syn * 2 >= self.packets {
+            "TCP SYN".to_string()
+        } else if transport == "other" {
+            "non-IP".to_string()
+        } else {
+            transport.to_uppercase()
+        };
+        let hosts = self.peers.distinct();
+        let more = if self.peers.overflow > 0 { "over " } else { "" };
+        let peers = match hosts {
+            0 => String::new(),
+            1 => format!(
+                " {} {}",
+                if outbound { "to" } else { "from" },
+                self.peers.top(1).first().map_or(String::new(), |p| p.value.clone())
+            ),
+            n => format!(" {} {more}{n} hosts", if outbound { "to" } else { "from" }),
+        };
+        let ports = match self.ports.distinct() {
+            0 => String::new(),
+            _ if self.ports.share_of_top() >= 0.5 => {
+                format!(" on {}", self.ports.top(1).first().map_or(String::new(), |p| p.value.clone()))
+            }
+            n => format!(" on {more}{n} ports"),
+        };
+        format!(
+            "{} {} {what} packet{} ({}){peers}{ports} in {}",
+            if outbound { "sent" } else { "received" },
+            thousands(self.packets),
+            if self.packets == 1 { "" } else { "s" },
+            bytes(self.bytes),
+            duration(self.last_ts - self.first_ts),
+        )
+    }
+}
+
+/// A value and how many anomalous records had it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Counted {
+    pub value: String,
+    pub records: u64,
+}
+
+/// An incident's traffic as its events carry it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrafficReport {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_ip: Option<IpAddr>,
+    /// Anomalous records with a packet context, their bytes, and how many the device sent.
+    pub packets: u64,
+    pub bytes: u64,
+    pub outbound: u64,
+    pub distinct_peers: usize,
+    pub distinct_ports: usize,
+    /// More than [`MAX_DISTINCT`] peers or ports: the distinct counts are lower bounds.
+    pub counts_capped: bool,
+    pub top_peers: Vec<Counted>,
+    pub top_ports: Vec<Counted>,
+    pub transports: Vec<Counted>,
+    /// Record times of the first and last of them.
+    pub first_ts: f64,
+    pub last_ts: f64,
+    pub summary: String,
+}
+
+/// How bad an incident looks, by a fixed rule on what it saw (docs/operations.md,
+/// "Incidents"): fan-out (distinct peers or ports of its anomalous records), the share
+/// of its records that were anomalous, how many and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+impl Severity {
+    pub fn of(anomalous: u64, records: u64, seconds: f64, traffic: &Traffic) -> Self {
+        let share = anomalous as f64 / records.max(1) as f64;
+        let fan_out = traffic.peers.distinct().max(traffic.ports.distinct());
+        if fan_out >= 100 && share >= 0.5 {
+            Severity::Critical
+        } else if fan_out >= 20 || (share >= 0.5 && anomalous >= 100) {
+            Severity::High
+        } else if share >= 0.2 || seconds >= 60.0 {
+            Severity::Medium
+        } else {
+            Severity::Low
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 10 << 20 => format!("{} MiB", n >> 20),
+        n if n >= 10 << 10 => format!("{} KiB", n >> 10),
+        n => format!("{} bytes", thousands(n)),
+    }
+}
+
+fn duration(s: f64) -> String {
+    match s.max(0.0) {
+        s if s < 1.0 => "under a second".into(),
+        s if s < 120.0 => format!("{s:.0} s"),
+        s if s < 7200.0 => format!("{:.0} min", s / 60.0),
+        s => format!("{:.1} h", s / 3600.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn syn_to(host: u8, at: f64) -> (Context, f64) {
+        let c = Context {
+            src_ip: Some("192.168.1.7".parse().unwrap()),
+            dst_ip: Some(IpAddr::from([10, 0, 0, host])),
+            src_port: 40000,
+            dst_port: 23,
+            proto: 6,
+            tcp_flags: 0x02,
+            bytes: 60,
+            direction: Some(Direction::Outbound),
+        };
+        (c, at)
+    }
+
+    #[test]
+    fn a_telnet_scan_reads_as_one() {
+        let mut t = Traffic::default();
+        for h in 1..=254u8 {
+            let (c, at) = syn_to(h, 1.5e9 + f64::from(h) * 0.1);
+            t.add(&c, at);
+        }
+        assert_eq!(t.sentence(), "sent 254 TCP SYN packets (14 KiB) to 254 hosts on 23/tcp in 25 s");
+        let r = t.report().unwrap();
+        assert_eq!((r.distinct_peers, r.distinct_ports, r.counts_capped), (254, 1, false));
+        assert_eq!(r.device_ip, Some("192.168.1.7".parse().unwrap()));
+        assert_eq!(r.top_ports[0], Counted { value: "23/tcp".into(), records: 254 });
+        assert_eq!(Severity::of(254, 300, 25.0, &t), Severity::Critical);
+        assert_eq!(Severity::of(254, 2000, 25.0, &t), Severity::High, "fan-out alone");
+    }
+
+    #[test]
+    fn an_inbound_flood_from_one_host_and_the_bounds() {
+        let mut t = Traffic::default();
+        for i in 0..50u16 {
+            let c = Context {
+                src_ip: Some("203.0.113.9".parse().unwrap()),
+                dst_ip: Some("192.168.1.7".parse().unwrap()),
+                src_port: 1000 + i,
+                dst_port: 80,
+                proto: 17,
+                bytes: 1500,
+                direction: Some(Direction::Inbound),
+                ..Context::default()
+            };
+            t.add(&c, f64::from(i));
+        }
+        assert_eq!(t.sentence(), "received 50 UDP packets (73 KiB) from 203.0.113.9 on 80/udp in 49 s");
+        assert_eq!(Severity::of(50, 60, 49.0, &t), Severity::Medium);
+        assert_eq!(Severity::of(5, 60, 10.0, &Traffic::default()), Severity::Low);
+        for h in 0..(MAX_DISTINCT as u32 + 10) {
+            let c = Context { dst_ip: Some(IpAddr::from(h.to_be_bytes())), ..syn_to(1, 0.0).0 };
+            t.add(&c, 50.0);
+        }
+        let r = t.report().unwrap();
+        assert!(r.counts_capped && r.distinct_peers == MAX_DISTINCT, "{r:?}");
+        assert!(t.sentence().contains(&format!("over {MAX_DISTINCT} hosts")), "{}", t.sentence());
+        assert!(Traffic::default().report().is_none(), "no context, no report");
+    }
+}
