@@ -11,13 +11,21 @@
 //!   the cores to itself and the broker.
 //!
 //! Throughput = records consumed ÷ time from the first to the last.
+//! Records are stamped 100,000 a second of their own time (`ts`), so on the event clock
+//! each device is re-adapted about once a second of it, as it would be live. A second
+//! table, at 1,000 devices, compares the service clock (the daemon
+//! before incidents ran on event time), the event clock (the default), and the event
+//! clock with packet context in every record and a webhook sink taking every incident
+//! event (E2E_COST=0 skips it).
 //! Prints numbers; asserts nothing.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use metapu::broker::{self, LocalBroker};
+use metapu::daemon::clock::Clock;
 use metapu::daemon::config::DaemonConfig;
+use metapu::daemon::context::{Context, Direction};
 use metapu::daemon::{self, kafka, record};
 use metapu::traffic::simulate::{fleet_tasks, FleetConfig};
 use rdkafka::config::ClientConfig;
@@ -26,6 +34,9 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 const RECORDS: usize = 200_000;
 const LABELED: usize = 10;
 const WARM_UP: usize = 20;
+/// Records a second of the fleet's own time (`ts`), and the time of the first.
+const FLEET_RATE: f64 = 100_000.0;
+const T0: f64 = 1.7e9;
 
 fn rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -58,7 +69,7 @@ async fn main() {
         .collect();
     println!("metapu end-to-end benchmark: {RECORDS} records per row of the table, the bundled broker, the daemon with default settings and models/iot-default.safetensors");
     println!();
-    println!("| devices | format | producer (records/s) | end to end, producer running (records/s) | end to end, daemon restarted on a backlog (records/s) | incidents opened (live) | process RSS (daemon, producer, records) |");
+    println!("| devices | records, setup | producer (records/s) | end to end, producer running (records/s) | end to end, daemon restarted on a backlog (records/s) | incidents opened (live) | process RSS (daemon, producer, records) |");
     println!("|---|---|---|---|---|---|---|");
     // E2E_ROWS=1000:binary,100:json runs only those rows (default: all six).
     let only = std::env::var("E2E_ROWS").unwrap_or_default();
@@ -68,141 +79,214 @@ async fn main() {
     };
     let rows = [100usize, 1_000, 10_000].into_iter().flat_map(|d| [(d, false), (d, true)]);
     for (devices, binary) in rows.filter(|&(d, b)| wanted(d, b)) {
-        let port = broker::free_port().expect("a free port");
-        let bin = broker::binary_in(root);
-        let broker =
-            LocalBroker::start(&bin, port).expect("bundled broker (make bench runs scripts/setup.sh)");
-        let boot = broker.bootstrap();
-        let mut cfg = DaemonConfig::defaults();
-        cfg.kafka.brokers = boot.clone();
-        cfg.kafka.group_id = format!("bench-{devices}-{binary}");
-        cfg.kafka.options.insert("session.timeout.ms".into(), "6000".into());
-        cfg.kafka.options.insert("heartbeat.interval.ms".into(), "500".into());
-        for (k, v) in
-            std::env::var("E2E_KAFKA").unwrap_or_default().split(',').filter_map(|kv| kv.split_once('='))
-        {
-            cfg.kafka.options.insert(k.into(), v.into());
+        println!("{}", row(root, &pool, devices, binary, Setup::DEFAULT).await);
+    }
+    if std::env::var("E2E_COST").as_deref() != Ok("0") {
+        println!();
+        println!(
+            "What incidents on event time, packet context and a sink cost, 1,000 devices (E2E_COST=0 skips):"
+        );
+        println!();
+        println!("| devices | setup | producer (records/s) | end to end, producer running (records/s) | end to end, daemon restarted on a backlog (records/s) | incidents opened (live) | process RSS (daemon, producer, records) |");
+        println!("|---|---|---|---|---|---|---|");
+        let service = Setup { clock: Clock::Service, context: false, webhook: false };
+        let full = Setup { clock: Clock::Event, context: true, webhook: true };
+        for binary in [false, true] {
+            for setup in [service, Setup::DEFAULT, full] {
+                println!("{}", row(root, &pool, 1_000, binary, setup).await);
+            }
         }
-        cfg.model.path = root.join("models/iot-default.safetensors");
-        cfg.http.listen = "127.0.0.1:0".into();
-        cfg.windows.bootstrap_positives = 0;
-        // The benchmark's records label each device's first ones normal.
-        cfg.windows.trust_input_labels = true;
-        let input = cfg.kafka.input_topics[0].clone();
-        kafka::ensure_topics(&cfg.kafka, &[kafka::TopicSpec::plain(&input, 1)], Duration::from_secs(10))
-            .await
-            .ok();
+    }
+}
 
-        // Warm-up: each device's first records, some labeled normal; then the stream.
-        let warm = WARM_UP * devices;
-        // Devices with a labeled record in the warm-up: the ones that get adapted.
-        let labeled_devices = (0..devices)
-            .filter(|d| (0..LABELED).any(|round| pool[(d * 7919 + round) % pool.len()].1))
-            .count();
-        let payload = |i: usize| {
-            let d = i % devices;
-            let round = i / devices;
-            let (row, normal) = pool[(d * 7919 + round) % pool.len()];
-            let name = format!("device-{d:05}");
-            let labeled = round < LABELED && normal;
-            let p = if binary {
-                record::encode_binary(&name, i as f64, row, labeled, None)
-            } else {
-                record::encode(&name, i as f64, row, labeled)
-            };
-            (name, p)
+/// What a row runs with: the clock, packet context in every record, a webhook sink (a
+/// local HTTP server that takes every event).
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    clock: Clock,
+    context: bool,
+    webhook: bool,
+}
+
+impl Setup {
+    /// The daemon's defaults, records without context, no sink.
+    const DEFAULT: Setup = Setup { clock: Clock::Event, context: false, webhook: false };
+
+    fn name(&self, binary: bool) -> String {
+        let mut parts = vec![if binary { "binary" } else { "JSON" }.to_string()];
+        parts.push(format!("{:?} clock", self.clock).to_lowercase());
+        if self.context {
+            parts.push("context".into());
+        }
+        if self.webhook {
+            parts.push("webhook".into());
+        }
+        parts.join(", ")
+    }
+}
+
+/// A webhook receiver answering 200 to everything; its address.
+async fn webhook_receiver() -> std::net::SocketAddr {
+    let app = axum::Router::new().route("/hook", axum::routing::post(|| async { "ok" }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a local port");
+    let addr = listener.local_addr().expect("an address");
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    addr
+}
+
+/// One row of the table: the live and the restarted measurement.
+async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, binary: bool, setup: Setup) -> String {
+    let port = broker::free_port().expect("a free port");
+    let bin = broker::binary_in(root);
+    let broker = LocalBroker::start(&bin, port).expect("bundled broker (make bench runs scripts/setup.sh)");
+    let boot = broker.bootstrap();
+    let mut cfg = DaemonConfig::defaults();
+    cfg.kafka.brokers = boot.clone();
+    cfg.kafka.group_id = format!("bench-{devices}-{binary}");
+    cfg.kafka.options.insert("session.timeout.ms".into(), "6000".into());
+    cfg.kafka.options.insert("heartbeat.interval.ms".into(), "500".into());
+    for (k, v) in
+        std::env::var("E2E_KAFKA").unwrap_or_default().split(',').filter_map(|kv| kv.split_once('='))
+    {
+        cfg.kafka.options.insert(k.into(), v.into());
+    }
+    cfg.model.path = root.join("models/iot-default.safetensors");
+    cfg.http.listen = "127.0.0.1:0".into();
+    cfg.windows.bootstrap_positives = 0;
+    // The benchmark's records label each device's first ones normal.
+    cfg.windows.trust_input_labels = true;
+    cfg.time.clock = setup.clock;
+    if setup.webhook {
+        cfg.sinks.webhook.url = format!("http://{}/hook", webhook_receiver().await);
+    }
+    let input = cfg.kafka.input_topics[0].clone();
+    kafka::ensure_topics(&cfg.kafka, &[kafka::TopicSpec::plain(&input, 1)], Duration::from_secs(10))
+        .await
+        .ok();
+
+    // Warm-up: each device's first records, some labeled normal; then the stream.
+    let warm = WARM_UP * devices;
+    // Devices with a labeled record in the warm-up: the ones that get adapted.
+    let labeled_devices =
+        (0..devices).filter(|d| (0..LABELED).any(|round| pool[(d * 7919 + round) % pool.len()].1)).count();
+    let payload = |i: usize| {
+        let d = i % devices;
+        let round = i / devices;
+        let (row, normal) = pool[(d * 7919 + round) % pool.len()];
+        let name = format!("device-{d:05}");
+        let labeled = round < LABELED && normal;
+        // The fleet's records FLEET_RATE a second of their own time, one device after
+        // the other: on the event clock each device is re-adapted about once a second
+        // of that time, as live.
+        let ts = T0 + i as f64 / FLEET_RATE;
+        let context = setup.context.then(|| Context {
+            src_ip: Some(std::net::IpAddr::from([10, 0, (d >> 8) as u8, d as u8])),
+            dst_ip: Some(std::net::IpAddr::from([192, 0, 2, (round % 250) as u8])),
+            src_port: 40_000 + (round % 1000) as u16,
+            dst_port: 443,
+            proto: 6,
+            tcp_flags: 0x18,
+            bytes: 120,
+            direction: Some(Direction::Outbound),
+            device_mac: None,
+        });
+        let p = if binary {
+            record::encode_binary(&name, ts, row, labeled, context.as_ref())
+        } else {
+            record::encode_with_context(&name, ts, row, labeled, context.as_ref())
         };
-        let payloads: Vec<(String, Vec<u8>)> = (0..warm + RECORDS).map(payload).collect();
-        let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-            .set("bootstrap.servers", &boot)
-            .set("linger.ms", "20")
-            .set("batch.num.messages", "10000")
-            .set("queue.buffering.max.messages", "500000")
-            .create()
-            .expect("producer");
-        let send_all = |part: &[(String, Vec<u8>)]| {
-            for (key, value) in part {
-                let mut rec = BaseRecord::to(&input).key(key.as_str()).payload(value.as_slice());
-                loop {
-                    match producer.send(rec) {
-                        Ok(()) => break,
-                        Err((_, r)) => {
-                            rec = r;
-                            producer.poll(Duration::from_millis(5));
-                        }
+        (name, p)
+    };
+    let payloads: Vec<(String, Vec<u8>)> = (0..warm + RECORDS).map(payload).collect();
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &boot)
+        .set("linger.ms", "20")
+        .set("batch.num.messages", "10000")
+        .set("queue.buffering.max.messages", "500000")
+        .create()
+        .expect("producer");
+    let send_all = |part: &[(String, Vec<u8>)]| {
+        for (key, value) in part {
+            let mut rec = BaseRecord::to(&input).key(key.as_str()).payload(value.as_slice());
+            loop {
+                match producer.send(rec) {
+                    Ok(()) => break,
+                    Err((_, r)) => {
+                        rec = r;
+                        producer.poll(Duration::from_millis(5));
                     }
                 }
             }
-            producer.flush(Duration::from_secs(120)).expect("records delivered");
-        };
-        send_all(&payloads[..warm]);
-
-        let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
-        let m = &daemon.metrics;
-        let limit = Instant::now() + Duration::from_secs(120);
-        while (m.records_consumed.get() < warm as u64 || m.adaptations.get() < labeled_devices as u64)
-            && Instant::now() < limit
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let (consumed0, incidents0) =
-            (m.records_consumed.get(), m.incidents.with_label_values(&["opened"]).get());
-        let (produced, first, last, peak_rss) = std::thread::scope(|s| {
-            let producing = s.spawn(|| {
-                let t = Instant::now();
-                send_all(&payloads[warm..]);
-                RECORDS as f64 / t.elapsed().as_secs_f64()
-            });
-            let mut first: Option<Instant> = None;
-            let mut peak_rss: f64 = 0.0;
-            let limit = Instant::now() + Duration::from_secs(600);
-            while m.records_consumed.get() < consumed0 + RECORDS as u64 && Instant::now() < limit {
-                if first.is_none() && m.records_consumed.get() > consumed0 {
-                    first = Some(Instant::now());
-                }
-                peak_rss = peak_rss.max(rss_mib(std::process::id()));
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            (producing.join().ok(), first, Instant::now(), peak_rss)
-        });
-        let consumed = m.records_consumed.get() - consumed0;
-        let overall = first.map_or(f64::NAN, |f| consumed as f64 / (last - f).as_secs_f64());
-        let produce = produced.unwrap_or(f64::NAN);
-        let incidents = m.incidents.with_label_values(&["opened"]).get() - incidents0;
-        drop(payloads);
+        producer.flush(Duration::from_secs(120)).expect("records delivered");
+    };
+    send_all(&payloads[..warm]);
 
-        // Restarted on a backlog: stop, produce while the daemon is down, start again.
-        daemon.shutdown().await.ok();
-        let backlog: Vec<(String, Vec<u8>)> = (warm + RECORDS..warm + 2 * RECORDS).map(payload).collect();
-        send_all(&backlog);
-        drop(backlog);
-        let daemon = daemon::start(cfg.clone()).await.expect("daemon restarts");
-        let m = &daemon.metrics;
-        // The rate counts from the first micro-batch seen, without its records.
-        let (mut first_again, limit) = (None, Instant::now() + Duration::from_secs(600));
-        while m.records_consumed.get() < RECORDS as u64 && Instant::now() < limit {
-            if first_again.is_none() && m.records_consumed.get() > 0 {
-                first_again = Some((Instant::now(), m.records_consumed.get()));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let (again, last_again) = (m.records_consumed.get(), Instant::now());
-        let restarted =
-            first_again.map_or(f64::NAN, |(t, n)| (again - n) as f64 / (last_again - t).as_secs_f64());
-        let shortfall = |n: u64| {
-            if n < RECORDS as u64 {
-                format!(" ({n} of {RECORDS} in 600 s)")
-            } else {
-                String::new()
-            }
-        };
-        println!(
-            "| {devices} | {} | {produce:.0} | {overall:.0}{} | {restarted:.0}{} | {incidents} | {peak_rss:.0} MiB |",
-            if binary { "binary" } else { "JSON" },
-            shortfall(consumed),
-            shortfall(again),
-        );
-        daemon.shutdown().await.ok();
-        drop(broker);
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
+    let m = &daemon.metrics;
+    let limit = Instant::now() + Duration::from_secs(120);
+    while (m.records_consumed.get() < warm as u64 || m.adaptations.get() < labeled_devices as u64)
+        && Instant::now() < limit
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let (consumed0, incidents0) =
+        (m.records_consumed.get(), m.incidents.with_label_values(&["opened"]).get());
+    let (produced, first, last, peak_rss) = std::thread::scope(|s| {
+        let producing = s.spawn(|| {
+            let t = Instant::now();
+            send_all(&payloads[warm..]);
+            RECORDS as f64 / t.elapsed().as_secs_f64()
+        });
+        let mut first: Option<Instant> = None;
+        let mut peak_rss: f64 = 0.0;
+        let limit = Instant::now() + Duration::from_secs(600);
+        while m.records_consumed.get() < consumed0 + RECORDS as u64 && Instant::now() < limit {
+            if first.is_none() && m.records_consumed.get() > consumed0 {
+                first = Some(Instant::now());
+            }
+            peak_rss = peak_rss.max(rss_mib(std::process::id()));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (producing.join().ok(), first, Instant::now(), peak_rss)
+    });
+    let consumed = m.records_consumed.get() - consumed0;
+    let overall = first.map_or(f64::NAN, |f| consumed as f64 / (last - f).as_secs_f64());
+    let produce = produced.unwrap_or(f64::NAN);
+    let incidents = m.incidents.with_label_values(&["opened"]).get() - incidents0;
+    drop(payloads);
+
+    // Restarted on a backlog: stop, produce while the daemon is down, start again.
+    daemon.shutdown().await.ok();
+    let backlog: Vec<(String, Vec<u8>)> = (warm + RECORDS..warm + 2 * RECORDS).map(payload).collect();
+    send_all(&backlog);
+    drop(backlog);
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon restarts");
+    let m = &daemon.metrics;
+    // The rate counts from the first micro-batch seen, without its records.
+    let (mut first_again, limit) = (None, Instant::now() + Duration::from_secs(600));
+    while m.records_consumed.get() < RECORDS as u64 && Instant::now() < limit {
+        if first_again.is_none() && m.records_consumed.get() > 0 {
+            first_again = Some((Instant::now(), m.records_consumed.get()));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (again, last_again) = (m.records_consumed.get(), Instant::now());
+    let restarted =
+        first_again.map_or(f64::NAN, |(t, n)| (again - n) as f64 / (last_again - t).as_secs_f64());
+    let shortfall = |n: u64| {
+        if n < RECORDS as u64 {
+            format!(" ({n} of {RECORDS} in 600 s)")
+        } else {
+            String::new()
+        }
+    };
+    daemon.shutdown().await.ok();
+    drop(broker);
+    format!(
+        "| {devices} | {} | {produce:.0} | {overall:.0}{} | {restarted:.0}{} | {incidents} | {peak_rss:.0} MiB |",
+        setup.name(binary),
+        shortfall(consumed),
+        shortfall(again),
+    )
 }

@@ -22,6 +22,7 @@ pub struct DaemonConfig {
     pub state: StateConfig,
     pub incidents: IncidentsConfig,
     pub time: TimeConfig,
+    pub sinks: crate::daemon::sinks::SinksConfig,
     pub http: HttpConfig,
     pub shutdown: ShutdownConfig,
     pub sensor: SensorConfig,

@@ -4,15 +4,39 @@
 //! analyst sees whom a device talked to and how.
 //!
 //! JSON: `"context": {"src_ip": "10.0.0.5", "dst_ip": "10.0.0.9", "src_port": 40000,
-//! "dst_port": 23, "proto": 6, "tcp_flags": 2, "bytes": 60, "direction": "outbound"}`,
-//! every field optional. Binary: flag bit 1, and [`Context::encode_binary`]'s layout
+//! "dst_port": 23, "proto": 6, "tcp_flags": 2, "bytes": 60, "direction": "outbound",
+//! "device_mac": "00:11:22:33:44:55"}`, every field optional. Binary: flag bit 1, and [`Context::encode_binary`]'s layout
 //! after the features.
 
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::traffic::devices::{format_mac, parse_mac};
 use crate::traffic::packet::Packet;
+
+/// A MAC address, written `00:11:22:33:44:55`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Mac(pub u64);
+
+impl Serialize for Mac {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_mac(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Mac {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        parse_mac(&text).map(Mac).map_err(serde::de::Error::custom)
+    }
+}
+
+impl std::fmt::Display for Mac {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&format_mac(self.0))
+    }
+}
 
 /// Which way the packet went, from the device's side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -47,6 +71,10 @@ pub struct Context {
     pub bytes: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<Direction>,
+    /// The device's own MAC (the frame's source when outbound, its destination when
+    /// inbound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_mac: Option<Mac>,
 }
 
 /// A context's binary form ends inside it, or says something impossible.
@@ -55,8 +83,9 @@ pub struct Context {
 pub struct BadContext(pub String);
 
 impl Context {
-    /// The context of a packet the device sent (`outbound`) or received.
-    pub fn of_packet(p: &Packet, outbound: bool) -> Self {
+    /// The context of a packet the device (of MAC `device_mac`, if known) sent
+    /// (`outbound`) or received.
+    pub fn of_packet(p: &Packet, outbound: bool, device_mac: Option<u64>) -> Self {
         Self {
             src_ip: Packet::ip_of(p.src),
             dst_ip: Packet::ip_of(p.dst),
@@ -66,6 +95,7 @@ impl Context {
             tcp_flags: p.tcp_flags,
             bytes: p.len,
             direction: Some(if outbound { Direction::Outbound } else { Direction::Inbound }),
+            device_mac: device_mac.map(Mac),
         }
     }
 
@@ -85,7 +115,7 @@ impl Context {
     /// Binary layout (little-endian): address family (0: no addresses, 4, 6), the
     /// source and destination addresses of that family, source port (u16), destination
     /// port (u16), protocol (u8), TCP flags (u8), bytes (u32), direction (0 unknown,
-    /// 1 outbound, 2 inbound). An IPv4 source with an IPv6 destination (or one address
+    /// 1 outbound, 2 inbound), then 0, or 1 and the device's MAC (6 bytes). An IPv4 source with an IPv6 destination (or one address
     /// only) keeps both as IPv6, the IPv4 one mapped.
     pub fn encode_binary(&self, out: &mut Vec<u8>) {
         match (self.src_ip, self.dst_ip) {
@@ -112,6 +142,13 @@ impl Context {
             Some(Direction::Outbound) => 1,
             Some(Direction::Inbound) => 2,
         });
+        match self.device_mac {
+            None => out.push(0),
+            Some(Mac(mac)) => {
+                out.push(1);
+                out.extend_from_slice(&mac.to_be_bytes()[2..]);
+            }
+        }
     }
 
     /// Read [`Self::encode_binary`]'s layout from the start of `b`; the context and the
@@ -139,7 +176,7 @@ impl Context {
             })
         };
         let (src_ip, dst_ip) = (ip(b)?, ip(b)?);
-        let rest = b.get(at..at + 11).ok_or_else(short)?;
+        let rest = b.get(at..at + 12).ok_or_else(short)?;
         let direction = match rest[10] {
             0 => None,
             1 => Some(Direction::Outbound),
@@ -155,8 +192,21 @@ impl Context {
             tcp_flags: rest[5],
             bytes: u32::from_le_bytes([rest[6], rest[7], rest[8], rest[9]]),
             direction,
+            device_mac: None,
         };
-        Ok((context, at + 11))
+        at += 12;
+        let context = match rest[11] {
+            0 => context,
+            1 => {
+                let raw = b.get(at..at + 6).ok_or_else(short)?;
+                at += 6;
+                let mut mac = [0u8; 8];
+                mac[2..].copy_from_slice(raw);
+                Context { device_mac: Some(Mac(u64::from_be_bytes(mac))), ..context }
+            }
+            other => return Err(BadContext(format!("unknown MAC flag {other} in the context"))),
+        };
+        Ok((context, at))
     }
 }
 
@@ -194,9 +244,10 @@ mod tests {
             tcp_flags: 2,
             bytes: 60,
             direction: Some(Direction::Outbound),
+            device_mac: Some(Mac(0x0011_2233_4455)),
         };
         let mixed = Context { dst_ip: Some("fe80::1".parse().unwrap()), ..v4 };
-        let one = Context { dst_ip: None, direction: Some(Direction::Inbound), ..v4 };
+        let one = Context { dst_ip: None, direction: Some(Direction::Inbound), device_mac: None, ..v4 };
         for c in [v4, mixed, one, Context::default()] {
             let mut b = Vec::new();
             c.encode_binary(&mut b);

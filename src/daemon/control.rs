@@ -7,6 +7,8 @@ use crate::model::file;
 pub enum DaemonError {
     #[error("model: {0}")]
     Model(#[from] file::ModelFileError),
+    #[error("sinks: {0}")]
+    Sink(String),
     #[error("kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
     #[error(

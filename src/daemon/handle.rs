@@ -23,6 +23,7 @@ use super::metrics::Metrics;
 use super::outbox::{Outbox, Topics};
 use super::pipeline::{Clock, Pipeline, RecordOutputs};
 use super::service::Service;
+use super::sinks::Sinks;
 use super::state::StateStore;
 
 /// A running daemon: its HTTP address, metrics and a control channel.
@@ -229,6 +230,9 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         .set("message.timeout.ms", "30000")
         .create()?;
     let state_partitions = ensure_topics(&cfg).await?;
+    let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(std::path::PathBuf::from);
+    let sinks =
+        Sinks::start(&cfg.sinks, credentials.as_deref(), Arc::clone(&metrics)).map_err(DaemonError::Sink)?;
     let mut topics: Vec<&str> = cfg.kafka.input_topics.iter().map(String::as_str).collect();
     topics.push(&cfg.kafka.feedback_topic);
     consumer.subscribe(&topics)?;
@@ -262,6 +266,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
             assignment,
             Arc::clone(&metrics),
             Arc::clone(&health),
+            sinks,
         ),
         state: StateStore::new(
             &cfg,

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::context::{transport_name, Context, Direction};
+use super::context::{transport_name, Context, Direction, Mac};
 
 /// Distinct peers (and ports) counted one by one per incident; beyond, the rest are
 /// counted together and the distinct count is a lower bound.
@@ -61,8 +61,10 @@ pub struct Traffic {
     /// Of them: sent by the device, and TCP connection attempts (SYN without ACK).
     pub outbound: u64,
     pub syn: u64,
-    /// The device's address in the newest of them.
+    /// The device's addresses in the newest of them.
     pub device_ip: Option<IpAddr>,
+    #[serde(default)]
+    pub device_mac: Option<Mac>,
     pub peers: Counts,
     /// `port/transport` of the service side (the destination port).
     pub ports: Counts,
@@ -86,6 +88,9 @@ impl Traffic {
         if device.is_some() {
             self.device_ip = device;
         }
+        if c.device_mac.is_some() {
+            self.device_mac = c.device_mac;
+        }
         if let Some(peer) = peer {
             self.peers.add(peer.to_string());
         }
@@ -100,6 +105,7 @@ impl Traffic {
     pub fn report(&self) -> Option<TrafficReport> {
         (self.packets > 0).then(|| TrafficReport {
             device_ip: self.device_ip,
+            device_mac: self.device_mac,
             packets: self.packets,
             bytes: self.bytes,
             outbound: self.outbound,
@@ -167,6 +173,8 @@ pub struct Counted {
 pub struct TrafficReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_ip: Option<IpAddr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_mac: Option<Mac>,
     /// Anomalous records with a packet context, their bytes, and how many the device sent.
     pub packets: u64,
     pub bytes: u64,
@@ -264,6 +272,7 @@ mod tests {
             tcp_flags: 0x02,
             bytes: 60,
             direction: Some(Direction::Outbound),
+            device_mac: None,
         };
         (c, at)
     }

@@ -39,6 +39,12 @@ pub struct Metrics {
     pub state_restore_seconds: Gauge,
     pub state_restoring: IntGauge,
     pub snapshots: IntCounter,
+    /// Incident events per sink (webhook, syslog) and result: `delivered`, `retried`
+    /// (an attempt failed; sent again), `rejected` (refused for good: dead-lettered),
+    /// `dropped` (the sink's queue was full: dead-lettered).
+    pub sink_events: IntCounterVec,
+    /// Events waiting in each sink's queue.
+    pub sink_queued: prometheus::IntGaugeVec,
 }
 
 /// Register `m` in `r` and hand it back (the daemon's and the sensor's registries).
@@ -213,6 +219,22 @@ impl Metrics {
                 &r,
                 IntGauge::new("metapu_state_restoring", "1 while partitions' device windows are being restored.")
                     .expect("valid metric"),
+            ),
+            sink_events: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("metapu_sink_events_total", "Incident events handed to a sink, by sink and result."),
+                    &["sink", "result"],
+                )
+                .expect("valid metric"),
+            ),
+            sink_queued: register(
+                &r,
+                prometheus::IntGaugeVec::new(
+                    Opts::new("metapu_sink_queued", "Incident events waiting for a sink."),
+                    &["sink"],
+                )
+                .expect("valid metric"),
             ),
             snapshots: counter("metapu_state_snapshots_total", "Device windows written to the state topic."),
             registry: r,

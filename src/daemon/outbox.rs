@@ -18,6 +18,7 @@ use super::health::Health;
 use super::kafka::{Assignment, DaemonContext};
 use super::metrics::Metrics;
 use super::pipeline::Emitted;
+use super::sinks::Sinks;
 
 /// Where each kind of emitted value is published.
 #[derive(Debug, Clone)]
@@ -72,6 +73,8 @@ pub(crate) struct Outbox {
     /// unmonitored devices): they ride with the next batch, or go alone once no batch
     /// is in flight.
     pending: Vec<Output>,
+    /// Incident events also go to the configured sinks (webhook, syslog).
+    sinks: Sinks,
 }
 
 impl Outbox {
@@ -81,15 +84,18 @@ impl Outbox {
         assignment: Arc<Assignment>,
         metrics: Arc<Metrics>,
         health: Arc<Health>,
+        sinks: Sinks,
     ) -> Self {
         let deliveries = Deliveries::new(Box::new(KafkaSink(producer.clone())), MAX_BATCHES_IN_FLIGHT);
-        Self { topics, deliveries, producer, assignment, metrics, health, pending: Vec::new() }
+        Self { topics, deliveries, producer, assignment, metrics, health, pending: Vec::new(), sinks }
     }
 
     /// What a micro-batch emitted (and whatever is pending); its offsets are stored once
     /// every output is acknowledged.
     pub(crate) fn submit(&mut self, emitted: &[Emitted], offsets: Vec<PartitionOffset>) {
+        self.sinks.offer(emitted);
         let mut outputs = std::mem::take(&mut self.pending);
+        outputs.extend(self.topics.outputs(&self.sinks.dead_letters()));
         outputs.extend(self.topics.outputs(emitted));
         if !outputs.is_empty() || !offsets.is_empty() {
             self.deliveries.submit(outputs, offsets);
@@ -99,6 +105,7 @@ impl Outbox {
     /// Emitted outside a micro-batch: delivered with the next one, with the same
     /// guarantee (sent again until acknowledged).
     pub(crate) fn add(&mut self, emitted: &[Emitted]) {
+        self.sinks.offer(emitted);
         self.pending.extend(self.topics.outputs(emitted));
     }
 
@@ -106,6 +113,8 @@ impl Outbox {
     /// pending. With `all`, wait for every batch in flight (revocation, shutdown);
     /// otherwise wait only while too many are in flight.
     pub(crate) async fn settle(&mut self, consumer: &StreamConsumer<DaemonContext>, all: bool) {
+        let dead = self.sinks.dead_letters();
+        self.pending.extend(self.topics.outputs(&dead));
         // Under load pending outputs ride with the next batch; alone they would add
         // batches in flight, and the loop would wait on their acknowledgements.
         if !self.pending.is_empty() && (all || self.deliveries.in_flight() == 0) {
@@ -137,6 +146,16 @@ impl Outbox {
     }
 
     /// Wait (off the runtime) for everything the producer still holds, up to `limit`.
+    /// Give the sinks up to `limit` to deliver what they hold; their dead letters then
+    /// join the outputs still to flush.
+    pub(crate) async fn drain_sinks(&mut self, limit: Duration) {
+        let dead = self.sinks.drain(limit).await;
+        let outputs = self.topics.outputs(&dead);
+        if !outputs.is_empty() {
+            self.deliveries.submit(outputs, Vec::new());
+        }
+    }
+
     pub(crate) async fn flush(&self, limit: Duration) {
         let producer = self.producer.clone();
         let _ = tokio::task::spawn_blocking(move || producer.flush(limit)).await;

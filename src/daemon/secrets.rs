@@ -73,6 +73,9 @@ pub fn apply(
         for entry in entries {
             let entry = entry.map_err(|e| invalid(format!("cannot read {}: {e}", dir.display())))?;
             let name = entry.file_name().to_string_lossy().into_owned();
+            if name == super::sinks::WEBHOOK_TOKEN_CREDENTIAL {
+                continue; // the webhook sink's, read there
+            }
             if !SECRET_OPTIONS.contains(&name.as_str()) {
                 return Err(invalid(format!(
                     "credential {name} is not a secret metapu reads (credentials are named after the \
@@ -145,9 +148,12 @@ mod tests {
     fn credential_files_lose_one_trailing_newline() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("ssl.key.password"), "pw with space\n").unwrap();
+        // The webhook sink's credential sits beside them and is not a Kafka option.
+        std::fs::write(dir.path().join("webhook.token"), "t\n").unwrap();
         let mut options = BTreeMap::new();
         let applied = apply(&mut options, Some(dir.path()), &[]).unwrap();
         assert_eq!(options["ssl.key.password"], "pw with space");
+        assert_eq!(applied.len(), 1);
         assert_eq!(applied[0].1, Origin::Credential("ssl.key.password".into()));
     }
 

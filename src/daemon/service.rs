@@ -306,6 +306,7 @@ impl Service {
         self.outbox.settle(&self.consumer, true).await;
         let now_ms = self.now_ms();
         self.state.snapshot(&mut self.detector.engine.devices, None, now_ms).await;
+        self.outbox.drain_sinks(Duration::from_secs(5)).await;
         self.outbox.flush(Duration::from_secs(10)).await;
         if let Err(e) = self.consumer.commit_consumer_state(CommitMode::Sync) {
             tracing::debug!(error = %e, "final commit");

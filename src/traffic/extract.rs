@@ -39,15 +39,18 @@ pub struct Routed {
     /// Devices were told apart by MAC, so slot 0 is the sender and slot 1 the receiver;
     /// otherwise the capture is one device's and the direction unknown.
     pub by_mac: bool,
+    /// The frame's source and destination MACs (as the link type has them).
+    pub macs: [Option<u64>; 2],
 }
 
 impl Routed {
     /// The devices given a row, each with the packet's context as that device sees it.
     pub fn per_device(&self) -> impl Iterator<Item = (usize, Context)> + '_ {
         self.devices.iter().enumerate().filter_map(|(slot, d)| {
-            let mut context = Context::of_packet(&self.packet, slot == 0);
+            let mut context = Context::of_packet(&self.packet, slot == 0, self.macs[slot]);
             if !self.by_mac {
                 context.direction = None;
+                context.device_mac = None;
             }
             Some(((*d)?, context))
         })
@@ -141,7 +144,8 @@ impl Extractor {
             Some(labels) => *labels.get(frame.index as usize).ok_or(ExtractError::NoLabel(frame.index))?,
             None => Label::Unlabeled,
         };
-        Ok(Some(Routed { packet, label, devices, by_mac: self.split.is_some() }))
+        let (src, dst) = frame_macs(frame.link, frame.data);
+        Ok(Some(Routed { packet, label, devices, by_mac: self.split.is_some(), macs: [src, dst] }))
     }
 
     /// The packet's row for one of its devices, after that device's statistics took it.

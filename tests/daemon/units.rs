@@ -158,6 +158,7 @@ fn records_carry_packet_context_in_both_formats() {
         tcp_flags: 2,
         bytes: 74,
         direction: Some(Direction::Outbound),
+        device_mac: Some(metapu::daemon::context::Mac(0x0011_2233_4455)),
     };
     let json = encode_with_context("d1", 1.5, &[1.0, -2.5], false, Some(&ctx));
     let bin = encode_binary("d1", 1.5, &[1.0, -2.5], false, Some(&ctx));
@@ -169,6 +170,7 @@ fn records_carry_packet_context_in_both_formats() {
         text.contains(r#""dst_ip":"2001:db8::1""#) && text.contains(r#""direction":"outbound""#),
         "{text}"
     );
+    assert!(text.contains(r#""device_mac":"00:11:22:33:44:55""#), "{text}");
     assert_eq!(decode(None, &encode("d1", 1.5, &[1.0, -2.5], false), 2, 1024).unwrap().context, None);
     let partial =
         br#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"dst_port": 53, "proto": 17}}"#;
@@ -178,6 +180,7 @@ fn records_carry_packet_context_in_both_formats() {
         r#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"port": 53}}"#,
         r#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"src_ip": "10.0.0.300"}}"#,
         r#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"direction": "sideways"}}"#,
+        r#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"device_mac": "00:11:22"}}"#,
     ] {
         assert_eq!(decode(None, bad.as_bytes(), 2, 1024).unwrap_err().kind(), "malformed", "{bad}");
     }

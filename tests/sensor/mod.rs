@@ -604,6 +604,11 @@ async fn from_the_wire_a_scan_after_onboarding_opens_an_incident() {
     assert!(traffic["packets"].as_u64().unwrap_or(0) >= 1, "{incident}");
     let sentence = traffic["summary"].as_str().unwrap_or_default();
     assert!(sentence.contains("TCP SYN"), "{incident}");
+    assert_eq!(
+        traffic["device_mac"].as_str(),
+        Some(mac.to_lowercase().replace('-', ":").as_str()),
+        "{incident}"
+    );
     assert!(incident["summary"].as_str().unwrap().contains(sentence), "{incident}");
     assert!(["low", "medium", "high", "critical"].contains(&incident["severity"].as_str().unwrap()));
     let (status, log) = sense.stop();

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod proxy;
+pub mod schema;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -295,6 +296,7 @@ pub fn read_topic(
             out.push((key, m.payload().unwrap_or_default().to_vec()));
         }
     }
+    check_if_incidents(topic, &out);
     out
 }
 
@@ -328,7 +330,17 @@ pub fn read_all_partitions(
             out.push((key, m.payload().unwrap_or_default().to_vec()));
         }
     }
+    check_if_incidents(topic, &out);
     out
+}
+
+/// Incident events are checked against their schemas wherever a test reads them.
+fn check_if_incidents(topic: &str, messages: &[(Option<String>, Vec<u8>)]) {
+    if topic.ends_with("incidents") {
+        for (_, value) in messages {
+            schema::check_incident_event(value);
+        }
+    }
 }
 
 pub fn json_values(messages: &[(Option<String>, Vec<u8>)]) -> Vec<serde_json::Value> {

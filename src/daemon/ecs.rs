@@ -1,0 +1,259 @@
+//! Incident events in the Elastic Common Schema, as SIEMs (Elastic, Splunk's ECS
+//! add-ons, OpenSearch, …) read them: `event.kind: alert`, `event.category: [network,
+//! intrusion_detection]`, `host.*`, `source.*`, `destination.*`, `network.*`,
+//! `related.ip`, `@timestamp` in ISO 8601, and metapu's own event whole under
+//! `metapu`. Schema: docs/schema/incident-event.ecs.schema.json.
+
+use serde_json::{json, Map, Value};
+
+use super::incident_traffic::{Severity, TrafficReport};
+use super::output::{IncidentEvent, IncidentReport};
+
+/// The ECS version the documents follow.
+pub const ECS_VERSION: &str = "8.11.0";
+
+/// An incident event as an ECS document.
+pub fn document(event: &IncidentEvent) -> Value {
+    let metapu = serde_json::to_value(event).expect("an incident event serialises");
+    let mut doc = Map::new();
+    let (time, message, ev) = match event {
+        IncidentEvent::Opened(r) => (r.time, r.summary.clone(), incident_event(r, "opened", "start")),
+        IncidentEvent::Updated(r) => (r.time, r.summary.clone(), incident_event(r, "updated", "info")),
+        IncidentEvent::Closed(r) => (r.time, r.summary.clone(), incident_event(r, "closed", "end")),
+        IncidentEvent::Reviewed(r) => (r.time, r.summary.clone(), incident_event(r, "reviewed", "info")),
+        IncidentEvent::Forgotten { device, known_normal, by, time, .. } => (
+            *time,
+            format!("device {device} forgotten by {by:?}: {known_normal} known-normal records dropped"),
+            device_event("forgotten", "configuration", "deletion"),
+        ),
+        IncidentEvent::Onboarding { device, from, until, by, time, .. } => (
+            *time,
+            format!(
+                "device {device} onboarding by {by:?}: its traffic for {:.0} s is known-normal",
+                until - from
+            ),
+            device_event("onboarding", "configuration", "change"),
+        ),
+        IncidentEvent::Onboarded { device, records, known_normal, time, .. } => (
+            *time,
+            format!("device {device} onboarded: {records} records seen, {known_normal} known-normal kept"),
+            device_event("onboarded", "configuration", "change"),
+        ),
+        IncidentEvent::Unmonitored { message, time, .. } => {
+            (*time, message.clone(), device_event("unmonitored", "network", "info"))
+        }
+    };
+    doc.insert("@timestamp".into(), json!(iso8601(time)));
+    doc.insert("ecs".into(), json!({ "version": ECS_VERSION }));
+    doc.insert("message".into(), json!(message));
+    doc.insert("event".into(), ev);
+    let device = event.device();
+    let mut related_ips: Vec<String> = Vec::new();
+    let mut host = json!({ "name": device });
+    if let IncidentEvent::Opened(r)
+    | IncidentEvent::Updated(r)
+    | IncidentEvent::Closed(r)
+    | IncidentEvent::Reviewed(r) = event
+    {
+        if let Some(t) = &r.traffic {
+            network_fields(t, &mut doc, &mut host, &mut related_ips);
+        }
+        doc.insert(
+            "rule".into(),
+            json!({
+                "name": "device traffic departs from its known-normal traffic",
+                "ruleset": "metapu",
+                "version": r.model_version,
+            }),
+        );
+    }
+    doc.insert("host".into(), host);
+    let mut related = json!({ "hosts": [device] });
+    if !related_ips.is_empty() {
+        related["ip"] = json!(related_ips);
+    }
+    doc.insert("related".into(), related);
+    doc.insert(
+        "observer".into(),
+        json!({ "vendor": "metapu", "product": "metapu", "type": "ids", "version": env!("CARGO_PKG_VERSION") }),
+    );
+    doc.insert("metapu".into(), metapu);
+    Value::Object(doc)
+}
+
+/// `event.*` of an incident's event.
+fn incident_event(r: &IncidentReport, action: &str, kind_of_change: &str) -> Value {
+    let mut ev = json!({
+        "kind": "alert",
+        "category": ["network", "intrusion_detection"],
+        "type": [kind_of_change],
+        "action": format!("incident-{action}"),
+        "id": r.incident_id,
+        "severity": severity_number(r.severity),
+        "risk_score": (f64::from(r.peak_score) * 100.0).round(),
+        "start": iso8601(r.first_ts),
+        "created": iso8601(r.time),
+        "reason": r.summary,
+        "dataset": "metapu.incidents",
+        "module": "metapu",
+        "provider": "metapu",
+    });
+    if action == "closed" {
+        ev["end"] = json!(iso8601(r.last_ts));
+        ev["duration"] = json!(((r.last_ts - r.first_ts).max(0.0) * 1e9) as u64);
+    }
+    ev
+}
+
+/// `event.*` of a device's onboarding, forgetting or being unmonitored.
+fn device_event(action: &str, category: &str, kind_of_change: &str) -> Value {
+    json!({
+        "kind": "event",
+        "category": [category],
+        "type": [kind_of_change],
+        "action": format!("device-{action}"),
+        "dataset": "metapu.incidents",
+        "module": "metapu",
+        "provider": "metapu",
+    })
+}
+
+/// `source`, `destination`, `network` and the IPs of an incident's traffic: the device
+/// is the source when most of its anomalous packets were its own.
+fn network_fields(
+    t: &TrafficReport,
+    doc: &mut Map<String, Value>,
+    host: &mut Value,
+    related: &mut Vec<String>,
+) {
+    let device_ip = t.device_ip.map(|ip| ip.to_string());
+    let peer = t.top_peers.first().map(|p| p.value.clone());
+    let port: Option<u16> =
+        t.top_ports.first().and_then(|p| p.value.split('/').next().and_then(|n| n.parse().ok()));
+    let outbound = t.outbound * 2 >= t.packets;
+    let (source_ip, destination_ip) =
+        if outbound { (device_ip.clone(), peer.clone()) } else { (peer.clone(), device_ip.clone()) };
+    if let Some(ip) = &device_ip {
+        host["ip"] = json!([ip]);
+        related.push(ip.clone());
+    }
+    if let Some(mac) = t.device_mac {
+        // ECS writes MACs in capitals with hyphens.
+        host["mac"] = json!([mac.to_string().to_uppercase().replace(':', "-")]);
+    }
+    related.extend(t.top_peers.iter().map(|p| p.value.clone()));
+    if let Some(ip) = source_ip {
+        doc.insert("source".into(), json!({ "ip": ip }));
+    }
+    let mut destination = Map::new();
+    if let Some(ip) = destination_ip {
+        destination.insert("ip".into(), json!(ip));
+    }
+    if let Some(port) = port {
+        destination.insert("port".into(), json!(port));
+    }
+    if !destination.is_empty() {
+        doc.insert("destination".into(), Value::Object(destination));
+    }
+    let mut network = json!({
+        "direction": if outbound { "outbound" } else { "inbound" },
+        "packets": t.packets,
+        "bytes": t.bytes,
+    });
+    if let Some(transport) = t.transports.first() {
+        // context::transport_name gives ECS's names (tcp, udp, icmp, ipv6-icmp).
+        network["transport"] = json!(transport.value);
+    }
+    doc.insert("network".into(), network);
+}
+
+/// ECS's `event.severity` is a number: 1 low … 4 critical.
+fn severity_number(s: Severity) -> u8 {
+    match s {
+        Severity::Low => 1,
+        Severity::Medium => 2,
+        Severity::High => 3,
+        Severity::Critical => 4,
+    }
+}
+
+/// Unix seconds as ISO 8601 / RFC 3339 in UTC, to the millisecond.
+pub fn iso8601(unix: f64) -> String {
+    // Rounded to the millisecond before it becomes an integer: 1.5e9 + 0.25 is not exact
+    // in nanoseconds.
+    let millis = (unix * 1e3).round() as i128;
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(millis * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::daemon::context::{Context, Direction};
+    use crate::daemon::incidents::Incident;
+    use crate::daemon::record::Source;
+
+    /// A device that scanned 254 hosts on 23/tcp, as an opened incident's ECS document.
+    #[test]
+    fn a_scan_incident_in_ecs() {
+        let mut incident = Incident {
+            id: "0123456789abcdef0123456789abcdef".into(),
+            opened_by: Source { topic: "iot.features".into(), partition: 0, offset: 311 },
+            opened_at: 1_500_000_000.1,
+            first_ts: 1_500_000_000.1,
+            last_ts: 1_500_000_025.4,
+            records: 300,
+            anomalous: 254,
+            peak_score: 0.97,
+            score_sum: 240.0,
+            attack_share: 0.4,
+            last_anomalous_ms: 0,
+            last_update_ms: 0,
+            changed: false,
+            kept: Vec::new(),
+            feedback: Vec::new(),
+            closed_at: None,
+            traffic: Default::default(),
+        };
+        for host in 1..=254u8 {
+            let c = Context {
+                src_ip: Some("192.168.1.7".parse().unwrap()),
+                dst_ip: Some(std::net::IpAddr::from([10, 0, 0, host])),
+                src_port: 40000,
+                dst_port: 23,
+                proto: 6,
+                tcp_flags: 0x02,
+                bytes: 60,
+                direction: Some(Direction::Outbound),
+                device_mac: Some(crate::daemon::context::Mac(0x0011_2233_4455)),
+            };
+            incident.traffic.add(&c, 1_500_000_000.0 + f64::from(host) * 0.1);
+        }
+        let report = IncidentReport::of("cam", &incident, None, "5d2c0f1e9a7b", Vec::new());
+        let doc = document(&IncidentEvent::Opened(report));
+        let at = |path: &str| doc.pointer(path).cloned().unwrap_or_default();
+        assert_eq!(at("/event/kind"), "alert");
+        assert_eq!(at("/event/category"), json!(["network", "intrusion_detection"]));
+        assert_eq!(at("/event/action"), "incident-opened");
+        assert_eq!(at("/event/severity"), 4, "critical");
+        assert_eq!(at("/event/start"), "2017-07-14T02:40:00.1Z");
+        assert_eq!(at("/host/name"), "cam");
+        assert_eq!(at("/host/ip"), json!(["192.168.1.7"]));
+        assert_eq!(at("/host/mac"), json!(["00-11-22-33-44-55"]));
+        assert_eq!(at("/source/ip"), "192.168.1.7");
+        assert_eq!(at("/destination/port"), 23);
+        assert_eq!(at("/network/transport"), "tcp");
+        assert_eq!(at("/network/direction"), "outbound");
+        assert_eq!(at("/related/ip").as_array().map(Vec::len), Some(6), "the device and its top 5 peers");
+        assert_eq!(at("/metapu/event"), "opened");
+        assert!(at("/message").as_str().unwrap().starts_with("device cam sent 254 TCP SYN packets"), "{doc}");
+    }
+
+    #[test]
+    fn times_are_iso_8601_in_utc() {
+        assert_eq!(iso8601(1_500_000_000.25), "2017-07-14T02:40:00.25Z");
+        assert_eq!(iso8601(0.0), "1970-01-01T00:00:00Z");
+    }
+}
