@@ -208,3 +208,76 @@ async fn an_event_the_webhook_refuses_is_dead_lettered() {
     );
     daemon.shutdown().await.unwrap();
 }
+
+/// Syslog over TLS (RFC 5425) to a receiver with a certificate the daemon is told to
+/// trust (`ca_file`): the incident's events arrive, octet-counted, inside the TLS session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn syslog_over_tls_reaches_a_receiver_with_its_own_ca() {
+    use tokio_rustls::rustls;
+    let fx = fixture();
+    let cluster = mock("st", 1);
+    let boot = cluster.bootstrap_servers();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, cert.cert.pem()).unwrap();
+    let server =
+        rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.cert.der().clone()],
+                rustls_pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into()),
+            )
+            .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let received = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let sink = Arc::clone(&received);
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let (acceptor, sink) = (acceptor.clone(), Arc::clone(&sink));
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                let mut chunk = [0u8; 8192];
+                while let Ok(n) = tls.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                    sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+                }
+            });
+        }
+    });
+    let mut cfg = daemon_config(&boot, "st");
+    cfg.sinks.syslog.address = format!("localhost:{port}");
+    cfg.sinks.syslog.tls = true;
+    cfg.sinks.syslog.ca_file = ca_file.to_string_lossy().into_owned();
+    let daemon = daemon::start(cfg.clone()).await.unwrap();
+    let p = producer(&boot);
+    let (normal, attack) = (fx.rows(1, Label::Positive), fx.rows(1, Label::Negative));
+    for (i, row) in normal.iter().take(8).enumerate() {
+        send_record(&p, "st.features", "cam", i as f64, row, true).await;
+    }
+    for (i, row) in attack.iter().take(30).enumerate() {
+        send_record(&p, "st.features", "cam", 10.0 + 0.05 * i as f64, row, false).await;
+    }
+    let arrived = wait_until(Duration::from_secs(30), || {
+        String::from_utf8_lossy(&received.lock().unwrap()).contains("incident-opened")
+    })
+    .await;
+    let text = String::from_utf8_lossy(&received.lock().unwrap()).into_owned();
+    assert!(arrived, "{text}");
+    let (len, rest) = text.split_once(' ').unwrap();
+    let frame = &rest[..len.parse::<usize>().unwrap()];
+    assert!(
+        frame.starts_with('<') && frame.contains(" incident-opened [metapu@32473 device=\"cam\"] {"),
+        "{frame}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&frame[frame.find("] {").unwrap() + 2..]).unwrap();
+    assert_eq!(doc["event"]["kind"], "alert", "the ECS form by default: {doc}");
+    daemon.shutdown().await.unwrap();
+}

@@ -148,8 +148,11 @@ impl Sinks {
     pub async fn drain(&mut self, limit: Duration) -> Vec<Emitted> {
         self.queues.clear(); // closes the queues: each task ends once its queue is empty
         let tasks = std::mem::take(&mut self.tasks);
+        let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
         if tokio::time::timeout(limit, futures::future::join_all(tasks)).await.is_err() {
             tracing::warn!("sinks did not deliver every queued incident event before shutdown");
+            // A receiver still down: stop retrying (the events stay on the incidents topic).
+            aborts.iter().for_each(tokio::task::AbortHandle::abort);
         }
         self.dead_letters()
     }
