@@ -191,45 +191,19 @@ pub fn iso8601(unix: f64) -> String {
 mod tests {
     use super::*;
 
-    use crate::daemon::context::{Context, Direction};
+    use crate::daemon::incident_traffic::syn_to;
     use crate::daemon::incidents::Incident;
-    use crate::daemon::record::Source;
 
     /// A device that scanned 254 hosts on 23/tcp, as an opened incident's ECS document.
     #[test]
     fn a_scan_incident_in_ecs() {
-        let mut incident = Incident {
-            id: "0123456789abcdef0123456789abcdef".into(),
-            opened_by: Source { topic: "iot.features".into(), partition: 0, offset: 311 },
-            opened_at: 1_500_000_000.1,
-            first_ts: 1_500_000_000.1,
-            last_ts: 1_500_000_025.4,
-            records: 300,
-            anomalous: 254,
-            peak_score: 0.97,
-            score_sum: 240.0,
-            attack_share: 0.4,
-            last_anomalous_ms: 0,
-            last_update_ms: 0,
-            changed: false,
-            kept: Vec::new(),
-            feedback: Vec::new(),
-            closed_at: None,
-            traffic: Default::default(),
-        };
+        let mut incident = Incident::sample(300, 254);
+        incident.first_ts = 1_500_000_000.1;
+        incident.last_ts = 1_500_000_025.4;
+        incident.peak_score = 0.97;
         for host in 1..=254u8 {
-            let c = Context {
-                src_ip: Some("192.168.1.7".parse().unwrap()),
-                dst_ip: Some(std::net::IpAddr::from([10, 0, 0, host])),
-                src_port: 40000,
-                dst_port: 23,
-                proto: 6,
-                tcp_flags: 0x02,
-                bytes: 60,
-                direction: Some(Direction::Outbound),
-                device_mac: Some(crate::daemon::context::Mac(0x0011_2233_4455)),
-            };
-            incident.traffic.add(&c, 1_500_000_000.0 + f64::from(host) * 0.1);
+            let (c, at) = syn_to(host, 1_500_000_000.0 + f64::from(host) * 0.1);
+            incident.traffic.add(&c, at);
         }
         let report = IncidentReport::of("cam", &incident, None, "5d2c0f1e9a7b", Vec::new());
         let doc = document(&IncidentEvent::Opened(report));

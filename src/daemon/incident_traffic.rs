@@ -258,24 +258,26 @@ fn duration(s: f64) -> String {
     }
 }
 
+/// A TCP SYN from 192.168.1.7 to 10.0.0.`host` on 23/tcp, and `at`, for tests.
+#[cfg(test)]
+pub(crate) fn syn_to(host: u8, at: f64) -> (Context, f64) {
+    let c = Context {
+        src_ip: Some("192.168.1.7".parse().expect("an address")),
+        dst_ip: Some(IpAddr::from([10, 0, 0, host])),
+        src_port: 40000,
+        dst_port: 23,
+        proto: 6,
+        tcp_flags: 0x02,
+        bytes: 60,
+        direction: Some(Direction::Outbound),
+        device_mac: Some(Mac(0x0011_2233_4455)),
+    };
+    (c, at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn syn_to(host: u8, at: f64) -> (Context, f64) {
-        let c = Context {
-            src_ip: Some("192.168.1.7".parse().unwrap()),
-            dst_ip: Some(IpAddr::from([10, 0, 0, host])),
-            src_port: 40000,
-            dst_port: 23,
-            proto: 6,
-            tcp_flags: 0x02,
-            bytes: 60,
-            direction: Some(Direction::Outbound),
-            device_mac: None,
-        };
-        (c, at)
-    }
 
     #[test]
     fn a_telnet_scan_reads_as_one() {

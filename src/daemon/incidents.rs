@@ -69,6 +69,30 @@ impl Incident {
     pub fn mean_score(&self) -> f32 {
         (self.score_sum / self.anomalous.max(1) as f64) as f32
     }
+
+    /// An open incident with these counts, for other modules' tests.
+    #[cfg(test)]
+    pub(crate) fn sample(records: u64, anomalous: u64) -> Self {
+        Self {
+            id: "0123456789abcdef0123456789abcdef".into(),
+            opened_by: Source { topic: "iot.features".into(), partition: 0, offset: 311 },
+            opened_at: 0.0,
+            first_ts: 0.0,
+            last_ts: 0.0,
+            records,
+            anomalous,
+            peak_score: 0.9,
+            score_sum: 0.9 * anomalous as f64,
+            attack_share: 0.0,
+            last_anomalous_ms: 0,
+            last_update_ms: 0,
+            changed: false,
+            kept: Vec::new(),
+            feedback: Vec::new(),
+            closed_at: None,
+            traffic: Traffic::default(),
+        }
+    }
 }
 
 /// Why an incident closed.

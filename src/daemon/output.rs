@@ -245,26 +245,7 @@ mod tests {
     /// estimate for the device's window was at its last adaptation (which lags).
     #[test]
     fn an_incident_s_attack_share_is_its_own() {
-        let source = Source { topic: "t".into(), partition: 0, offset: 1 };
-        let incident = crate::daemon::incidents::Incident {
-            id: "i".into(),
-            opened_by: source,
-            opened_at: 0.0,
-            first_ts: 0.0,
-            last_ts: 0.0,
-            records: 2820,
-            anomalous: 1369,
-            peak_score: 0.9,
-            score_sum: 1000.0,
-            attack_share: 0.0,
-            last_anomalous_ms: 0,
-            last_update_ms: 0,
-            changed: false,
-            kept: Vec::new(),
-            feedback: Vec::new(),
-            closed_at: None,
-            traffic: Default::default(),
-        };
+        let incident = crate::daemon::incidents::Incident::sample(2820, 1369);
         let r = IncidentReport::of("cam", &incident, None, "v", Vec::new());
         assert!((r.attack_share - 1369.0 / 2820.0).abs() < 1e-6);
         assert_eq!(r.model_attack_share, 0.0);

@@ -63,6 +63,24 @@ async fn syslog_receiver(port: u16, frames: Arc<Mutex<Vec<String>>>) {
     }
 }
 
+/// A device's 8 known-normal records, then `attacks` attack records (an incident
+/// opens), 50 ms apart.
+async fn onboard_then_attack(
+    p: &rdkafka::producer::FutureProducer,
+    topic: &str,
+    device: &str,
+    attacks: usize,
+) {
+    let fx = fixture();
+    let (normal, attack) = (fx.rows(1, Label::Positive), fx.rows(1, Label::Negative));
+    for (i, row) in normal.iter().take(8).enumerate() {
+        send_record(p, topic, device, i as f64, row, true).await;
+    }
+    for (i, row) in attack.iter().take(attacks).enumerate() {
+        send_record(p, topic, device, 10.0 + 0.05 * i as f64, row, false).await;
+    }
+}
+
 /// (device, event, incident id, records) of an event, metapu's or under an ECS document.
 fn key_of(v: &serde_json::Value) -> (String, String, String, u64) {
     let v = if v.get("metapu").is_some() { &v["metapu"] } else { v };
@@ -84,7 +102,6 @@ fn by_device(keys: Vec<(String, String, String, u64)>) -> BTreeMap<String, Vec<(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_incident_event_reaches_a_webhook_and_syslog_once_in_order_after_their_outage() {
-    let fx = fixture();
     let cluster = mock("sk", 1);
     let boot = cluster.bootstrap_servers();
     let hook = Arc::new(Hook { failing: AtomicBool::new(true), ..Hook::default() });
@@ -107,13 +124,7 @@ async fn every_incident_event_reaches_a_webhook_and_syslog_once_in_order_after_t
     // Two devices, each: known-normal records, then an attack (an incident opens), then
     // silence (it closes after 2 s).
     for device in ["cam-1", "cam-2"] {
-        let (normal, attack) = (fx.rows(1, Label::Positive), fx.rows(1, Label::Negative));
-        for (i, row) in normal.iter().take(8).enumerate() {
-            send_record(&p, "sk.features", device, i as f64, row, true).await;
-        }
-        for (i, row) in attack.iter().take(40).enumerate() {
-            send_record(&p, "sk.features", device, 10.0 + 0.05 * i as f64, row, false).await;
-        }
+        onboard_then_attack(&p, "sk.features", device, 40).await;
     }
     let closed = |m: &[(Option<String>, Vec<u8>)]| {
         json_values(m).iter().filter(|e| e["event"] == "closed").count() >= 2
@@ -177,7 +188,6 @@ async fn every_incident_event_reaches_a_webhook_and_syslog_once_in_order_after_t
 /// event goes to the dead-letter topic, with the reason, and is counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_the_webhook_refuses_is_dead_lettered() {
-    let fx = fixture();
     let cluster = mock("sr", 1);
     let boot = cluster.bootstrap_servers();
     let app = axum::Router::new()
@@ -189,13 +199,7 @@ async fn an_event_the_webhook_refuses_is_dead_lettered() {
     cfg.sinks.webhook.url = format!("http://{addr}/hook");
     let daemon = daemon::start(cfg.clone()).await.unwrap();
     let p = producer(&boot);
-    let (normal, attack) = (fx.rows(1, Label::Positive), fx.rows(1, Label::Negative));
-    for (i, row) in normal.iter().take(8).enumerate() {
-        send_record(&p, "sr.features", "cam", i as f64, row, true).await;
-    }
-    for (i, row) in attack.iter().take(30).enumerate() {
-        send_record(&p, "sr.features", "cam", 10.0 + 0.05 * i as f64, row, false).await;
-    }
+    onboard_then_attack(&p, "sr.features", "cam", 30).await;
     let dead = json_values(&read_topic(&boot, "sr.deadletter", Duration::from_secs(30), |m| {
         json_values(m).iter().any(|d| d["kind"] == "sink_rejected")
     }));
@@ -214,7 +218,6 @@ async fn an_event_the_webhook_refuses_is_dead_lettered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn syslog_over_tls_reaches_a_receiver_with_its_own_ca() {
     use tokio_rustls::rustls;
-    let fx = fixture();
     let cluster = mock("st", 1);
     let boot = cluster.bootstrap_servers();
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
@@ -258,13 +261,7 @@ async fn syslog_over_tls_reaches_a_receiver_with_its_own_ca() {
     cfg.sinks.syslog.ca_file = ca_file.to_string_lossy().into_owned();
     let daemon = daemon::start(cfg.clone()).await.unwrap();
     let p = producer(&boot);
-    let (normal, attack) = (fx.rows(1, Label::Positive), fx.rows(1, Label::Negative));
-    for (i, row) in normal.iter().take(8).enumerate() {
-        send_record(&p, "st.features", "cam", i as f64, row, true).await;
-    }
-    for (i, row) in attack.iter().take(30).enumerate() {
-        send_record(&p, "st.features", "cam", 10.0 + 0.05 * i as f64, row, false).await;
-    }
+    onboard_then_attack(&p, "st.features", "cam", 30).await;
     let arrived = wait_until(Duration::from_secs(30), || {
         String::from_utf8_lossy(&received.lock().unwrap()).contains("incident-opened")
     })
