@@ -63,9 +63,6 @@ pub struct EventCadence {
 struct Planned {
     clock: f64,
     round: usize,
-    /// Its device's next adaptation point after it, and its records since the last.
-    next: Option<f64>,
-    since: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -78,19 +75,6 @@ struct PlanState {
     seen_here: u64,
     /// It has a classifier, or will once its round is adapted.
     ready: bool,
-}
-
-/// Each device's next adaptation point and records since the last, after its last
-/// record of the batch.
-fn plan_next_adaptations<'a>(
-    records: &[(&'a FeatureRecord, &Source)],
-    kept: &[usize],
-    plan: &[Planned],
-) -> HashMap<&'a str, (f64, usize)> {
-    kept.iter()
-        .zip(plan)
-        .filter_map(|(&i, p)| Some((records[i].0.device.as_str(), (p.next?, p.since))))
-        .collect()
 }
 
 /// A device's classifier adapted on the windows of one [`AdaptJob`].
@@ -153,12 +137,17 @@ impl Engine {
                 kept.push(i);
             }
         }
-        let plan = self.plan(records, &kept);
+        let (plan, devices) = self.plan(records, &kept);
         out.verdicts = vec![Verdict::Deferred; records.len()];
         out.clocks = vec![f64::NAN; records.len()];
-        let rounds = plan.iter().map(|p| p.round).max().map_or(0, |m| m + 1);
-        for round in 0..rounds {
-            let here: Vec<usize> = (0..kept.len()).filter(|&k| plan[k].round == round).collect();
+        let mut rounds: Vec<Vec<usize>> = Vec::new();
+        for (k, p) in plan.iter().enumerate() {
+            if rounds.len() <= p.round {
+                rounds.resize_with(p.round + 1, Vec::new);
+            }
+            rounds[p.round].push(k);
+        }
+        for (round, here) in rounds.iter().enumerate() {
             if round > 0 {
                 // Every device with records in a later round reached its adaptation
                 // point just before them: adapt it on the windows up to there.
@@ -166,7 +155,7 @@ impl Engine {
                 out.adapted.extend(self.adapt_now(due));
             }
             let mut taken_as_normal = Vec::with_capacity(here.len());
-            for &k in &here {
+            for &k in here {
                 let (r, source) = records[kept[k]];
                 let seen = self.devices.observe(
                     &r.device,
@@ -190,10 +179,10 @@ impl Engine {
                 out.verdicts[kept[k]] = v;
             }
         }
-        for (device, (next, since)) in plan_next_adaptations(records, &kept, &plan) {
-            if let Some(d) = self.devices.get_mut(device) {
+        for (device, s) in devices {
+            if let (Some(d), Some(next)) = (self.devices.get_mut(device), s.next) {
                 d.next_adapt_ts = Some(next);
-                d.records_since_adaptation = since;
+                d.records_since_adaptation = s.since;
             }
         }
         out
@@ -201,11 +190,17 @@ impl Engine {
 
     /// Each kept record's clock (its device's: monotone, at most `max_clock_ahead_s`
     /// ahead of the wall clock) and round: a device's records after its adaptation
-    /// point come one round after those before it.
-    fn plan(&self, records: &[(&FeatureRecord, &Source)], kept: &[usize]) -> Vec<Planned> {
+    /// point come one round after those before it. With each device's state after its
+    /// last record (its next adaptation point and records since the last).
+    fn plan<'a>(
+        &self,
+        records: &[(&'a FeatureRecord, &Source)],
+        kept: &[usize],
+    ) -> (Vec<Planned>, HashMap<&'a str, PlanState>) {
         let latest = super::clock::unix_now() + self.max_clock_ahead_s;
-        let mut devices: HashMap<&str, PlanState> = HashMap::new();
-        kept.iter()
+        let mut devices: HashMap<&'a str, PlanState> = HashMap::new();
+        let planned = kept
+            .iter()
             .map(|&i| {
                 let r = records[i].0;
                 let s = devices.entry(r.device.as_str()).or_insert_with(|| {
@@ -221,7 +216,7 @@ impl Engine {
                 });
                 s.clock = s.clock.max(r.ts.min(latest));
                 let Some(c) = self.cadence else {
-                    return Planned { clock: s.clock, round: 0, next: None, since: 0 };
+                    return Planned { clock: s.clock, round: 0 };
                 };
                 let next = *s.next.get_or_insert(s.clock + c.interval_s);
                 if s.clock >= next || (c.after_records > 0 && s.since >= c.after_records) {
@@ -239,9 +234,10 @@ impl Engine {
                     s.round += 1;
                 }
                 s.seen_here += 1;
-                Planned { clock: s.clock, round, next: s.next, since: s.since }
+                Planned { clock: s.clock, round }
             })
-            .collect()
+            .collect();
+        (planned, devices)
     }
 
     /// Adapt, on the scoring model, the given devices that have a known-normal record

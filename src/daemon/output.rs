@@ -101,6 +101,20 @@ pub enum IncidentEvent {
 }
 
 impl IncidentEvent {
+    /// Its `"event"` tag.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Opened(_) => "opened",
+            Self::Updated(_) => "updated",
+            Self::Closed(_) => "closed",
+            Self::Reviewed(_) => "reviewed",
+            Self::Forgotten { .. } => "forgotten",
+            Self::Onboarding { .. } => "onboarding",
+            Self::Onboarded { .. } => "onboarded",
+            Self::Unmonitored { .. } => "unmonitored",
+        }
+    }
+
     /// The device it is about (the record's key).
     pub fn device(&self) -> &str {
         match self {
@@ -176,10 +190,12 @@ impl IncidentReport {
         let most = top_features.first().map(|f| format!("; most changed: {}", f.words)).unwrap_or_default();
         let share = i.anomalous as f32 / i.records.max(1) as f32;
         let traffic = i.traffic.report().map(Box::new);
-        let what = traffic.as_ref().map(|t| format!("{}; ", t.summary)).unwrap_or_default();
+        // "device cam sent 254 TCP SYN packets …; 254 of 300 records …", or as before
+        // "device cam: 5 of 9 records …" when the records carried no context.
+        let what = traffic.as_ref().map_or_else(|| ":".to_string(), |t| format!(" {};", t.summary));
         let severity = Severity::of(i.anomalous, i.records, i.last_ts - i.first_ts, &i.traffic);
         let summary = format!(
-            "device {device} {what}{} of {} records anomalous ({:.0} %) since the incident opened, peak \
+            "device {device}{what} {} of {} records anomalous ({:.0} %) since the incident opened, peak \
              score {:.2}; {state}{most}",
             i.anomalous,
             i.records,

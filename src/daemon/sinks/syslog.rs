@@ -100,7 +100,7 @@ impl Syslog {
             | IncidentEvent::Unmonitored { time, .. } => (6, *time),
         };
         let doc = self.format.render(event);
-        let msgid = doc["event"]["action"].as_str().map_or_else(|| event_name(event), str::to_string);
+        let msgid = doc["event"]["action"].as_str().unwrap_or(event.name());
         let message = format!(
             "<{}>1 {} {} {} {} {} [metapu@32473 device=\"{}\"] {}",
             u32::from(self.facility) * 8 + severity,
@@ -116,10 +116,6 @@ impl Syslog {
         out.extend_from_slice(message.as_bytes());
         out
     }
-}
-
-fn event_name(event: &IncidentEvent) -> String {
-    serde_json::to_value(event).ok().and_then(|v| v["event"].as_str().map(str::to_string)).unwrap_or_default()
 }
 
 /// RFC 5424's escapes inside a structured-data value.
