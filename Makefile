@@ -148,6 +148,7 @@ bench: build | $(RUNS)
 	$(CARGO) bench --bench model | tee $(BENCH)/model.md
 	$(CARGO) bench --bench adapt | tee $(BENCH)/adapt.md
 	$(CARGO) bench --bench sensor | tee $(BENCH)/sensor.md
+	$(CARGO) bench --bench state | tee $(BENCH)/state.md
 	python3 benches/report.py $(BENCH) docs/benchmarks.md
 
 clean-runs:

@@ -39,6 +39,7 @@ def main():
         ("Model: meta-training and adaptation (`cargo bench --bench model`)", "model.md"),
         ("A fleet's adaptation, 10,000 devices (`cargo bench --bench adapt`)", "adapt.md"),
         ("The live capture sensor's extraction (`cargo bench --bench sensor`)", "sensor.md"),
+        ("The state topic: bytes per device-hour and restore (`cargo bench --bench state`)", "state.md"),
     ]
     dirty = sh("git", "status", "--porcelain", "--untracked-files=no")
     commit = sh("git", "rev-parse", "--short", "HEAD") + (" (with uncommitted changes)" if dirty else "")

@@ -132,6 +132,9 @@ pub struct DeviceConfig {
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
     pub snapshot_interval_s: u64,
+    /// A changed device's unlabeled rows are written at most this often (seconds), and
+    /// always on revocation and shutdown.
+    pub unlabeled_interval_s: u64,
     /// Replicas of the state topic when the daemon creates it (0: the cluster's broker
     /// count, at most 3).
     pub replication: i32,

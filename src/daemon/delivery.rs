@@ -18,7 +18,7 @@ use rdkafka::util::Timeout;
 pub(crate) async fn send_all<'a, T>(
     producer: &FutureProducer,
     items: &'a [T],
-    record: impl Fn(&'a T) -> FutureRecord<'a, String, Vec<u8>>,
+    record: impl Fn(&'a T) -> FutureRecord<'a, Vec<u8>, Vec<u8>>,
 ) -> Vec<&'a T> {
     let sends = items.iter().map(|item| producer.send(record(item), Timeout::After(Duration::from_secs(30))));
     let results = futures::future::join_all(sends).await;

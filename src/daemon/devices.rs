@@ -39,8 +39,17 @@ pub struct Device {
     pub unsnapshotted: bool,
     /// When the last snapshot was taken (service clock, ms).
     pub last_snapshot_ms: u64,
+    /// The stamps ([`RowWindow::stamp`]) of the known-normal and unlabeled rows last
+    /// written to the state topic (0: not written by this process), and when the
+    /// unlabeled rows were (service clock, ms).
+    pub positive_written: u64,
+    pub unlabeled_written: u64,
+    pub unlabeled_written_ms: u64,
     /// Kafka partition the device's records arrive on (state follows it).
     pub partition: i32,
+    /// The state partition its snapshot was restored from, where it stays; `None`: the
+    /// one its input partition maps to.
+    pub home: Option<i32>,
     /// The newest input record that entered the windows. A redelivered record (at or
     /// before it on the same topic-partition, after a crash or a rebalance) is scored
     /// again but does not enter the windows twice.
@@ -71,6 +80,11 @@ pub struct Device {
 }
 
 impl Device {
+    /// Rows changed since they were last written to the state topic.
+    pub fn rows_unwritten(&self) -> (bool, bool) {
+        (self.positive.stamp() != self.positive_written, self.unlabeled.stamp() != self.unlabeled_written)
+    }
+
     /// `handovers`: the table's count so far, so that a job handed out for an earlier
     /// device of the same id (evicted since) cannot install its classifier here.
     fn new(dim: usize, sizes: &WindowSizes, partition: i32, handovers: u64) -> Self {
@@ -84,7 +98,11 @@ impl Device {
             installed_handover: handovers,
             unsnapshotted: false,
             last_snapshot_ms: 0,
+            positive_written: 0,
+            unlabeled_written: 0,
+            unlabeled_written_ms: 0,
             partition,
+            home: None,
             last_source: None,
             first_seen_ms: 0,
             unmonitored_reported: false,
@@ -168,6 +186,9 @@ pub struct Observed {
     pub taken_as_normal: bool,
 }
 
+/// A forgotten device: its id, input partition and home (see [`Device::home`]).
+pub type Forgotten = (String, i32, Option<i32>);
+
 #[derive(Debug)]
 pub struct DeviceTable {
     dim: usize,
@@ -182,9 +203,9 @@ pub struct DeviceTable {
     /// Devices evicted (capacity or idle) with an incident open: their incidents must
     /// still be closed on the incidents topic (see [`Self::take_evicted_with_incidents`]).
     evicted_with_incidents: Vec<(String, Device)>,
-    /// Devices evicted (capacity or idle) and their partitions: their snapshots on the
-    /// state topic must be deleted too (see [`Self::take_forgotten`]).
-    forgotten: Vec<(String, i32)>,
+    /// Devices evicted (capacity or idle), their input partitions and homes: their
+    /// snapshots on the state topic must be deleted too (see [`Self::take_forgotten`]).
+    forgotten: Vec<Forgotten>,
     /// Devices being onboarded, so that a span ends even if the device falls silent.
     onboarding: BTreeSet<String>,
     /// Onboardings ended, with the known-normal records each left (see
@@ -433,7 +454,7 @@ impl DeviceTable {
     /// An evicted device: its snapshot is to be deleted, and it is kept until its open
     /// incident is closed.
     fn forget_evicted(&mut self, id: &str, d: Device) {
-        self.forgotten.push((id.to_string(), d.partition));
+        self.forgotten.push((id.to_string(), d.partition, d.home));
         if d.incidents.open.is_some() {
             self.evicted_with_incidents.push((id.to_string(), d));
         }
@@ -449,15 +470,15 @@ impl DeviceTable {
     /// the daemon stopped tracking them, so their snapshots go too. Otherwise a restart
     /// would restore them, an evicted incident would reopen and close a second time,
     /// and the state topic would bring back every device ever seen.
-    pub fn take_forgotten(&mut self) -> Vec<(String, i32)> {
+    pub fn take_forgotten(&mut self) -> Vec<Forgotten> {
         let mut forgotten = std::mem::take(&mut self.forgotten);
-        forgotten.retain(|(id, _)| !self.devices.contains_key(id));
+        forgotten.retain(|(id, _, _)| !self.devices.contains_key(id));
         forgotten
     }
 
     /// A device whose snapshot could not be deleted: to be tried again.
-    pub fn forget_again(&mut self, id: String, partition: i32) {
-        self.forgotten.push((id, partition));
+    pub fn forget_again(&mut self, forgotten: Forgotten) {
+        self.forgotten.push(forgotten);
     }
 
     /// Devices not seen for `idle_ms` go idle; returns their ids. A device with
@@ -558,9 +579,11 @@ impl DeviceTable {
         }
     }
 
-    /// Install restored windows (state topic); counts as seen now.
-    pub fn restore(&mut self, id: &str, snapshot: &Snapshot, partition: i32, now_ms: u64) {
+    /// Install restored windows (state topic: read from state partition `home`);
+    /// counts as seen now.
+    pub fn restore(&mut self, id: &str, snapshot: &Snapshot, partition: i32, home: i32, now_ms: u64) {
         let mut d = Device::new(self.dim, &self.sizes, partition, self.handovers);
+        d.home = Some(home);
         d.positive = RowWindow::from_rows(self.dim, self.sizes.positive, &snapshot.positive);
         d.unlabeled = RowWindow::from_rows(self.dim, self.sizes.unlabeled, &snapshot.unlabeled);
         d.seen = snapshot.seen;
@@ -583,6 +606,12 @@ impl DeviceTable {
         d.onboarding = snapshot.onboarding.clone();
         d.onboarded = snapshot.onboarded.clone();
         d.positive.pin(snapshot.pinned);
+        if snapshot.rows_apart {
+            // On the state topic as they are. (A whole snapshot's rows are written again,
+            // apart, with the device's next main record, which would otherwise lack them.)
+            (d.positive_written, d.unlabeled_written) = (d.positive.stamp(), d.unlabeled.stamp());
+            d.unlabeled_written_ms = now_ms;
+        }
         if d.onboarding.is_some() {
             self.onboarding.insert(id.to_string());
         }
@@ -753,7 +782,7 @@ mod tests {
         assert!(cam.unlabeled.is_empty() && cam.unlabeled.heap_bytes() == 0, "its unlabeled window freed");
         assert!(cam.state.is_none() && cam.idle && cam.unsnapshotted);
         assert!(t.get("plug").is_none(), "never onboarded: forgotten");
-        assert_eq!(t.take_forgotten(), [("plug".to_string(), 0)], "and its snapshot with it");
+        assert_eq!(t.take_forgotten(), [("plug".to_string(), 0, None)], "and its snapshot with it");
         assert!(t.evict_idle(5000, 500).is_empty(), "idle once");
         t.invalidate_states(); // a model reload
         assert!(t.due_for_adaptation(1).is_empty(), "nothing to adapt on while idle");
@@ -769,19 +798,27 @@ mod tests {
         let mut t = DeviceTable::new(1, sizes, 1);
         t.observe("a", &[1.0], true, &at(3, 0), 0.0, 0);
         t.observe("b", &[2.0], true, &at(4, 1), 0.0, 1); // evicts a (capacity)
-        assert_eq!(t.take_forgotten(), [("a".to_string(), 3)]);
+        assert_eq!(t.take_forgotten(), [("a".to_string(), 3, None)]);
         assert!(t.take_forgotten().is_empty(), "taken once");
         t.observe("a", &[3.0], true, &at(3, 2), 0.0, 2); // evicts b, a is back
         t.observe("b", &[4.0], true, &at(4, 3), 0.0, 3); // evicts a, b is back
-        assert_eq!(t.take_forgotten(), [("a".to_string(), 3)], "b is tracked again: its snapshot stays");
+        assert_eq!(
+            t.take_forgotten(),
+            [("a".to_string(), 3, None)],
+            "b is tracked again: its snapshot stays"
+        );
         assert_eq!(t.evict_idle(1000, 500), ["b"]);
         assert!(t.take_forgotten().is_empty(), "idle with known-normal records: its snapshot stays");
         t.observe("c", &[5.0], true, &at(0, 4), 0.0, 4);
-        assert_eq!(t.take_forgotten(), [("b".to_string(), 4)], "an idle device still counts in max_tracked");
+        assert_eq!(
+            t.take_forgotten(),
+            [("b".to_string(), 4, None)],
+            "an idle device still counts in max_tracked"
+        );
         t.remove("c"); // revoked: its snapshot is its new owner's to restore
         assert!(t.take_forgotten().is_empty());
-        t.forget_again("c".into(), 0);
-        assert_eq!(t.take_forgotten(), [("c".to_string(), 0)]);
+        t.forget_again(("c".into(), 0, None));
+        assert_eq!(t.take_forgotten(), [("c".to_string(), 0, None)]);
     }
 
     #[test]

@@ -14,8 +14,9 @@ pub(crate) fn deliveries_failed(metrics: &Metrics, health: &Health, failed: usiz
 }
 
 /// State snapshots written and failed (the failed ones are written again later).
-pub(crate) fn snapshots_sent(metrics: &Metrics, written: usize, failed: usize) {
+pub(crate) fn snapshots_sent(metrics: &Metrics, written: usize, bytes: u64, failed: usize) {
     metrics.snapshots.inc_by(written as u64);
+    metrics.state_bytes.inc_by(bytes);
     if failed > 0 {
         metrics.produce_errors.inc_by(failed as u64);
         tracing::warn!(failed, "state snapshots failed; will retry");

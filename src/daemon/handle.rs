@@ -94,9 +94,9 @@ async fn topic_metadata(cfg: &DaemonConfig, topic: &str) -> Option<kafka::TopicM
 
 /// Create our topics where the broker lacks them; the state topic gets as many
 /// partitions as the first input topic and is created compacted, and an existing one
-/// that is not is refused (`state.require_compacted`). Returns the state topic's
-/// partition count.
-async fn ensure_topics(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
+/// that is not is refused (`state.require_compacted`). Returns the state topic's and the
+/// first input topic's partition counts.
+async fn ensure_topics(cfg: &DaemonConfig) -> Result<(i32, i32), DaemonError> {
     let k = &cfg.kafka;
     let input = topic_metadata(cfg, &k.input_topics[0]).await;
     let input_partitions = input.and_then(|m| m.partitions).unwrap_or(1);
@@ -122,7 +122,9 @@ async fn ensure_topics(cfg: &DaemonConfig) -> Result<i32, DaemonError> {
         tracing::warn!(error = %e, "could not ensure topics; relying on the broker's auto-creation");
     }
     check_state_topic(cfg).await?;
-    Ok(topic_metadata(cfg, &k.state_topic).await.and_then(|m| m.partitions).unwrap_or(input_partitions))
+    let state_partitions =
+        topic_metadata(cfg, &k.state_topic).await.and_then(|m| m.partitions).unwrap_or(input_partitions);
+    Ok((state_partitions, input_partitions))
 }
 
 /// The state topic's replicas: configured, or the cluster's broker count up to 3.
@@ -229,7 +231,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         .set("linger.ms", "5")
         .set("message.timeout.ms", "30000")
         .create()?;
-    let state_partitions = ensure_topics(&cfg).await?;
+    let (state_partitions, input_partitions) = ensure_topics(&cfg).await?;
     let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(std::path::PathBuf::from);
     let sinks =
         Sinks::start(&cfg.sinks, credentials.as_deref(), Arc::clone(&metrics)).map_err(DaemonError::Sink)?;
@@ -272,6 +274,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
             &cfg,
             producer.clone(),
             state_partitions,
+            input_partitions,
             Arc::clone(&metrics),
             Arc::clone(&health),
         ),

@@ -1,7 +1,6 @@
 //! Kafka plumbing: client configuration, the consumer context (rebalance, errors,
 //! statistics), topic creation and reading the state changelog.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +17,7 @@ use tokio::sync::mpsc;
 
 use super::config::KafkaConfig;
 use super::health::Health;
+use super::snapshot::StateTopic;
 
 /// How long librdkafka waits before fetching again for a partition whose prefetch
 /// queue is full. Its default, 1 s, idled a daemon working off a backlog: the service
@@ -277,11 +277,11 @@ impl ClientContext for ChangelogContext {
 
 impl ConsumerContext for ChangelogContext {}
 
-/// The state topic as a restore read it: the last value per device (with its state
-/// partition), and how much was read.
+/// The state topic as a restore read it: the last value per key, grouped by device,
+/// and how much was read.
 #[derive(Debug, Default)]
 pub struct Changelog {
-    pub entries: HashMap<String, (i32, Vec<u8>)>,
+    pub entries: StateTopic,
     pub records: u64,
     pub bytes: u64,
 }
@@ -335,14 +335,9 @@ pub fn read_changelog(
                 progress = Instant::now();
                 out.records += 1;
                 out.bytes += m.payload_len() as u64;
-                if let Some(key) = m.key().and_then(|k| std::str::from_utf8(k).ok()) {
-                    match m.payload() {
-                        Some(v) if !v.is_empty() => {
-                            out.entries.insert(key.to_string(), (m.partition(), v.to_vec()))
-                        }
-                        // An empty value is a tombstone: the device was forgotten.
-                        _ => out.entries.remove(key),
-                    };
+                if let Some(key) = m.key() {
+                    // No (or an empty) value is a tombstone: the record was deleted.
+                    out.entries.apply(key, m.partition(), m.payload());
                 }
             }
             Some(Err(KafkaError::PartitionEOF(p))) if !at_end.contains(&p) => {
@@ -364,6 +359,7 @@ mod tests {
 
     use super::*;
     use crate::daemon::config::DaemonConfig;
+    use crate::daemon::snapshot::Snapshot;
 
     /// A restore reads every snapshot to the partitions' end, the last value per device
     /// (a tombstone deletes); with the broker gone it fails, naming what it could not
@@ -379,7 +375,8 @@ mod tests {
         let producer: BaseProducer =
             ClientConfig::new().set("bootstrap.servers", &cfg.brokers).create().expect("producer");
         for i in 0..300u32 {
-            let (key, value) = (format!("d{}", i % 10), i.to_le_bytes().to_vec());
+            let seen = Snapshot { seen: u64::from(i), ..Snapshot::empty(1) };
+            let (key, value) = (format!("d{}", i % 10), seen.encode_main());
             let record = BaseRecord::to("r.state").key(&key).payload(&value).partition((i % 2) as i32);
             producer.send(record).expect("queued");
         }
@@ -391,7 +388,8 @@ mod tests {
         let read = read_changelog(&cfg, &[0, 1], Duration::from_secs(10)).expect("read to the end");
         assert_eq!(read.records, 301);
         assert_eq!(read.entries.len(), 9, "ten devices, one deleted");
-        assert_eq!(read.entries["d7"], (1, 297u32.to_le_bytes().to_vec()), "the last value wins");
+        let d7 = read.entries.snapshots().find(|(d, _, _)| d == "d7").expect("d7");
+        assert_eq!((d7.1, d7.2.expect("a snapshot").seen), (1, 297), "the last value wins");
 
         cluster.broker_down(1).expect("broker down");
         match read_changelog(&cfg, &[0, 1], Duration::from_secs(1)) {

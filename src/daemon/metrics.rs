@@ -39,6 +39,8 @@ pub struct Metrics {
     pub state_restore_seconds: Gauge,
     pub state_restoring: IntGauge,
     pub snapshots: IntCounter,
+    pub state_bytes: IntCounter,
+    pub state_parked: IntGauge,
     /// Incident events per sink (webhook, syslog) and result: `delivered`, `retried`
     /// (an attempt failed; sent again), `rejected` (refused for good: dead-lettered),
     /// `dropped` (the sink's queue was full: dead-lettered).
@@ -236,7 +238,20 @@ impl Metrics {
                 )
                 .expect("valid metric"),
             ),
-            snapshots: counter("metapu_state_snapshots_total", "Device windows written to the state topic."),
+            snapshots: counter(
+                "metapu_state_snapshots_total",
+                "Records written to the state topic: devices' main records, their rows and deletions.",
+            ),
+            state_bytes: counter("metapu_state_bytes_total", "Bytes written to the state topic."),
+            state_parked: register(
+                &r,
+                IntGauge::new(
+                    "metapu_state_parked_devices",
+                    "Snapshots held for devices whose owner is not known since input partitions were added; \
+                     restored when their device sends.",
+                )
+                .expect("valid metric"),
+            ),
             registry: r,
         }
         .init_labels()

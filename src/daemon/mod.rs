@@ -68,4 +68,4 @@ pub use incidents::{Feedback, Verdict as FeedbackVerdict};
 pub use metrics::Metrics;
 pub use output::unix_now;
 /// The state topic's record format (tests read a device's restored windows from it).
-pub use snapshot::{Snapshot, SnapshotError};
+pub use snapshot::{Part as StatePart, Snapshot, SnapshotError, StateTopic};

@@ -185,6 +185,12 @@ impl Service {
         let batch =
             decode_batch(messages, self.detector.engine.model.dim(), self.cfg.scoring.max_message_bytes);
         let now_ms = self.now_ms();
+        if self.state.has_parked() {
+            let arrived = batch.iter().filter_map(|c| {
+                c.decoded.as_ref().ok().map(|r| (r.device.as_str(), c.message.source.partition))
+            });
+            self.state.promote(&mut self.detector.engine, arrived, now_ms);
+        }
         let (engine, version) = self.detector.engine_and_version();
         let (mut emitted, mut offsets) = self.pipeline.run(engine, batch, now_ms, version, &self.metrics);
         if !feedback.is_empty() {

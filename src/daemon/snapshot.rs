@@ -1,5 +1,13 @@
 //! Device-window snapshots for the state topic: a small binary layout.
 //!
+//! A device's state is up to three records (keys from [`Part::key`]): its main record
+//! (`MPS4`: the `MPS3` layout with no rows, keyed by the device), its known-normal rows
+//! and its unlabeled rows (`MPW1`: dim, rows (u32 LE each), the f32 LE values; keyed by
+//! the device and a suffix no device name has). The main record changes with every
+//! record and is small; the known-normal rows are written when they change, the
+//! unlabeled rows less often: most of a full snapshot's bytes were the unlabeled window.
+//! [`StateTopic`] puts a device's records back together.
+//!
 //! `MPS3`: dim, positive rows, unlabeled rows (u32 LE each), records seen (u64 LE),
 //! the newest input record in the windows (partition i32, offset i64, topic length
 //! u16 and bytes; offset −1 when none), the f32 LE values, then the device's incident
@@ -18,6 +26,8 @@ use super::record::Source;
 const MAGIC_V1: &[u8; 4] = b"MPS1";
 const MAGIC_V2: &[u8; 4] = b"MPS2";
 const MAGIC_V3: &[u8; 4] = b"MPS3";
+const MAGIC_V4: &[u8; 4] = b"MPS4";
+const MAGIC_ROWS: &[u8; 4] = b"MPW1";
 const COUNTS: usize = 4 + 4 + 4 + 4 + 8;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +47,13 @@ pub struct Snapshot {
     pub onboarded: Option<Onboarding>,
     /// Known-normal rows kept when verdicts add others (the window's first storage slots).
     pub pinned: usize,
+    /// The input topic's partition count when the snapshot was written (0: unknown, in
+    /// older snapshots): `last_source.partition` says who owns the device only under
+    /// that count.
+    pub input_partitions: u32,
+    /// Its rows are records of their own (`MPS4`): as on the state topic already, not
+    /// to be written again until they change.
+    pub rows_apart: bool,
 }
 
 /// The JSON tail: the incident state, and beside its fields the dismissal learning.
@@ -52,6 +69,8 @@ struct Tail<T> {
     onboarded: Option<Onboarding>,
     #[serde(default)]
     pinned: usize,
+    #[serde(default)]
+    input_partitions: u32,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -84,13 +103,40 @@ impl<'a> Reader<'a> {
 }
 
 impl Snapshot {
+    /// A device with nothing yet: no rows, no records seen.
+    pub fn empty(dim: usize) -> Self {
+        Self {
+            dim,
+            positive: Vec::new(),
+            unlabeled: Vec::new(),
+            seen: 0,
+            last_source: None,
+            incidents: IncidentTracker::default(),
+            learning: 0,
+            onboarding: None,
+            onboarded: None,
+            pinned: 0,
+            input_partitions: 0,
+            rows_apart: false,
+        }
+    }
+
+    /// The whole state in one record (`MPS3`), as daemons before the split wrote it.
     pub fn encode(&self) -> Vec<u8> {
-        let (np, nu) = (self.positive.len() / self.dim.max(1), self.unlabeled.len() / self.dim.max(1));
+        self.encode_as(MAGIC_V3, &self.positive, &self.unlabeled)
+    }
+
+    /// The main record: everything but the rows, which go in [`encode_rows`] records.
+    pub fn encode_main(&self) -> Vec<u8> {
+        self.encode_as(MAGIC_V4, &[], &[])
+    }
+
+    fn encode_as(&self, magic: &[u8; 4], positive: &[f32], unlabeled: &[f32]) -> Vec<u8> {
+        let (np, nu) = (positive.len() / self.dim.max(1), unlabeled.len() / self.dim.max(1));
         let topic = self.last_source.as_ref().map_or("", |s| s.topic.as_str());
         let topic = &topic.as_bytes()[..topic.len().min(u16::MAX as usize)];
-        let mut out =
-            Vec::with_capacity(COUNTS + 14 + topic.len() + 4 * (self.positive.len() + self.unlabeled.len()));
-        out.extend_from_slice(MAGIC_V3);
+        let mut out = Vec::with_capacity(COUNTS + 14 + topic.len() + 4 * (positive.len() + unlabeled.len()));
+        out.extend_from_slice(magic);
         for n in [self.dim, np, nu] {
             out.extend_from_slice(&(n as u32).to_le_bytes());
         }
@@ -100,7 +146,7 @@ impl Snapshot {
         out.extend_from_slice(&offset.to_le_bytes());
         out.extend_from_slice(&(topic.len() as u16).to_le_bytes());
         out.extend_from_slice(topic);
-        for v in self.positive.iter().chain(&self.unlabeled) {
+        for v in positive.iter().chain(unlabeled) {
             out.extend_from_slice(&v.to_le_bytes());
         }
         let tail = Tail {
@@ -109,6 +155,7 @@ impl Snapshot {
             onboarding: self.onboarding.clone(),
             onboarded: self.onboarded.clone(),
             pinned: self.pinned,
+            input_partitions: self.input_partitions,
         };
         let incidents = serde_json::to_vec(&tail).expect("incident state serialises");
         out.extend_from_slice(&(incidents.len() as u32).to_le_bytes());
@@ -116,9 +163,41 @@ impl Snapshot {
         out
     }
 
+    /// A device's three records as the daemon writes them all at once (key, value; no
+    /// value: an empty window's record deleted), rows first.
+    pub fn records(&self, device: &str) -> [(Vec<u8>, Option<Vec<u8>>); 3] {
+        [
+            (Part::Positive.key(device), encode_rows(self.dim, &self.positive)),
+            (Part::Unlabeled.key(device), encode_rows(self.dim, &self.unlabeled)),
+            (Part::Main.key(device), Some(self.encode_main())),
+        ]
+    }
+
+    /// A device's records put back together: a main record of the split layout takes
+    /// its rows from the row records (none: an empty window); an older whole snapshot
+    /// holds its own and ignores row records.
+    pub fn assemble(
+        main: &[u8],
+        positive: Option<&[u8]>,
+        unlabeled: Option<&[u8]>,
+    ) -> Result<Self, SnapshotError> {
+        let (mut s, version) = Self::decode_version(main)?;
+        if version == 4 {
+            s.positive = positive.map(|b| decode_rows(b, s.dim)).transpose()?.unwrap_or_default();
+            s.unlabeled = unlabeled.map(|b| decode_rows(b, s.dim)).transpose()?.unwrap_or_default();
+        }
+        Ok(s)
+    }
+
+    /// One record as written: a whole snapshot, or a main record (empty windows).
     pub fn decode(bytes: &[u8]) -> Result<Self, SnapshotError> {
+        Self::decode_version(bytes).map(|(s, _)| s)
+    }
+
+    fn decode_version(bytes: &[u8]) -> Result<(Self, u8), SnapshotError> {
         let mut r = Reader(bytes);
         let version = match r.take(4) {
+            Some(m) if m == MAGIC_V4 => 4,
             Some(m) if m == MAGIC_V3 => 3,
             Some(m) if m == MAGIC_V2 => 2,
             Some(m) if m == MAGIC_V1 => 1,
@@ -140,9 +219,9 @@ impl Snapshot {
         };
         let values =
             (np + nu).checked_mul(dim).and_then(|v| v.checked_mul(4)).ok_or(SnapshotError::BadLength)?;
-        let windows = if version == 3 { r.take(values) } else { (r.0.len() == values).then_some(r.0) };
+        let windows = if version >= 3 { r.take(values) } else { (r.0.len() == values).then_some(r.0) };
         let windows = windows.ok_or(SnapshotError::BadLength)?;
-        let tail = if version == 3 {
+        let tail = if version >= 3 {
             let len = r.array::<4>().map(u32::from_le_bytes).ok_or(SnapshotError::BadLength)? as usize;
             if r.0.len() != len {
                 return Err(SnapshotError::BadLength);
@@ -155,15 +234,12 @@ impl Snapshot {
                 onboarding: None,
                 onboarded: None,
                 pinned: 0,
+                input_partitions: 0,
             }
         };
-        let floats: Vec<f32> =
-            windows.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-        if floats.iter().any(|v| !v.is_finite()) {
-            return Err(SnapshotError::NonFinite);
-        }
+        let floats = floats(windows)?;
         let (positive, unlabeled) = floats.split_at(np * dim);
-        Ok(Self {
+        let snapshot = Self {
             dim,
             positive: positive.to_vec(),
             unlabeled: unlabeled.to_vec(),
@@ -174,6 +250,151 @@ impl Snapshot {
             onboarding: tail.onboarding,
             onboarded: tail.onboarded,
             pinned: tail.pinned,
+            input_partitions: tail.input_partitions,
+            rows_apart: version == 4,
+        };
+        Ok((snapshot, version))
+    }
+}
+
+fn floats(bytes: &[u8]) -> Result<Vec<f32>, SnapshotError> {
+    let floats: Vec<f32> =
+        bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    if floats.iter().any(|v| !v.is_finite()) {
+        return Err(SnapshotError::NonFinite);
+    }
+    Ok(floats)
+}
+
+/// A window's rows as a record of their own (`MPW1`); `None` for an empty window, whose
+/// record is deleted (a tombstone) instead.
+pub fn encode_rows(dim: usize, rows: &[f32]) -> Option<Vec<u8>> {
+    if rows.is_empty() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(12 + 4 * rows.len());
+    out.extend_from_slice(MAGIC_ROWS);
+    for n in [dim, rows.len() / dim.max(1)] {
+        out.extend_from_slice(&(n as u32).to_le_bytes());
+    }
+    for v in rows {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    Some(out)
+}
+
+/// Rows of a device whose main record says `dim` features.
+fn decode_rows(bytes: &[u8], dim: usize) -> Result<Vec<f32>, SnapshotError> {
+    let mut r = Reader(bytes);
+    if r.take(4) != Some(MAGIC_ROWS.as_slice()) {
+        return Err(SnapshotError::BadMagic);
+    }
+    let mut count = || r.array::<4>().map(|b| u32::from_le_bytes(b) as usize).ok_or(SnapshotError::BadLength);
+    let (stored_dim, rows) = (count()?, count()?);
+    let values = rows.checked_mul(dim).and_then(|v| v.checked_mul(4)).ok_or(SnapshotError::BadLength)?;
+    if stored_dim != dim || r.0.len() != values {
+        return Err(SnapshotError::BadLength);
+    }
+    floats(r.0)
+}
+
+/// Which of a device's records a state-topic key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Main,
+    Positive,
+    Unlabeled,
+}
+
+/// 0xFF never occurs in UTF-8, so no device name ends as a row record's key does.
+const PART_MARK: u8 = 0xFF;
+
+impl Part {
+    pub const ALL: [Part; 3] = [Part::Main, Part::Positive, Part::Unlabeled];
+
+    pub fn key(self, device: &str) -> Vec<u8> {
+        let mut key = device.as_bytes().to_vec();
+        match self {
+            Part::Main => {}
+            Part::Positive => key.extend([PART_MARK, b'p']),
+            Part::Unlabeled => key.extend([PART_MARK, b'u']),
+        }
+        key
+    }
+
+    /// The device and part a key names; `None` for a key that is not a device's.
+    pub fn of_key(key: &[u8]) -> Option<(&str, Part)> {
+        let (device, part) = match key {
+            [device @ .., PART_MARK, b'p'] => (device, Part::Positive),
+            [device @ .., PART_MARK, b'u'] => (device, Part::Unlabeled),
+            device => (device, Part::Main),
+        };
+        std::str::from_utf8(device).ok().map(|d| (d, part))
+    }
+}
+
+/// A device's records as last written, and the state partition of its main record.
+#[derive(Debug, Default, Clone)]
+struct Stored {
+    partition: i32,
+    main: Option<Vec<u8>>,
+    positive: Option<Vec<u8>>,
+    unlabeled: Option<Vec<u8>>,
+}
+
+/// The state topic as read from its beginning: the last value per key, a tombstone
+/// (no value) deleting it, grouped by device.
+#[derive(Debug, Default)]
+pub struct StateTopic {
+    devices: std::collections::HashMap<String, Stored>,
+}
+
+impl StateTopic {
+    /// One record, in the order read (per partition; a device's records share one).
+    pub fn apply(&mut self, key: &[u8], partition: i32, value: Option<&[u8]>) {
+        let Some((device, part)) = Part::of_key(key) else { return };
+        let value = value.filter(|v| !v.is_empty()).map(<[u8]>::to_vec);
+        let stored = self.devices.entry(device.to_string()).or_default();
+        match part {
+            Part::Main => {
+                stored.partition = partition;
+                stored.main = value;
+            }
+            Part::Positive => stored.positive = value,
+            Part::Unlabeled => stored.unlabeled = value,
+        }
+    }
+
+    /// Devices with a main record (row records without one are left over from a device
+    /// forgotten while they were being deleted).
+    pub fn len(&self) -> usize {
+        self.devices.values().filter(|s| s.main.is_some()).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The snapshots as they stand, devices whose records do not read left out (tests
+    /// read the state topic with it).
+    pub fn latest(&self) -> std::collections::HashMap<String, Snapshot> {
+        self.devices
+            .iter()
+            .filter_map(|(device, s)| {
+                let main = s.main.as_deref()?;
+                let snapshot =
+                    Snapshot::assemble(main, s.positive.as_deref(), s.unlabeled.as_deref()).ok()?;
+                Some((device.clone(), snapshot))
+            })
+            .collect()
+    }
+
+    /// Each device's snapshot, put back together, with its state partition.
+    pub fn snapshots(self) -> impl Iterator<Item = (String, i32, Result<Snapshot, SnapshotError>)> {
+        self.devices.into_iter().filter_map(|(device, s)| {
+            let main = s.main?;
+            let snapshot = Snapshot::assemble(&main, s.positive.as_deref(), s.unlabeled.as_deref());
+            Some((device, s.partition, snapshot))
         })
     }
 }
@@ -196,6 +417,8 @@ mod tests {
             onboarding: None,
             onboarded: None,
             pinned: 0,
+            input_partitions: 0,
+            rows_apart: false,
         };
         assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
         let none = Snapshot { last_source: None, ..s.clone() };
@@ -230,6 +453,7 @@ mod tests {
             onboarding: None,
             onboarded: None,
             pinned: 0,
+            input_partitions: 0,
         })
         .unwrap()
         .len();
@@ -260,5 +484,54 @@ mod tests {
         assert_eq!(Snapshot::decode(&cut), Err(SnapshotError::BadLength));
         let bad = Snapshot { positive: vec![f32::NAN, 0.0], ..s };
         assert_eq!(Snapshot::decode(&bad.encode()), Err(SnapshotError::NonFinite));
+    }
+
+    #[test]
+    fn a_split_state_reads_back_whole_and_older_snapshots_still_read() {
+        let s = Snapshot {
+            dim: 2,
+            positive: vec![1.0, 2.0, 3.0, 4.0],
+            unlabeled: vec![5.0, 6.0],
+            seen: 9,
+            last_source: Some(Source { topic: "in".into(), partition: 1, offset: 7 }),
+            incidents: Default::default(),
+            learning: 3,
+            onboarding: None,
+            onboarded: None,
+            pinned: 1,
+            input_partitions: 4,
+            rows_apart: false,
+        };
+        let mut topic = StateTopic::default();
+        let rows = |r: &[f32]| encode_rows(2, r);
+        topic.apply(&Part::Main.key("cam"), 1, Some(&s.encode_main()));
+        topic.apply(&Part::Positive.key("cam"), 1, rows(&s.positive).as_deref());
+        topic.apply(&Part::Unlabeled.key("cam"), 1, rows(&s.unlabeled).as_deref());
+        // A device of the old layout, one whose unlabeled rows were deleted (idle), one
+        // forgotten (main deleted, rows left over), and a key that is no device's.
+        topic.apply(b"old", 0, Some(&s.encode()));
+        topic.apply(&Part::Unlabeled.key("old"), 0, rows(&[9.0, 9.0]).as_deref());
+        topic.apply(&Part::Main.key("idle"), 0, Some(&s.encode_main()));
+        topic.apply(&Part::Positive.key("idle"), 0, rows(&s.positive).as_deref());
+        topic.apply(&Part::Unlabeled.key("idle"), 0, None);
+        topic.apply(&Part::Main.key("gone"), 0, Some(&s.encode_main()));
+        topic.apply(&Part::Positive.key("gone"), 0, rows(&s.positive).as_deref());
+        topic.apply(&Part::Main.key("gone"), 0, None);
+        topic.apply(&[0xC3, 0x28], 0, Some(b"x"));
+        assert_eq!(topic.len(), 3);
+        let mut read: Vec<(String, i32, Snapshot)> =
+            topic.snapshots().map(|(d, p, s)| (d, p, s.expect("reads"))).collect();
+        read.sort_by(|a, b| a.0.cmp(&b.0));
+        let apart = Snapshot { rows_apart: true, ..s.clone() };
+        assert_eq!(read[0], ("cam".to_string(), 1, apart.clone()));
+        assert_eq!(read[1].2, Snapshot { unlabeled: vec![], ..apart }, "idle: no unlabeled rows");
+        assert_eq!(read[2].2, s, "a whole snapshot keeps its own rows");
+        // The main record holds no rows; rows of another width are refused.
+        assert_eq!(s.encode_main().len(), s.encode().len() - 4 * 6);
+        assert_eq!(encode_rows(2, &[]), None, "an empty window is a tombstone");
+        let bad = Snapshot::assemble(&s.encode_main(), encode_rows(3, &[1.0; 3]).as_deref(), None);
+        assert_eq!(bad, Err(SnapshotError::BadLength));
+        assert_eq!(Part::of_key(&Part::Unlabeled.key("a\u{ff}u")), Some(("a\u{ff}u", Part::Unlabeled)));
+        assert_eq!(Part::of_key("ÿu".as_bytes()), Some(("ÿu", Part::Main)), "UTF-8's ÿ is not the mark");
     }
 }

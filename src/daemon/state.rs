@@ -1,8 +1,9 @@
-//! Device state on the state topic: paced background snapshots of changed windows,
-//! snapshots awaited on revocation and shutdown, failed ones retried, tombstones for
-//! evicted devices, and windows restored (and adapted) when partitions are assigned.
+//! Device state on the state topic: paced background snapshots of changed devices (a
+//! main record, and rows only when they changed: see [`super::snapshot`]), snapshots
+//! awaited on revocation and shutdown, failed ones retried, tombstones for evicted
+//! devices, and windows restored (and adapted) when partitions are assigned.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,11 +19,17 @@ use super::health::Health;
 use super::kafka;
 use super::metrics::Metrics;
 use super::notify;
-use super::snapshot::Snapshot;
+use super::snapshot::{encode_rows, Part, Snapshot};
 
-/// An encoded snapshot: device, state partition, bytes (`None`: a tombstone that deletes
-/// the device's snapshot).
-type Encoded = (String, i32, Option<Vec<u8>>);
+/// A record for the state topic: key, state partition, value (`None`: a tombstone that
+/// deletes the key), and what it is of which device (to retry it if it fails).
+struct Encoded {
+    key: Vec<u8>,
+    partition: i32,
+    value: Option<Vec<u8>>,
+    device: String,
+    part: Part,
+}
 
 pub(crate) struct StateStore {
     kafka: KafkaConfig,
@@ -32,10 +39,16 @@ pub(crate) struct StateStore {
     producer: FutureProducer,
     /// The state topic's partition count; an input partition p is kept in p mod this.
     partitions: i32,
+    /// The input topic's partition count, as last read (refreshed at each restore).
+    input_partitions: i32,
     interval_ms: u64,
+    unlabeled_interval_ms: u64,
     metrics: Arc<Metrics>,
     /// Background snapshots and tombstones that failed, to be tried again.
     failures: (mpsc::UnboundedSender<Vec<Failed>>, mpsc::UnboundedReceiver<Vec<Failed>>),
+    /// Snapshots whose owner is not known (see [`Self::restore`]): restored when their
+    /// device sends a record here, with their home state partition.
+    parked: HashMap<String, (i32, Snapshot)>,
 }
 
 impl StateStore {
@@ -43,6 +56,7 @@ impl StateStore {
         cfg: &DaemonConfig,
         producer: FutureProducer,
         partitions: i32,
+        input_partitions: i32,
         metrics: Arc<Metrics>,
         health: Arc<Health>,
     ) -> Self {
@@ -52,14 +66,23 @@ impl StateStore {
             restore_stall: Duration::from_secs(cfg.state.restore_stall_s.max(1)),
             producer,
             partitions: partitions.max(1),
+            input_partitions: input_partitions.max(1),
             interval_ms: cfg.state.snapshot_interval_s.max(1) * 1000,
+            unlabeled_interval_ms: cfg.state.unlabeled_interval_s.max(1) * 1000,
             metrics,
             failures: mpsc::unbounded_channel(),
+            parked: HashMap::new(),
         }
     }
 
     fn state_partition(&self, input_partition: i32) -> i32 {
         input_partition.rem_euclid(self.partitions)
+    }
+
+    /// Input partitions were added since the state topic was made: a device's snapshot
+    /// may be in any state partition, not the one its input partition maps to.
+    fn moved(&self) -> bool {
+        self.input_partitions != self.partitions
     }
 
     /// One housekeeping tick's share of the paced background snapshots: changed devices
@@ -75,11 +98,16 @@ impl StateStore {
             (2 * devices.len() as u64 * tick.as_millis() as u64).div_ceil(self.interval_ms).max(16) as usize;
         let due: Vec<String> = devices
             .iter()
-            .filter(|(_, d)| d.unsnapshotted && now_ms.saturating_sub(d.last_snapshot_ms) >= self.interval_ms)
+            .filter(|(_, d)| {
+                let unlabeled_due = d.rows_unwritten().1
+                    && now_ms.saturating_sub(d.unlabeled_written_ms) >= self.unlabeled_interval_ms;
+                (d.unsnapshotted && now_ms.saturating_sub(d.last_snapshot_ms) >= self.interval_ms)
+                    || unlabeled_due
+            })
             .take(budget)
             .map(|(id, _)| id.clone())
             .collect();
-        let records = self.encode(devices, &due, now_ms);
+        let records = self.encode(devices, &due, now_ms, false);
         if records.is_empty() {
             return;
         }
@@ -94,14 +122,18 @@ impl StateStore {
         });
     }
 
-    /// Write snapshots of changed devices (or of `only`) and wait for their
-    /// acknowledgement (revocation, shutdown).
+    /// Write snapshots of changed devices (or of `only`), unlabeled rows included, and
+    /// wait for their acknowledgement (revocation, shutdown).
     pub(crate) async fn snapshot(&mut self, devices: &mut DeviceTable, only: Option<&[String]>, now_ms: u64) {
         let ids: Vec<String> = match only {
             Some(ids) => ids.to_vec(),
-            None => devices.iter().filter(|(_, d)| d.unsnapshotted).map(|(id, _)| id.clone()).collect(),
+            None => devices
+                .iter()
+                .filter(|(_, d)| d.unsnapshotted || d.rows_unwritten() != (false, false))
+                .map(|(id, _)| id.clone())
+                .collect(),
         };
-        let records = self.encode(devices, &ids, now_ms);
+        let records = self.encode(devices, &ids, now_ms, true);
         if records.is_empty() {
             return;
         }
@@ -109,33 +141,58 @@ impl StateStore {
         mark_failed(devices, failed);
     }
 
-    /// Tombstones for the devices evicted since the last call, then encoded snapshots of
-    /// the given devices, marked as snapshotted now.
-    fn encode(&self, devices: &mut DeviceTable, ids: &[String], now_ms: u64) -> Vec<Encoded> {
+    /// Tombstones for the devices evicted since the last call, then the given devices'
+    /// records, marked as snapshotted now: rows that changed since they were last written
+    /// (the unlabeled ones only every `state.unlabeled_interval_s`, unless `all_rows`),
+    /// then the main record. Rows go first: a main record never names rows not yet sent.
+    fn encode(&self, devices: &mut DeviceTable, ids: &[String], now_ms: u64, all_rows: bool) -> Vec<Encoded> {
         let dim = devices.dim();
-        let mut records: Vec<Encoded> = devices
-            .take_forgotten()
-            .into_iter()
-            .map(|(id, partition)| (id, self.state_partition(partition), None))
-            .collect();
+        let mut records: Vec<Encoded> = Vec::new();
+        for (id, partition, home) in devices.take_forgotten() {
+            let partition = home.unwrap_or_else(|| self.state_partition(partition));
+            records.extend(Part::ALL.map(|part| Encoded {
+                key: part.key(&id),
+                partition,
+                value: None,
+                device: id.clone(),
+                part,
+            }));
+        }
         for id in ids {
-            if let Some(d) = devices.get_mut(id) {
-                d.unsnapshotted = false;
-                d.last_snapshot_ms = now_ms;
-                let snap = Snapshot {
-                    dim,
-                    positive: d.positive.rows().to_vec(),
-                    unlabeled: d.unlabeled.rows().to_vec(),
-                    seen: d.seen,
-                    last_source: d.last_source.clone(),
-                    incidents: d.incidents.clone(),
-                    learning: d.learning(),
-                    onboarding: d.onboarding.clone(),
-                    onboarded: d.onboarded.clone(),
-                    pinned: d.positive.pinned(),
-                };
-                records.push((id.clone(), self.state_partition(d.partition), Some(snap.encode())));
+            let Some(d) = devices.get_mut(id) else { continue };
+            let partition = d.home.unwrap_or_else(|| self.state_partition(d.partition));
+            let encoded =
+                |part: Part, value| Encoded { key: part.key(id), partition, value, device: id.clone(), part };
+            let (positive_unwritten, unlabeled_unwritten) = d.rows_unwritten();
+            if positive_unwritten {
+                records.push(encoded(Part::Positive, encode_rows(dim, d.positive.rows())));
+                d.positive_written = d.positive.stamp();
             }
+            let unlabeled_due = all_rows
+                || d.unlabeled_written == 0
+                || now_ms.saturating_sub(d.unlabeled_written_ms) >= self.unlabeled_interval_ms;
+            if unlabeled_due && unlabeled_unwritten {
+                records.push(encoded(Part::Unlabeled, encode_rows(dim, d.unlabeled.rows())));
+                d.unlabeled_written = d.unlabeled.stamp();
+                d.unlabeled_written_ms = now_ms;
+            }
+            d.unsnapshotted = false;
+            d.last_snapshot_ms = now_ms;
+            let main = Snapshot {
+                dim,
+                positive: Vec::new(),
+                unlabeled: Vec::new(),
+                seen: d.seen,
+                last_source: d.last_source.clone(),
+                incidents: d.incidents.clone(),
+                learning: d.learning(),
+                onboarding: d.onboarding.clone(),
+                onboarded: d.onboarded.clone(),
+                pinned: d.positive.pinned(),
+                input_partitions: self.input_partitions as u32,
+                rows_apart: true,
+            };
+            records.push(encoded(Part::Main, Some(main.encode_main())));
         }
         records
     }
@@ -145,39 +202,99 @@ impl StateStore {
     /// stalls is tried again, never taken as complete. Restored devices are adapted
     /// here, before any of their records is scored: a restart must not leave them
     /// `unknown` until the next adaptation round.
-    pub(crate) async fn restore(&self, engine: &mut Engine, parts: &[(String, i32)], now_ms: u64) {
-        let wanted: BTreeSet<i32> = parts.iter().map(|(_, p)| self.state_partition(*p)).collect();
+    ///
+    /// Once input partitions were added, a device's records may arrive on a partition
+    /// that maps to another state partition than its snapshot's. Then every state
+    /// partition is read: a snapshot written under today's partition count is restored
+    /// by the member owning its last record's partition (others skip it); an older one
+    /// is parked until its device sends a record here ([`Self::promote`]).
+    pub(crate) async fn restore(&mut self, engine: &mut Engine, parts: &[(String, i32)], now_ms: u64) {
         let started = Instant::now();
         self.metrics.state_restoring.set(1);
         self.health.restoring(true);
+        if let Some(n) = input_partitions(&self.kafka).await {
+            self.input_partitions = n;
+        }
+        let moved = self.moved();
+        let wanted: BTreeSet<i32> = match moved {
+            true => (0..self.partitions).collect(),
+            false => parts.iter().map(|(_, p)| self.state_partition(*p)).collect(),
+        };
         let changelog = self.read_to_end(wanted.into_iter().collect()).await;
         let assigned: Vec<i32> = parts.iter().map(|(_, p)| *p).collect();
         let mut restored = Vec::new();
-        for (device, (state_partition, bytes)) in changelog.entries {
+        if moved {
+            self.parked.clear();
+        }
+        for (device, home, snapshot) in changelog.entries.snapshots() {
             if engine.devices.get(&device).is_some() {
                 continue;
             }
-            match Snapshot::decode(&bytes) {
-                Ok(s) if s.dim == engine.devices.dim() => {
-                    let partition = s.last_source.as_ref().map(|l| l.partition).unwrap_or_else(|| {
-                        assigned
-                            .iter()
-                            .copied()
-                            .find(|p| self.state_partition(*p) == state_partition)
-                            .unwrap_or(0)
-                    });
-                    engine.devices.restore(&device, &s, partition, now_ms);
-                    restored.push(device);
+            let s = match snapshot {
+                Ok(s) if s.dim == engine.devices.dim() => s,
+                Ok(_) => {
+                    tracing::warn!(device, "snapshot has another feature count; ignored");
+                    continue;
                 }
-                Ok(_) => tracing::warn!(device, "snapshot has another feature count; ignored"),
-                Err(e) => tracing::warn!(device, error = %e, "bad snapshot; ignored"),
-            }
+                Err(e) => {
+                    tracing::warn!(device, error = %e, "bad snapshot; ignored");
+                    continue;
+                }
+            };
+            let owner = s.last_source.as_ref().map(|l| l.partition);
+            let partition = match (moved, owner) {
+                (false, Some(p)) => p,
+                (false, None) => {
+                    assigned.iter().copied().find(|p| self.state_partition(*p) == home).unwrap_or(0)
+                }
+                (true, Some(p)) if s.input_partitions == self.input_partitions as u32 => {
+                    if !assigned.contains(&p) {
+                        continue; // another member's
+                    }
+                    p
+                }
+                (true, _) => {
+                    self.parked.insert(device, (home, s));
+                    continue;
+                }
+            };
+            engine.devices.restore(&device, &s, partition, home, now_ms);
+            restored.push(device);
         }
+        self.metrics.state_parked.set(self.parked.len() as i64);
         let adapted = engine.adapt_now(restored.iter().map(String::as_str)).len();
         let seconds = started.elapsed().as_secs_f64();
         events::state_restored(&self.metrics, restored.len(), adapted, changelog.bytes, seconds);
         self.metrics.state_restoring.set(0);
         self.health.restoring(false);
+    }
+
+    /// Whether snapshots are parked (see [`Self::restore`]).
+    pub(crate) fn has_parked(&self) -> bool {
+        !self.parked.is_empty()
+    }
+
+    /// Restore (and adapt) the parked snapshots of devices that just sent a record here,
+    /// on the partition it came on, before the record is scored.
+    pub(crate) fn promote<'a>(
+        &mut self,
+        engine: &mut Engine,
+        arrived: impl Iterator<Item = (&'a str, i32)>,
+        now_ms: u64,
+    ) {
+        let mut promoted = Vec::new();
+        for (device, partition) in arrived {
+            if let Some((home, s)) = self.parked.remove(device) {
+                engine.devices.restore(device, &s, partition, home, now_ms);
+                promoted.push(device.to_string());
+            }
+        }
+        if promoted.is_empty() {
+            return;
+        }
+        self.metrics.state_parked.set(self.parked.len() as i64);
+        let adapted = engine.adapt_now(promoted.iter().map(String::as_str)).len();
+        events::state_restored(&self.metrics, promoted.len(), adapted, 0, 0.0);
     }
 
     /// The state partitions read to their end, tried again (with a growing pause) until
@@ -207,35 +324,66 @@ impl StateStore {
     }
 }
 
-/// Failed sends to try again: a tracked device's snapshot at its next round, an
-/// untracked device's tombstone at the next write.
+/// Failed sends to try again: a tracked device's records at its next round (rows that
+/// failed written again), an untracked device's tombstones at the next write.
 fn mark_failed(devices: &mut DeviceTable, failed: Vec<Failed>) {
-    for (id, partition, tombstone) in failed {
-        match devices.get_mut(&id) {
-            Some(d) => d.unsnapshotted = true,
-            None if tombstone => devices.forget_again(id, partition),
+    for f in failed {
+        match devices.get_mut(&f.device) {
+            Some(d) => {
+                d.unsnapshotted = true;
+                match f.part {
+                    Part::Positive => d.positive_written = 0,
+                    Part::Unlabeled => d.unlabeled_written = 0,
+                    Part::Main => {}
+                }
+            }
+            None if f.tombstone && f.part == Part::Main => {
+                devices.forget_again((f.device, f.partition, Some(f.partition)))
+            }
             None => {}
         }
     }
 }
 
-/// A record that was not acknowledged: device, state partition, whether a tombstone.
-type Failed = (String, i32, bool);
+/// A record that was not acknowledged.
+struct Failed {
+    device: String,
+    part: Part,
+    partition: i32,
+    tombstone: bool,
+}
 
 /// Send encoded snapshots and tombstones and wait for their acknowledgement; counts
 /// them and returns those that failed.
 async fn send(producer: &FutureProducer, topic: &str, metrics: &Metrics, records: &[Encoded]) -> Vec<Failed> {
-    let failed: Vec<Failed> = send_all(producer, records, |(id, partition, bytes)| {
-        let rec = FutureRecord::to(topic).key(id).partition(*partition);
-        match bytes {
+    let failed: Vec<Failed> = send_all(producer, records, |r| {
+        let rec = FutureRecord::to(topic).key(&r.key).partition(r.partition);
+        match &r.value {
             Some(bytes) => rec.payload(bytes),
             None => rec,
         }
     })
     .await
     .into_iter()
-    .map(|(id, partition, bytes)| (id.clone(), *partition, bytes.is_none()))
+    .map(|r| Failed {
+        device: r.device.clone(),
+        part: r.part,
+        partition: r.partition,
+        tombstone: r.value.is_none(),
+    })
     .collect();
-    events::snapshots_sent(metrics, records.len() - failed.len(), failed.len());
+    let bytes: usize = records.iter().map(|r| r.key.len() + r.value.as_ref().map_or(0, Vec::len)).sum();
+    events::snapshots_sent(metrics, records.len() - failed.len(), bytes as u64, failed.len());
     failed
+}
+
+/// The first input topic's partition count, if a broker says (a blocking call, run off
+/// the runtime).
+async fn input_partitions(kafka: &KafkaConfig) -> Option<i32> {
+    let (kc, topic) = (kafka.clone(), kafka.input_topics.first()?.clone());
+    tokio::task::spawn_blocking(move || kafka::topic_metadata(&kc, &topic, Duration::from_secs(5)))
+        .await
+        .ok()
+        .flatten()
+        .and_then(|m| m.partitions)
 }

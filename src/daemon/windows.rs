@@ -6,12 +6,21 @@
 //! if a record arrives while the adapter still holds it (copy on write). Copying every
 //! window up front cost a second per 10,000 devices on the service thread.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Window rows shared with adaptation.
 pub type SharedRows = Arc<Vec<f32>>;
 
-#[derive(Debug, Clone, PartialEq)]
+/// Stamps for [`RowWindow::stamp`], unique in the process: a window built anew never
+/// shares one with the window it replaces.
+static STAMPS: AtomicU64 = AtomicU64::new(1);
+
+fn next_stamp() -> u64 {
+    STAMPS.fetch_add(1, Ordering::Relaxed)
+}
+
+#[derive(Debug, Clone)]
 pub struct RowWindow {
     dim: usize,
     capacity: usize,
@@ -20,11 +29,28 @@ pub struct RowWindow {
     len: usize,
     /// Storage slots `0..pinned` are never overwritten (see [`Self::pin`]).
     pinned: usize,
+    /// Changes with every change of the rows or the pinning (see [`Self::stamp`]).
+    stamp: u64,
+}
+
+/// Windows are equal when their rows, order of replacement and pinning are; the stamp
+/// only tells one window's versions apart.
+impl PartialEq for RowWindow {
+    fn eq(&self, other: &Self) -> bool {
+        (self.dim, self.capacity, &self.data, self.next, self.len, self.pinned)
+            == (other.dim, other.capacity, &other.data, other.next, other.len, other.pinned)
+    }
 }
 
 impl RowWindow {
     pub fn new(dim: usize, capacity: usize) -> Self {
-        Self { dim, capacity, data: Arc::new(Vec::new()), next: 0, len: 0, pinned: 0 }
+        Self { dim, capacity, data: Arc::new(Vec::new()), next: 0, len: 0, pinned: 0, stamp: next_stamp() }
+    }
+
+    /// Differs after any change to the window (and between any two windows): the state
+    /// store writes a window again only when its stamp moved since the last write.
+    pub fn stamp(&self) -> u64 {
+        self.stamp
     }
 
     pub fn len(&self) -> usize {
@@ -50,6 +76,7 @@ impl RowWindow {
         }
         self.next = if self.next + 1 >= self.capacity { self.pinned } else { self.next + 1 };
         self.len = (self.len + 1).min(self.capacity);
+        self.stamp = next_stamp();
     }
 
     /// Keep the rows in the first `n` storage slots (at most half the window, and only
@@ -60,6 +87,7 @@ impl RowWindow {
         if self.next < self.pinned {
             self.next = self.pinned;
         }
+        self.stamp = next_stamp();
     }
 
     pub fn pinned(&self) -> usize {
@@ -73,6 +101,7 @@ impl RowWindow {
         assert!(slot < self.len, "slot {slot} of a window of {} rows", self.len);
         let data = Arc::make_mut(&mut self.data);
         data[slot * self.dim..(slot + 1) * self.dim].copy_from_slice(row);
+        self.stamp = next_stamp();
     }
 
     /// All rows, row-major, in storage order.

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use crate::support::*;
 use metapu::daemon;
-use metapu::daemon::Snapshot;
 use metapu::data::Label;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::FutureProducer;
@@ -230,14 +229,9 @@ async fn each_kind_of_bad_input_is_dead_lettered_counted_and_harmless() {
 
     // The windows hold exactly the valid records, all finite (the final snapshot).
     daemon.shutdown().await.expect("clean shutdown");
-    let latest = |m: &[(Option<String>, Vec<u8>)]| -> HashMap<String, Snapshot> {
-        m.iter().map(|(k, v)| (k.clone().unwrap(), Snapshot::decode(v).expect("a valid snapshot"))).collect()
-    };
-    let state = read_topic(&boot, &cfg.kafka.state_topic, Duration::from_secs(20), |m| {
-        let last = latest(m);
+    let last = read_state(&boot, &cfg.kafka.state_topic, Duration::from_secs(20), |last| {
         ["dev-a", "dev-b"].iter().all(|d| last.get(*d).is_some_and(|s| s.seen == 24))
     });
-    let last = latest(&state);
     for dev in ["dev-a", "dev-b"] {
         let s = &last[dev];
         let rows: Vec<Vec<f32>> = s.unlabeled.chunks(2).map(<[f32]>::to_vec).collect();

@@ -3,11 +3,10 @@
 //! bit for bit, and its first record afterwards is scored, not `unknown`. `metapu
 //! forget` lets a device go, and says so on the incidents topic.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::support::*;
-use metapu::daemon::{self, Snapshot};
+use metapu::daemon;
 use metapu::data::Label;
 use rdkafka::producer::FutureProducer;
 
@@ -47,23 +46,12 @@ async fn an_idle_device_keeps_its_known_normal_records_across_a_restart() {
     assert!(idle, "cam did not go idle");
     daemon.shutdown().await.unwrap();
 
-    // Its latest snapshot: the known-normal records as sent, no unlabeled window. (An
-    // empty value is a tombstone: the device forgotten.)
-    let latest = |m: &[(Option<String>, Vec<u8>)]| -> HashMap<String, Snapshot> {
-        let mut last = HashMap::new();
-        for (k, v) in m {
-            let device = k.clone().expect("keyed by device");
-            match v.is_empty() {
-                true => last.remove(&device),
-                false => last.insert(device, Snapshot::decode(v).expect("a valid snapshot")),
-            };
-        }
-        last
-    };
-    let state = read_topic(&boot, &cfg.kafka.state_topic, Duration::from_secs(20), |m| {
-        latest(m).get("cam").is_some_and(|s| s.unlabeled.is_empty())
+    // Its latest snapshot: the known-normal records as sent, no unlabeled window (not
+    // deleted: a deleted device has no main record).
+    let mut state = read_state(&boot, &cfg.kafka.state_topic, Duration::from_secs(20), |s| {
+        s.get("cam").is_some_and(|s| s.unlabeled.is_empty())
     });
-    let snap = latest(&state).remove("cam").expect("cam's snapshot kept, not deleted");
+    let snap = state.remove("cam").expect("cam's snapshot kept, not deleted");
     let sent: Vec<f32> = normal.iter().take(10).flatten().copied().collect();
     // Rows in storage order (the window's), compared as a set, bit for bit.
     let rows = |v: &[f32]| {
@@ -120,11 +108,17 @@ async fn metapu_forget_lets_a_device_go_and_says_so() {
     }));
     assert!(dead[0]["reason"].as_str().unwrap().contains("unknown device nobody"), "{dead:?}");
 
-    // Its snapshot is deleted (a tombstone), and its next record is not scored.
-    let state = read_topic(&boot, &cfg.kafka.state_topic, Duration::from_secs(20), |m| {
-        m.last().is_some_and(|(k, v)| k.as_deref() == Some("cam") && v.is_empty())
-    });
-    assert!(state.last().is_some_and(|(_, v)| v.is_empty()), "no tombstone for cam");
+    // Its snapshot is deleted (tombstones for its main record and both rows' records),
+    // and its next record is not scored.
+    let deleted = |m: &[(Option<String>, Vec<u8>)]| -> Vec<String> {
+        let cam = |k: &String| k == "cam" || k.starts_with("cam\u{FFFD}");
+        m.iter()
+            .filter(|(k, v)| v.is_empty() && k.as_ref().is_some_and(cam))
+            .filter_map(|(k, _)| k.clone())
+            .collect()
+    };
+    let state = read_topic(&boot, &cfg.kafka.state_topic, Duration::from_secs(20), |m| deleted(m).len() >= 3);
+    assert_eq!(deleted(&state).len(), 3, "cam's records not all deleted: {:?}", deleted(&state));
     send_record(&p, &input, "cam", 100.0, &normal[20], false).await;
     let scores = json_values(&read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(20), |m| {
         json_values(m).iter().any(|s| s["ts"] == 100.0)

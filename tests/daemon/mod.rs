@@ -12,6 +12,7 @@ mod faults;
 mod idle;
 mod mock;
 mod onboard;
+mod partitions_added;
 mod process;
 mod replay_real_rows;
 mod sinks;

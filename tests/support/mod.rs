@@ -5,6 +5,7 @@
 pub mod proxy;
 pub mod schema;
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 use metapu::broker::LocalBroker;
 use metapu::daemon::config::DaemonConfig;
 use metapu::daemon::record;
+use metapu::daemon::{Snapshot, StateTopic};
 use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::data::{Label, Task, TaskSet};
@@ -332,6 +334,59 @@ pub fn read_all_partitions(
     }
     check_if_incidents(topic, &out);
     out
+}
+
+/// Every partition of the state topic read from the beginning until `done` holds of
+/// its devices' snapshots (put back together from their records) or `limit` passes.
+pub fn read_state(
+    bootstrap: &str,
+    topic: &str,
+    limit: Duration,
+    done: impl Fn(&HashMap<String, Snapshot>) -> bool,
+) -> HashMap<String, Snapshot> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("reader-{topic}-{}", free_port()))
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .create()
+        .unwrap();
+    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+    let partitions =
+        md.topics().iter().find(|t| t.name() == topic).map_or(1, |t| t.partitions().len().max(1));
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in 0..partitions as i32 {
+        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning).unwrap();
+    }
+    consumer.assign(&tpl).unwrap();
+    let started = Instant::now();
+    let mut state = StateTopic::default();
+    // Judged only at the end of every partition: a device's records are written one
+    // after another, and its main record may come before its rows.
+    let mut at_end = std::collections::HashSet::new();
+    loop {
+        if at_end.len() == partitions {
+            let latest = state.latest();
+            if done(&latest) {
+                return latest;
+            }
+        }
+        if started.elapsed() >= limit {
+            return state.latest();
+        }
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                at_end.remove(&m.partition());
+                if let Some(key) = m.key() {
+                    state.apply(key, m.partition(), m.payload());
+                }
+            }
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
+                at_end.insert(p);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Incident events are checked against their schemas wherever a test reads them.
