@@ -302,18 +302,14 @@ pub fn read_topic(
     out
 }
 
-/// Read every partition of a topic from the beginning until `n` messages arrived or
-/// `limit` passes (order is kept within a partition, i.e. per key).
-pub fn read_all_partitions(
-    bootstrap: &str,
-    topic: &str,
-    limit: Duration,
-    n: usize,
-) -> Vec<(Option<String>, Vec<u8>)> {
+/// A consumer assigned every partition of a topic from the beginning (no group join),
+/// and the partition count; `eof`: it reports each partition's end.
+fn reader_of_all_partitions(bootstrap: &str, topic: &str, eof: bool) -> (BaseConsumer, usize) {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", format!("reader-{topic}-{}", free_port()))
         .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", if eof { "true" } else { "false" })
         .create()
         .unwrap();
     let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
@@ -324,6 +320,18 @@ pub fn read_all_partitions(
         tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning).unwrap();
     }
     consumer.assign(&tpl).unwrap();
+    (consumer, partitions)
+}
+
+/// Read every partition of a topic from the beginning until `n` messages arrived or
+/// `limit` passes (order is kept within a partition, i.e. per key).
+pub fn read_all_partitions(
+    bootstrap: &str,
+    topic: &str,
+    limit: Duration,
+    n: usize,
+) -> Vec<(Option<String>, Vec<u8>)> {
+    let (consumer, _) = reader_of_all_partitions(bootstrap, topic, false);
     let started = Instant::now();
     let mut out = Vec::new();
     while started.elapsed() < limit && out.len() < n {
@@ -344,21 +352,7 @@ pub fn read_state(
     limit: Duration,
     done: impl Fn(&HashMap<String, Snapshot>) -> bool,
 ) -> HashMap<String, Snapshot> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", format!("reader-{topic}-{}", free_port()))
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "true")
-        .create()
-        .unwrap();
-    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
-    let partitions =
-        md.topics().iter().find(|t| t.name() == topic).map_or(1, |t| t.partitions().len().max(1));
-    let mut tpl = rdkafka::TopicPartitionList::new();
-    for p in 0..partitions as i32 {
-        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning).unwrap();
-    }
-    consumer.assign(&tpl).unwrap();
+    let (consumer, partitions) = reader_of_all_partitions(bootstrap, topic, true);
     let started = Instant::now();
     let mut state = StateTopic::default();
     // Judged only at the end of every partition: a device's records are written one
