@@ -285,6 +285,9 @@ impl DeviceTable {
         self.devices.iter()
     }
 
+    /// Seen now; an active device becomes the most recently seen (idle ones are not in
+    /// the recency order: they hold no unlabeled window and do not count in
+    /// `max_tracked`).
     fn touch(&mut self, id: &str, now_ms: u64) {
         self.clock += 1;
         let clock = self.clock;
@@ -292,7 +295,9 @@ impl DeviceTable {
             self.recency.remove(&d.lru_key);
             d.lru_key = clock;
             d.last_seen_ms = now_ms;
-            self.recency.insert(clock, id.to_string());
+            if !d.idle {
+                self.recency.insert(clock, id.to_string());
+            }
         }
     }
 
@@ -307,13 +312,17 @@ impl DeviceTable {
         now_ms: u64,
     ) -> Observed {
         let mut out = Observed::default();
-        if !self.devices.contains_key(id) {
-            while self.devices.len() >= self.max_tracked {
+        let arriving = self.devices.get(id).is_none_or(|d| d.idle);
+        if arriving {
+            // Room among the active devices, for a new one or one back from idleness.
+            while self.recency.len() >= self.max_tracked {
                 if self.evict_oldest().is_none() {
                     break;
                 }
                 out.evicted += 1;
             }
+        }
+        if !self.devices.contains_key(id) {
             let mut d = Device::new(self.dim, &self.sizes, source.partition, self.handovers);
             d.first_seen_ms = now_ms;
             self.devices.insert(id.to_string(), d);
@@ -443,12 +452,40 @@ impl DeviceTable {
         std::mem::take(&mut self.onboarded)
     }
 
+    /// Make room among the active devices: the least recently seen goes idle, keeping its
+    /// known-normal records, or is forgotten if it has none.
     fn evict_oldest(&mut self) -> Option<String> {
         let (_, id) = self.recency.pop_first()?;
-        if let Some(d) = self.devices.remove(&id) {
-            self.forget_evicted(&id, d);
+        if !self.go_idle(&id) {
+            if let Some(d) = self.devices.remove(&id) {
+                self.forget_evicted(&id, d);
+            }
         }
         Some(id)
+    }
+
+    /// Free a device's unlabeled window and classifier and keep its known-normal records
+    /// (in memory and, at the next snapshot round, on the state topic); an open incident
+    /// closes as evicted. False for a device with no known-normal record.
+    fn go_idle(&mut self, id: &str) -> bool {
+        let Some(d) = self.devices.get_mut(id) else { return false };
+        if d.positive.is_empty() {
+            return false;
+        }
+        if d.incidents.open.is_some() {
+            // Closed as evicted, explained on the windows it had.
+            self.evicted_with_incidents.push((id.to_string(), d.clone()));
+            d.incidents.close_evicted(unix_now());
+        }
+        d.unlabeled = RowWindow::new(self.dim, self.sizes.unlabeled);
+        d.state = None;
+        // A classifier the adapter still works on is stale now.
+        d.installed_handover = self.handovers;
+        d.changed = 0;
+        d.idle = true;
+        d.unsnapshotted = true;
+        self.recency.remove(&d.lru_key);
+        true
     }
 
     /// An evicted device: its snapshot is to be deleted, and it is kept until its open
@@ -495,25 +532,11 @@ impl DeviceTable {
             .map(|(id, _)| id.clone())
             .collect();
         for id in &stale {
-            let Some(d) = self.devices.get_mut(id) else { continue };
-            if d.positive.is_empty() {
+            if !self.go_idle(id) {
                 if let Some(d) = self.remove(id) {
                     self.forget_evicted(id, d);
                 }
-                continue;
             }
-            if d.incidents.open.is_some() {
-                // Closed as evicted, explained on the windows it had.
-                self.evicted_with_incidents.push((id.clone(), d.clone()));
-                d.incidents.close_evicted(unix_now());
-            }
-            d.unlabeled = RowWindow::new(self.dim, self.sizes.unlabeled);
-            d.state = None;
-            // A classifier the adapter still works on is stale now.
-            d.installed_handover = self.handovers;
-            d.changed = 0;
-            d.idle = true;
-            d.unsnapshotted = true;
         }
         stale
     }
@@ -619,7 +642,7 @@ impl DeviceTable {
             self.recency.remove(&old.lru_key);
         }
         self.touch(id, now_ms);
-        while self.devices.len() > self.max_tracked {
+        while self.recency.len() > self.max_tracked {
             if self.evict_oldest().is_none() {
                 break;
             }
@@ -728,7 +751,10 @@ mod tests {
         t.observe("b", &[3.0], false, &at(0, 2), 0.0, 2);
         t.observe("a", &[4.0], true, &at(0, 3), 0.0, 3); // a is now the most recent
         assert_eq!(t.observe("c", &[5.0], false, &at(0, 4), 0.0, 4).evicted, 1, "cap of 2: one eviction");
-        assert!(t.get("b").is_none(), "least recently seen evicted");
+        assert!(
+            t.get("b").is_some_and(|b| b.idle && b.positive.len() == 1),
+            "least recently seen: idle, its known-normal record kept"
+        );
         assert!(t.get("a").is_some());
         let due = t.due_for_adaptation(1);
         assert!(due.contains(&"a".to_string()) && due.contains(&"c".to_string()), "{due:?}");
@@ -794,31 +820,52 @@ mod tests {
 
     #[test]
     fn evicted_devices_are_forgotten_unless_tracked_again_and_revoked_ones_are_not() {
-        let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
+        let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0 };
         let mut t = DeviceTable::new(1, sizes, 1);
-        t.observe("a", &[1.0], true, &at(3, 0), 0.0, 0);
-        t.observe("b", &[2.0], true, &at(4, 1), 0.0, 1); // evicts a (capacity)
+        t.observe("a", &[1.0], false, &at(3, 0), 0.0, 0);
+        t.observe("b", &[2.0], false, &at(4, 1), 0.0, 1); // evicts a (capacity)
         assert_eq!(t.take_forgotten(), [("a".to_string(), 3, None)]);
         assert!(t.take_forgotten().is_empty(), "taken once");
-        t.observe("a", &[3.0], true, &at(3, 2), 0.0, 2); // evicts b, a is back
-        t.observe("b", &[4.0], true, &at(4, 3), 0.0, 3); // evicts a, b is back
+        t.observe("a", &[3.0], false, &at(3, 2), 0.0, 2); // evicts b, a is back
+        t.observe("b", &[4.0], false, &at(4, 3), 0.0, 3); // evicts a, b is back
         assert_eq!(
             t.take_forgotten(),
             [("a".to_string(), 3, None)],
             "b is tracked again: its snapshot stays"
         );
-        assert_eq!(t.evict_idle(1000, 500), ["b"]);
-        assert!(t.take_forgotten().is_empty(), "idle with known-normal records: its snapshot stays");
-        t.observe("c", &[5.0], true, &at(0, 4), 0.0, 4);
-        assert_eq!(
-            t.take_forgotten(),
-            [("b".to_string(), 4, None)],
-            "an idle device still counts in max_tracked"
-        );
-        t.remove("c"); // revoked: its snapshot is its new owner's to restore
+        t.remove("b"); // revoked: its snapshot is its new owner's to restore
         assert!(t.take_forgotten().is_empty());
         t.forget_again(("c".into(), 0, None));
         assert_eq!(t.take_forgotten(), [("c".to_string(), 0, None)]);
+    }
+
+    /// `max_tracked` bounds the active devices. The least recently seen one with
+    /// known-normal records goes idle to make room (its unlabeled window and classifier
+    /// freed, its known-normal records and snapshot kept) and comes back when it sends;
+    /// idle ones do not count.
+    #[test]
+    fn at_capacity_an_onboarded_device_goes_idle_and_keeps_its_known_normal_records() {
+        let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0 };
+        let mut t = DeviceTable::new(1, sizes, 2);
+        t.observe("cam", &[1.0], true, &at(0, 0), 0.0, 0);
+        t.observe("plug", &[2.0], true, &at(0, 1), 0.0, 1);
+        let made_room = t.observe("lock", &[3.0], true, &at(0, 2), 0.0, 2);
+        assert_eq!(made_room.evicted, 1);
+        let cam = t.get("cam").expect("kept");
+        assert!(cam.idle && cam.unlabeled.is_empty() && cam.positive.rows() == [1.0] && cam.unsnapshotted);
+        assert!(t.take_forgotten().is_empty(), "its snapshot stays");
+        assert_eq!(t.len(), 3, "two active, one idle");
+        // Back: the least recently seen active one (plug) goes idle in its place.
+        assert_eq!(t.observe("cam", &[4.0], false, &at(0, 3), 0.0, 3).evicted, 1);
+        assert!(!t.get("cam").unwrap().idle && t.get("plug").unwrap().idle && !t.get("lock").unwrap().idle);
+        assert_eq!(t.get("cam").unwrap().positive.rows(), [1.0]);
+        // A device never onboarded is forgotten instead.
+        t.observe("tv", &[5.0], false, &at(0, 4), 0.0, 4); // lock goes idle
+        t.observe("plug", &[6.0], false, &at(0, 5), 0.0, 5); // cam goes idle
+        t.observe("lock", &[7.0], false, &at(0, 6), 0.0, 6); // tv is forgotten
+        assert!(t.get("tv").is_none());
+        assert_eq!(t.take_forgotten(), [("tv".to_string(), 0, None)]);
+        assert_eq!(t.len(), 3);
     }
 
     #[test]

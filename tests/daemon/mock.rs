@@ -351,21 +351,23 @@ async fn an_evicted_device_closes_its_open_incident() {
     assert_eq!(metric(&body, "metapu_devices_evicted_total{reason=\"capacity\"}"), Some(1.0));
     daemon.shutdown().await.unwrap();
 
-    // Restart: only the tracked device comes back from the state topic; cam's snapshot
-    // was deleted with it, so its incident neither reopens nor closes a second time.
+    // cam went idle, not forgotten: its known-normal records stay, in memory and in its
+    // snapshot. Restart: both come back from the state topic (cam idle, not counting in
+    // max_tracked), and cam's incident, closed in its snapshot, neither reopens nor
+    // closes a second time.
     let daemon = daemon::start(cfg.clone()).await.unwrap();
     send_record(&p, &input, "doorbell", 31.0, &normal[21], false).await;
     let restored = wait_until(Duration::from_secs(30), || {
         metric(&http_get(daemon.http_addr, "/metrics").1, "metapu_state_restored_devices_total")
             .unwrap_or(0.0)
-            >= 1.0
+            >= 2.0
     })
     .await;
-    assert!(restored, "doorbell not restored: {}", http_get(daemon.http_addr, "/metrics").1);
+    assert!(restored, "cam and doorbell not restored: {}", http_get(daemon.http_addr, "/metrics").1);
     let got = read_topic(&boot, "m11.incidents", Duration::from_secs(3), |_| false);
     assert_eq!(events(&got, "closed").len(), 1, "{:?}", events(&got, "closed"));
     let body = http_get(daemon.http_addr, "/metrics").1;
-    assert_eq!(metric(&body, "metapu_state_restored_devices_total"), Some(1.0));
+    assert_eq!(metric(&body, "metapu_state_restored_devices_total"), Some(2.0));
     assert_eq!(metric(&body, "metapu_devices_evicted_total{reason=\"capacity\"}"), Some(0.0));
     daemon.shutdown().await.unwrap();
 }
