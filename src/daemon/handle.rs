@@ -282,6 +282,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         metrics: Arc::clone(&metrics),
         consumer,
         assignments,
+        held: Vec::new(),
         producer,
         started: Instant::now(),
         cfg,

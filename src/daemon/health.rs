@@ -30,6 +30,17 @@ impl Health {
         }
     }
 
+    /// The consumer group assigned or revoked partitions; `assigned`: what this daemon
+    /// holds now (topic, partition).
+    pub(crate) fn rebalanced(&self, change: &str, assigned: &[(String, i32)]) {
+        self.metrics.rebalances.with_label_values(&[change]).inc();
+        // Topics no longer held read 0, not their last count.
+        self.metrics.partitions_assigned.reset();
+        for (topic, _) in assigned {
+            self.metrics.partitions_assigned.with_label_values(&[topic]).inc();
+        }
+    }
+
     pub(crate) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
     }

@@ -87,6 +87,10 @@ impl Assignment {
         self.0.lock().expect(POISONED).iter().any(|(t, p)| t == topic && *p == partition)
     }
 
+    pub(crate) fn current(&self) -> Vec<(String, i32)> {
+        self.0.lock().expect(POISONED).clone()
+    }
+
     pub(crate) fn partitions(&self) -> Vec<i32> {
         self.0.lock().expect(POISONED).iter().map(|(_, p)| *p).collect()
     }
@@ -147,6 +151,7 @@ impl ConsumerContext for DaemonContext {
             }
             let revoked = partitions(list);
             self.assignment.remove(&revoked);
+            self.health.rebalanced("revoked", &self.assignment.current());
             // The loop is gone only while the daemon stops; nothing is left to act then.
             let _ = self.events.send(AssignmentEvent::Revoked(revoked));
         }
@@ -156,6 +161,7 @@ impl ConsumerContext for DaemonContext {
         if let Rebalance::Assign(list) = rebalance {
             let assigned = partitions(list);
             self.assignment.add(&assigned);
+            self.health.rebalanced("assigned", &self.assignment.current());
             let _ = self.events.send(AssignmentEvent::Assigned(assigned));
         }
     }

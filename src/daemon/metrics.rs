@@ -40,6 +40,8 @@ pub struct Metrics {
     pub state_restoring: IntGauge,
     pub snapshots: IntCounter,
     pub state_bytes: IntCounter,
+    pub partitions_assigned: prometheus::IntGaugeVec,
+    pub rebalances: IntCounterVec,
     pub state_parked: IntGauge,
     /// Incident events per sink (webhook, syslog) and result: `delivered`, `retried`
     /// (an attempt failed; sent again), `rejected` (refused for good: dead-lettered),
@@ -243,6 +245,25 @@ impl Metrics {
                 "Records written to the state topic: devices' main records, their rows and deletions.",
             ),
             state_bytes: counter("metapu_state_bytes_total", "Bytes written to the state topic."),
+            partitions_assigned: register(
+                &r,
+                prometheus::IntGaugeVec::new(
+                    Opts::new("metapu_partitions_assigned", "Partitions assigned to this daemon now, by topic."),
+                    &["topic"],
+                )
+                .expect("valid metric"),
+            ),
+            rebalances: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "metapu_rebalances_total",
+                        "Partitions assigned to or revoked from this daemon by its consumer group, by change.",
+                    ),
+                    &["change"],
+                )
+                .expect("valid metric"),
+            ),
             state_parked: register(
                 &r,
                 IntGauge::new(
@@ -262,6 +283,9 @@ impl Metrics {
     fn init_labels(self) -> Self {
         for kind in super::record::InvalidRecord::KINDS {
             self.records_invalid.with_label_values(&[kind]);
+        }
+        for change in ["assigned", "revoked"] {
+            self.rebalances.with_label_values(&[change]);
         }
         for reason in ["capacity", "idle", "revoked"] {
             self.devices_evicted.with_label_values(&[reason]);

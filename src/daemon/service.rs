@@ -40,6 +40,8 @@ pub(crate) struct Service {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) consumer: StreamConsumer<DaemonContext>,
     pub(crate) assignments: mpsc::UnboundedReceiver<AssignmentEvent>,
+    /// Messages the consumer handed out while a restore was read, to be scored next.
+    pub(crate) held: Vec<Received>,
     /// For the health check's metadata request.
     pub(crate) producer: FutureProducer,
     pub(crate) started: Instant,
@@ -155,7 +157,7 @@ impl Service {
                     }
                 },
                 // A started batch at its deadline; deferred records at once.
-                _ = Gathering::due(gathering.deadline.or_else(|| self.pipeline.has_deferred().then(tokio::time::Instant::now))) => {
+                _ = Gathering::due(gathering.deadline.or_else(|| (self.pipeline.has_deferred() || !self.held.is_empty()).then(tokio::time::Instant::now))) => {
                     self.process(gathering.take()).await
                 }
             }
@@ -176,6 +178,9 @@ impl Service {
         while let Ok(event) = self.assignments.try_recv() {
             self.on_assignment(event).await;
         }
+        // Records received while a restore was read come after those gathered before it.
+        let mut messages = messages;
+        messages.append(&mut self.held);
         if messages.is_empty() && !self.pipeline.has_deferred() {
             return;
         }
@@ -212,9 +217,7 @@ impl Service {
         self.outbox.settle(&self.consumer, true).await;
         let now_ms = self.now_ms();
         match event {
-            AssignmentEvent::Assigned(parts) => {
-                self.state.restore(&mut self.detector.engine, &parts, now_ms).await
-            }
+            AssignmentEvent::Assigned(parts) => self.restore(&parts).await,
             AssignmentEvent::Revoked(parts) => {
                 self.pipeline.drop_deferred(&parts);
                 let still = self.consumer.context().assignment.partitions();
@@ -226,6 +229,40 @@ impl Service {
                     devices.remove(d);
                 }
                 events::devices_evicted(&self.metrics, "revoked", leaving.len());
+            }
+        }
+    }
+
+    /// Restore the state of newly assigned partitions. The consumer is paused meanwhile
+    /// but still polled, however long the read takes: a member that stops polling for
+    /// `max.poll.interval.ms` is put out of its group, and would come back to restore
+    /// again. What it still hands out (fetched before the pause) waits in `held` and is
+    /// scored after the restore, in order; a rebalance meanwhile is taken after it.
+    async fn restore(&mut self, parts: &[(String, i32)]) {
+        let paused = self.consumer.assignment().ok().filter(|tpl| tpl.count() > 0);
+        if let Some(tpl) = &paused {
+            if let Err(e) = self.consumer.pause(tpl) {
+                tracing::warn!(error = %e, "could not pause the consumer for a restore");
+            }
+        }
+        let mut reading = std::pin::pin!(self.state.read(parts));
+        let reading = loop {
+            tokio::select! {
+                r = &mut reading => break r,
+                m = self.consumer.recv() => match m {
+                    Ok(m) => self.held.push(received(&m)),
+                    Err(e) => events::consume_failed(&e),
+                },
+            }
+        };
+        let now_ms = self.now_ms();
+        self.state.install(&mut self.detector.engine, reading, now_ms);
+        if paused.is_some() {
+            // What is assigned now (a rebalance may have come meanwhile).
+            if let Ok(tpl) = self.consumer.assignment() {
+                if let Err(e) = self.consumer.resume(&tpl) {
+                    tracing::warn!(error = %e, "could not resume the consumer after a restore");
+                }
             }
         }
     }

@@ -46,7 +46,7 @@ pub(crate) struct StateStore {
     metrics: Arc<Metrics>,
     /// Background snapshots and tombstones that failed, to be tried again.
     failures: (mpsc::UnboundedSender<Vec<Failed>>, mpsc::UnboundedReceiver<Vec<Failed>>),
-    /// Snapshots whose owner is not known (see [`Self::restore`]): restored when their
+    /// Snapshots whose owner is not known (see [`Self::read`]): restored when their
     /// device sends a record here, with their home state partition.
     parked: HashMap<String, (i32, Snapshot)>,
 }
@@ -197,31 +197,51 @@ impl StateStore {
         records
     }
 
-    /// Read the state topic for newly assigned partitions to its end; keep in-memory
-    /// windows where we have them (they are newer). Not ready meanwhile; a read that
-    /// stalls is tried again, never taken as complete. Restored devices are adapted
-    /// here, before any of their records is scored: a restart must not leave them
-    /// `unknown` until the next adaptation round.
+    /// The read of a restore: the state topic for newly assigned partitions, to its end.
+    /// Not ready from now until [`Self::install`]; a read that stalls is tried again,
+    /// never taken as complete. The future owns what it needs, so the service can go on
+    /// polling its consumer (the group's `max.poll.interval.ms`) while it runs.
     ///
     /// Once input partitions were added, a device's records may arrive on a partition
     /// that maps to another state partition than its snapshot's. Then every state
     /// partition is read: a snapshot written under today's partition count is restored
     /// by the member owning its last record's partition (others skip it); an older one
     /// is parked until its device sends a record here ([`Self::promote`]).
-    pub(crate) async fn restore(&mut self, engine: &mut Engine, parts: &[(String, i32)], now_ms: u64) {
-        let started = Instant::now();
+    pub(crate) fn read(
+        &self,
+        parts: &[(String, i32)],
+    ) -> impl std::future::Future<Output = Reading> + 'static {
         self.metrics.state_restoring.set(1);
         self.health.restoring(true);
-        if let Some(n) = input_partitions(&self.kafka).await {
-            self.input_partitions = n;
+        let (kafka, metrics, stall) = (self.kafka.clone(), Arc::clone(&self.metrics), self.restore_stall);
+        let (state_partitions, known) = (self.partitions, self.input_partitions);
+        let parts = parts.to_vec();
+        async move {
+            let started = Instant::now();
+            let input_partitions = input_partitions(&kafka).await.unwrap_or(known);
+            let moved = input_partitions != state_partitions;
+            let wanted: BTreeSet<i32> = match moved {
+                true => (0..state_partitions).collect(),
+                false => parts.iter().map(|(_, p)| p.rem_euclid(state_partitions)).collect(),
+            };
+            let changelog = read_to_end(&kafka, &metrics, stall, wanted.into_iter().collect()).await;
+            Reading {
+                started,
+                assigned: parts.iter().map(|(_, p)| *p).collect(),
+                input_partitions,
+                changelog,
+            }
         }
+    }
+
+    /// A restore's read put in place: windows restored where we have none in memory
+    /// (ours are newer), snapshots of unknown owners parked, and the restored devices
+    /// adapted here, before any of their records is scored: a restart must not leave
+    /// them `unknown` until the next adaptation round. Ready again after.
+    pub(crate) fn install(&mut self, engine: &mut Engine, reading: Reading, now_ms: u64) {
+        let Reading { started, assigned, input_partitions, changelog } = reading;
+        self.input_partitions = input_partitions;
         let moved = self.moved();
-        let wanted: BTreeSet<i32> = match moved {
-            true => (0..self.partitions).collect(),
-            false => parts.iter().map(|(_, p)| self.state_partition(*p)).collect(),
-        };
-        let changelog = self.read_to_end(wanted.into_iter().collect()).await;
-        let assigned: Vec<i32> = parts.iter().map(|(_, p)| *p).collect();
         let mut restored = Vec::new();
         if moved {
             self.parked.clear();
@@ -269,7 +289,7 @@ impl StateStore {
         self.health.restoring(false);
     }
 
-    /// Whether snapshots are parked (see [`Self::restore`]).
+    /// Whether snapshots are parked (see [`Self::read`]).
     pub(crate) fn has_parked(&self) -> bool {
         !self.parked.is_empty()
     }
@@ -296,31 +316,46 @@ impl StateStore {
         let adapted = engine.adapt_now(promoted.iter().map(String::as_str)).len();
         events::state_restored(&self.metrics, promoted.len(), adapted, 0, 0.0);
     }
+}
 
-    /// The state partitions read to their end, tried again (with a growing pause) until
-    /// a read gets there. systemd's watchdog is fed meanwhile: the daemon is alive,
-    /// waiting on the brokers.
-    async fn read_to_end(&self, partitions: Vec<i32>) -> kafka::Changelog {
-        let mut pause = Duration::from_secs(1);
-        loop {
-            let (kc, list, stall) = (self.kafka.clone(), partitions.clone(), self.restore_stall);
-            let mut read = tokio::task::spawn_blocking(move || kafka::read_changelog(&kc, &list, stall));
-            let mut watchdog = tokio::time::interval(Duration::from_secs(5));
-            let result = loop {
-                tokio::select! {
-                    r = &mut read => break r,
-                    _ = watchdog.tick() => notify::notify("WATCHDOG=1"),
-                }
-            };
-            match result {
-                Ok(Ok(changelog)) => return changelog,
-                Ok(Err(e)) => events::state_restore_failed(&self.metrics, &e.to_string(), pause),
-                // The reader panicked: a bug, not a broker's state.
-                Err(e) => std::panic::resume_unwind(e.into_panic()),
+/// What a restore read (see [`StateStore::read`]).
+pub(crate) struct Reading {
+    started: Instant,
+    /// The input partitions it was for.
+    assigned: Vec<i32>,
+    /// The input topic's partition count at the read.
+    input_partitions: i32,
+    changelog: kafka::Changelog,
+}
+
+/// The state partitions read to their end, tried again (with a growing pause) until a
+/// read gets there. systemd's watchdog is fed meanwhile: the daemon is alive, waiting
+/// on the brokers.
+async fn read_to_end(
+    kafka: &KafkaConfig,
+    metrics: &Metrics,
+    stall: Duration,
+    partitions: Vec<i32>,
+) -> kafka::Changelog {
+    let mut pause = Duration::from_secs(1);
+    loop {
+        let (kc, list) = (kafka.clone(), partitions.clone());
+        let mut read = tokio::task::spawn_blocking(move || kafka::read_changelog(&kc, &list, stall));
+        let mut watchdog = tokio::time::interval(Duration::from_secs(5));
+        let result = loop {
+            tokio::select! {
+                r = &mut read => break r,
+                _ = watchdog.tick() => notify::notify("WATCHDOG=1"),
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(30));
+        };
+        match result {
+            Ok(Ok(changelog)) => return changelog,
+            Ok(Err(e)) => events::state_restore_failed(metrics, &e.to_string(), pause),
+            // The reader panicked: a bug, not a broker's state.
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
         }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(30));
     }
 }
 

@@ -15,6 +15,7 @@ mod onboard;
 mod partitions_added;
 mod process;
 mod replay_real_rows;
+mod restore;
 mod sinks;
 mod soak;
 mod state_topic;

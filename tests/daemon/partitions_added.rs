@@ -8,45 +8,16 @@
 //! two-partition predecessor wrote: what the daemon sees after partitions are added
 //! (an input count that is not the state topic's, devices on other partitions).
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::support::*;
-use metapu::daemon::{self, kafka, DaemonConfig};
+use metapu::daemon::{self, kafka};
 use metapu::data::Label;
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::util::Timeout;
 
 const DEVICES: usize = 6;
 
 fn device(i: usize) -> String {
     format!("dev-{i}")
-}
-
-async fn send_to(
-    p: &FutureProducer,
-    topic: &str,
-    partition: i32,
-    device: &str,
-    ts: f64,
-    row: &[f32],
-    normal: bool,
-) {
-    let value = metapu::daemon::record::encode(device, ts, row, normal);
-    let rec = FutureRecord::to(topic).key(device).payload(&value).partition(partition);
-    p.send(rec, Timeout::After(Duration::from_secs(10))).await.expect("produce");
-}
-
-/// Each device's first record at `ts`: its decision, read from the scores topic.
-fn decisions_at(boot: &str, cfg: &DaemonConfig, ts: f64) -> HashMap<String, String> {
-    let at = |m: &[(Option<String>, Vec<u8>)]| -> HashMap<String, String> {
-        json_values(m)
-            .iter()
-            .filter(|s| s["ts"] == ts)
-            .map(|s| (s["device"].as_str().unwrap().to_string(), s["decision"].as_str().unwrap().to_string()))
-            .collect()
-    };
-    at(&read_topic(boot, &cfg.kafka.scores_topic, Duration::from_secs(60), |m| at(m).len() >= DEVICES))
 }
 
 fn rows_bits(v: &[f32]) -> Vec<Vec<u32>> {
@@ -104,7 +75,7 @@ async fn devices_keep_their_state_when_input_partitions_are_added() {
     for i in 0..DEVICES {
         send_to(&p, &input, ((i + 1) % 4) as i32, &device(i), 100.0, &normal[40 + i], false).await;
     }
-    let after = decisions_at(&boot, &cfg, 100.0);
+    let after = decisions_at(&boot, &cfg, 100.0, DEVICES);
     for i in 0..DEVICES {
         assert_ne!(after.get(&device(i)).map(String::as_str), Some("unknown"), "{}: {after:?}", device(i));
     }
@@ -147,7 +118,7 @@ async fn devices_keep_their_state_when_input_partitions_are_added() {
     for i in 0..DEVICES {
         send_to(&p, &input, ((i + 1) % 4) as i32, &device(i), 200.0, &normal[50 + i], false).await;
     }
-    let again = decisions_at(&boot, &cfg, 200.0);
+    let again = decisions_at(&boot, &cfg, 200.0, DEVICES);
     assert!(again.values().all(|d| d != "unknown") && again.len() == DEVICES, "{again:?}");
     d.shutdown().await.unwrap();
 }

@@ -270,6 +270,34 @@ pub async fn send_record(p: &FutureProducer, topic: &str, device: &str, ts: f64,
     send(p, topic, Some(device), &record::encode(device, ts, row, normal)).await;
 }
 
+/// Send one record of `device` to a given partition of `topic`.
+pub async fn send_to(
+    p: &FutureProducer,
+    topic: &str,
+    partition: i32,
+    device: &str,
+    ts: f64,
+    row: &[f32],
+    normal: bool,
+) {
+    let value = record::encode(device, ts, row, normal);
+    let rec = FutureRecord::to(topic).key(device).payload(&value).partition(partition);
+    p.send(rec, Timeout::After(Duration::from_secs(10))).await.expect("produce");
+}
+
+/// Each device's decision on its record at `ts`, read from the scores topic until `n`
+/// devices have one (or a minute passes).
+pub fn decisions_at(boot: &str, cfg: &DaemonConfig, ts: f64, n: usize) -> HashMap<String, String> {
+    let at = |m: &[(Option<String>, Vec<u8>)]| -> HashMap<String, String> {
+        json_values(m)
+            .iter()
+            .filter(|s| s["ts"] == ts)
+            .map(|s| (s["device"].as_str().unwrap().to_string(), s["decision"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    at(&read_topic(boot, &cfg.kafka.scores_topic, Duration::from_secs(60), |m| at(m).len() >= n))
+}
+
 /// Read a one-partition topic from the beginning until `done` holds for what was
 /// read, or `limit` passes. Returns (key, value) pairs.
 pub fn read_topic(

@@ -1,0 +1,93 @@
+//! A restore that cannot finish: the state topic's broker down while the daemon starts.
+//! On a two-broker MockCluster, the state topic led by broker 2 and everything else
+//! (input, consumer group, outputs) by broker 1. The daemon is not ready while it
+//! cannot read, counts the failed reads, keeps polling its consumer so that it stays in
+//! its group past `max.poll.interval.ms`, and takes a second daemon joining meanwhile
+//! (one partition each). Broker 2 back: both finish, and no device is scored `unknown`.
+
+use std::time::Duration;
+
+use crate::support::*;
+use metapu::daemon;
+use metapu::data::Label;
+use rdkafka::mocking::{MockCluster, MockCoordinator};
+
+const DEVICES: usize = 6;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_waits_out_its_broker_in_its_group_while_another_daemon_joins() {
+    let fx = fixture();
+    let tag = "rst";
+    let cluster = MockCluster::new(2).expect("mock cluster");
+    for suffix in ["features", "state", "feedback"] {
+        cluster.create_topic(&format!("{tag}.{suffix}"), 2, 1).expect("create topic");
+    }
+    for suffix in ["alerts", "priors", "deadletter", "scores", "incidents"] {
+        cluster.create_topic(&format!("{tag}.{suffix}"), 1, 1).expect("create topic");
+    }
+    let boot = cluster.bootstrap_servers();
+    let mut cfg = daemon_config(&boot, tag);
+    cfg.state.restore_stall_s = 1;
+    // The least librdkafka takes (no less than the session timeout).
+    cfg.kafka.consumer_options.insert("max.poll.interval.ms".into(), "7000".into());
+    cluster.coordinator(MockCoordinator::Group(cfg.kafka.group_id.clone()), 1).expect("coordinator");
+    for p in 0..2 {
+        cluster.partition_leader(&cfg.kafka.state_topic, p, Some(2)).expect("state on broker 2");
+        cluster.partition_leader(&cfg.kafka.input_topics[0], p, Some(1)).expect("input on broker 1");
+    }
+    let input = cfg.kafka.input_topics[0].clone();
+    let normal = fx.rows(0, Label::Positive);
+    let p = producer(&boot);
+    let device = |i: usize| format!("dev-{i}");
+
+    // Six devices onboarded, three on each partition; their state written at shutdown.
+    let d = daemon::start(cfg.clone()).await.expect("daemon starts");
+    for i in 0..DEVICES {
+        for (t, row) in normal.iter().skip(i).take(12).enumerate() {
+            send_to(&p, &input, (i % 2) as i32, &device(i), t as f64, row, t < 10).await;
+        }
+    }
+    read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(30), |m| m.len() >= DEVICES * 12);
+    d.shutdown().await.unwrap();
+
+    // The state topic's broker goes down; the daemon starts and cannot restore.
+    cluster.broker_down(2).expect("broker 2 down");
+    let first = daemon::start(cfg.clone()).await.expect("starts without its state broker");
+    let metrics = |d: &daemon::Daemon| http_get(d.http_addr, "/metrics").1;
+    let failing = wait_until(Duration::from_secs(30), || {
+        metric(&metrics(&first), "metapu_state_restore_failures_total").unwrap_or(0.0) >= 1.0
+    })
+    .await;
+    assert!(failing, "no failed restore counted: {}", metrics(&first));
+    assert_eq!(http_get(first.http_addr, "/readyz").0, 503, "ready with its state unread");
+    // Past max.poll.interval.ms, still restoring: a second daemon joins and gets one
+    // partition. (A daemon that stopped polling for its restore had left the group by
+    // now, and the second got both.)
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let second = daemon::start(cfg.clone()).await.expect("second daemon starts");
+    let split = wait_until(Duration::from_secs(30), || {
+        let held = |d: &daemon::Daemon| {
+            metric(&metrics(d), &format!("metapu_partitions_assigned{{topic=\"{input}\"}}"))
+        };
+        held(&first) == Some(1.0) && held(&second) == Some(1.0)
+    })
+    .await;
+    assert!(split, "partitions not split: {}\n{}", metrics(&first), metrics(&second));
+    assert_eq!(metric(&metrics(&first), "metapu_state_restoring"), Some(1.0), "the restore ended early");
+    assert_eq!(http_get(first.http_addr, "/readyz").0, 503);
+
+    // Broker 2 back: both restore, are ready, and score every device.
+    cluster.broker_up(2).expect("broker 2 up");
+    let ready = wait_until(Duration::from_secs(60), || {
+        [&first, &second].iter().all(|d| http_get(d.http_addr, "/readyz").0 == 200)
+    })
+    .await;
+    assert!(ready, "not ready after the broker came back: {}", metrics(&first));
+    for i in 0..DEVICES {
+        send_to(&p, &input, (i % 2) as i32, &device(i), 100.0, &normal[40 + i], false).await;
+    }
+    let after = decisions_at(&boot, &cfg, 100.0, DEVICES);
+    assert!(after.len() == DEVICES && after.values().all(|d| d != "unknown"), "{after:?}");
+    first.shutdown().await.unwrap();
+    second.shutdown().await.unwrap();
+}
