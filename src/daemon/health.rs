@@ -15,6 +15,9 @@ pub(crate) struct Health {
     brokers_down: AtomicBool,
     /// Device windows are being restored from the state topic.
     restoring: AtomicBool,
+    /// The consumer group's first assignment has been restored: before it the daemon
+    /// scores nothing, and a device's first records would wait.
+    restored_once: AtomicBool,
     metrics: Arc<Metrics>,
 }
 
@@ -26,6 +29,7 @@ impl Health {
             ready: AtomicBool::new(false),
             brokers_down: AtomicBool::new(false),
             restoring: AtomicBool::new(false),
+            restored_once: AtomicBool::new(false),
             metrics,
         }
     }
@@ -50,9 +54,9 @@ impl Health {
         self.metrics.ready.set(if ready { 1.0 } else { 0.0 });
     }
 
-    /// The service loop is consuming.
+    /// The service loop is consuming: ready once its first assignment is restored.
     pub(crate) fn started(&self) {
-        self.set_ready(true);
+        self.set_ready(self.restored_once.load(Ordering::Relaxed));
     }
 
     /// The service is shutting down: not ready, whatever the brokers say.
@@ -73,6 +77,8 @@ impl Health {
         self.restoring.store(on, Ordering::Relaxed);
         if on {
             self.set_ready(false);
+        } else {
+            self.restored_once.store(true, Ordering::Relaxed);
         }
     }
 
@@ -102,7 +108,8 @@ impl Health {
                 down = false;
             }
         }
-        self.set_ready(!down && !self.restoring.load(Ordering::Relaxed));
+        let restored = self.restored_once.load(Ordering::Relaxed) && !self.restoring.load(Ordering::Relaxed);
+        self.set_ready(!down && restored);
     }
 }
 
@@ -126,6 +133,10 @@ mod tests {
         assert!(!health.is_ready());
         assert_eq!(gauge(&metrics), 0.0);
         health.started();
+        assert!(!health.is_ready(), "consuming, but its first assignment not restored");
+        health.restoring(true);
+        health.restoring(false);
+        health.started();
         assert!(health.is_ready());
         assert_eq!(gauge(&metrics), 1.0);
         health.brokers_down();
@@ -143,10 +154,14 @@ mod tests {
     async fn refresh_after_a_message_makes_ready_without_asking_the_brokers() {
         let metrics = Arc::new(Metrics::new());
         let health = Health::new(Arc::clone(&metrics));
+        let producer = unreachable_producer();
+        health.started();
+        health.refresh(Instant::now(), &producer).await;
+        assert!(!health.is_ready(), "no assignment restored yet");
+        health.restoring(false);
         health.brokers_down();
         health.message_received();
         // No broker listens here; with a message just received, refresh must not ask.
-        let producer = unreachable_producer();
         health.refresh(Instant::now(), &producer).await;
         assert!(health.is_ready());
         assert_eq!(gauge(&metrics), 1.0);
@@ -175,6 +190,7 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let health = Health::new(Arc::clone(&metrics));
         health.started();
+        health.restoring(false);
         health.brokers_down();
         let producer = unreachable_producer();
         health.refresh(Instant::now() - Duration::from_secs(5), &producer).await;

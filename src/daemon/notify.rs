@@ -6,6 +6,10 @@ use std::time::Duration;
 pub fn notify(state: &str) {
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else { return };
     let Ok(socket) = std::os::unix::net::UnixDatagram::unbound() else { return };
+    // Never wait on the reader: a full queue (Linux keeps 10 datagrams by default) would
+    // otherwise stop the service loop, watchdog pings and all. A lost ping is what the
+    // watchdog is for.
+    let _ = socket.set_nonblocking(true);
     let bytes = path.as_encoded_bytes();
     let sent = if let Some(name) = bytes.strip_prefix(b"@") {
         // Abstract socket namespace.

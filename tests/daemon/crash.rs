@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::support::*;
 use metapu::data::Label;
 
-fn spawn(config: &std::path::Path) -> KillOnDrop {
+pub(super) fn spawn(config: &std::path::Path) -> KillOnDrop {
     KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_metapu"))
             .args(["run", "--config"])

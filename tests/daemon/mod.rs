@@ -9,6 +9,7 @@ mod crash;
 mod e2e;
 mod event_time;
 mod faults;
+mod fleet_restart;
 mod idle;
 mod mock;
 mod onboard;
