@@ -16,12 +16,6 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 const DEVICES: usize = 10_000;
 const KNOWN_NORMAL: usize = 10;
 
-fn rows_bits(v: &[f32]) -> Vec<Vec<u32>> {
-    let mut rows: Vec<Vec<u32>> = v.chunks(2).map(|r| r.iter().map(|x| x.to_bits()).collect()).collect();
-    rows.sort();
-    rows
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_devices_come_back_whole_after_kill_9() {
     let fx = fixture();

@@ -53,13 +53,7 @@ async fn an_idle_device_keeps_its_known_normal_records_across_a_restart() {
     });
     let snap = state.remove("cam").expect("cam's snapshot kept, not deleted");
     let sent: Vec<f32> = normal.iter().take(10).flatten().copied().collect();
-    // Rows in storage order (the window's), compared as a set, bit for bit.
-    let rows = |v: &[f32]| {
-        let mut rows: Vec<Vec<u32>> = v.chunks(2).map(|r| r.iter().map(|x| x.to_bits()).collect()).collect();
-        rows.sort();
-        rows
-    };
-    assert_eq!(rows(&snap.positive), rows(&sent), "the known-normal records, bit for bit");
+    assert_eq!(rows_bits(&snap.positive), rows_bits(&sent), "the known-normal records, bit for bit");
     assert!(snap.unlabeled.is_empty());
 
     // After a restart, its next record is scored with a classifier adapted on them.

@@ -20,12 +20,6 @@ fn device(i: usize) -> String {
     format!("dev-{i}")
 }
 
-fn rows_bits(v: &[f32]) -> Vec<Vec<u32>> {
-    let mut rows: Vec<Vec<u32>> = v.chunks(2).map(|r| r.iter().map(|x| x.to_bits()).collect()).collect();
-    rows.sort();
-    rows
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn devices_keep_their_state_when_input_partitions_are_added() {
     let fx = fixture();

@@ -270,6 +270,14 @@ pub async fn send_record(p: &FutureProducer, topic: &str, device: &str, ts: f64,
     send(p, topic, Some(device), &record::encode(device, ts, row, normal)).await;
 }
 
+/// A window's rows of the fixture's two features as bits, sorted: windows compared as
+/// sets of rows, bit for bit (a window keeps its rows in storage order).
+pub fn rows_bits(v: &[f32]) -> Vec<Vec<u32>> {
+    let mut rows: Vec<Vec<u32>> = v.chunks(2).map(|r| r.iter().map(|x| x.to_bits()).collect()).collect();
+    rows.sort();
+    rows
+}
+
 /// Send one record of `device` to a given partition of `topic`.
 pub async fn send_to(
     p: &FutureProducer,
