@@ -6,10 +6,14 @@ use std::time::Duration;
 pub fn notify(state: &str) {
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else { return };
     let Ok(socket) = std::os::unix::net::UnixDatagram::unbound() else { return };
-    // Never wait on the reader: a full queue (Linux keeps 10 datagrams by default) would
-    // otherwise stop the service loop, watchdog pings and all. A lost ping is what the
-    // watchdog is for.
-    let _ = socket.set_nonblocking(true);
+    // A full queue (Linux keeps 10 datagrams by default) must not stop the service loop:
+    // a watchdog ping is dropped (the next one follows; a lost one is what the watchdog
+    // is for), a change of state (READY, RELOADING, STOPPING) waits for room at most a
+    // few seconds.
+    let _ = match state.starts_with("WATCHDOG=") {
+        true => socket.set_nonblocking(true),
+        false => socket.set_write_timeout(Some(Duration::from_secs(5))),
+    };
     let bytes = path.as_encoded_bytes();
     let sent = if let Some(name) = bytes.strip_prefix(b"@") {
         // Abstract socket namespace.
