@@ -57,7 +57,7 @@ pub struct Snapshot {
 }
 
 /// The JSON tail: the incident state, and beside its fields the dismissal learning.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, Default)]
 struct Tail<T> {
     #[serde(flatten)]
     incidents: T,
@@ -228,14 +228,7 @@ impl Snapshot {
             }
             serde_json::from_slice(r.0).map_err(|e| SnapshotError::Incidents(e.to_string()))?
         } else {
-            Tail {
-                incidents: IncidentTracker::default(),
-                learning: 0,
-                onboarding: None,
-                onboarded: None,
-                pinned: 0,
-                input_partitions: 0,
-            }
+            Tail::<IncidentTracker>::default()
         };
         let floats = floats(windows)?;
         let (positive, unlabeled) = floats.split_at(np * dim);
