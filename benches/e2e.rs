@@ -19,9 +19,12 @@
 //! event (E2E_COST=0 skips it).
 //! Prints numbers; asserts nothing.
 
+mod common;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::{rss_mib, send_until_queued};
 use metapu::broker::{self, LocalBroker};
 use metapu::daemon::clock::Clock;
 use metapu::daemon::config::DaemonConfig;
@@ -37,15 +40,6 @@ const WARM_UP: usize = 20;
 /// Records a second of the fleet's own time (`ts`), and the time of the first.
 const FLEET_RATE: f64 = 100_000.0;
 const T0: f64 = 1.7e9;
-
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -207,16 +201,7 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, binary: bool,
         .expect("producer");
     let send_all = |part: &[(String, Vec<u8>)]| {
         for (key, value) in part {
-            let mut rec = BaseRecord::to(&input).key(key.as_str()).payload(value.as_slice());
-            loop {
-                match producer.send(rec) {
-                    Ok(()) => break,
-                    Err((_, r)) => {
-                        rec = r;
-                        producer.poll(Duration::from_millis(5));
-                    }
-                }
-            }
+            send_until_queued(&producer, BaseRecord::to(&input).key(key.as_str()).payload(value.as_slice()));
         }
         producer.flush(Duration::from_secs(120)).expect("records delivered");
     };

@@ -14,9 +14,12 @@
 //!
 //! Prints numbers; asserts nothing.
 
+mod common;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::{rss_mib, send_until_queued};
 use metapu::broker::{self, LocalBroker};
 use metapu::daemon::config::DaemonConfig;
 use metapu::daemon::{self, kafka, record, Snapshot};
@@ -25,15 +28,6 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 const DIM: usize = 115;
-
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -103,15 +97,7 @@ fn send(producer: &ThreadedProducer<DefaultProducerContext>, topic: &str, key: &
     if let Some(v) = value {
         rec = rec.payload(v);
     }
-    loop {
-        match producer.send(rec) {
-            Ok(()) => return,
-            Err((_, r)) => {
-                rec = r;
-                producer.poll(Duration::from_millis(5));
-            }
-        }
-    }
+    send_until_queued(producer, rec);
 }
 
 /// The state topic's bytes over a run that stands for an hour at the default intervals.
@@ -218,7 +204,8 @@ async fn restore(root: &Path, pool: &[&[f32]], devices: usize, active: bool) -> 
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let ready = started.elapsed().as_secs_f64();
-    let (restored, seconds, rss) = (m.state_restored_devices.get(), m.state_restore_seconds.get(), rss_mib());
+    let (restored, seconds, rss) =
+        (m.state_restored_devices.get(), m.state_restore_seconds.get(), rss_mib(std::process::id()));
     d.shutdown().await.ok();
     drop(broker);
     let shortfall = if restored < devices as u64 { format!(" ({restored} restored)") } else { String::new() };

@@ -82,23 +82,13 @@ impl Daemon {
     }
 }
 
-/// A topic's partition count and the cluster's broker count from broker metadata (a
-/// blocking call, run off the runtime).
-async fn topic_metadata(cfg: &DaemonConfig, topic: &str) -> Option<kafka::TopicMetadata> {
-    let (kc, topic) = (cfg.kafka.clone(), topic.to_string());
-    tokio::task::spawn_blocking(move || kafka::topic_metadata(&kc, &topic, Duration::from_secs(5)))
-        .await
-        .ok()
-        .flatten()
-}
-
 /// Create our topics where the broker lacks them; the state topic gets as many
 /// partitions as the first input topic and is created compacted, and an existing one
 /// that is not is refused (`state.require_compacted`). Returns the state topic's and the
 /// first input topic's partition counts.
 async fn ensure_topics(cfg: &DaemonConfig) -> Result<(i32, i32), DaemonError> {
     let k = &cfg.kafka;
-    let input = topic_metadata(cfg, &k.input_topics[0]).await;
+    let input = kafka::topic_metadata_off_runtime(k, &k.input_topics[0]).await;
     let input_partitions = input.and_then(|m| m.partitions).unwrap_or(1);
     let replication = state_replication(cfg, input.map(|m| m.brokers));
     let mut topics: Vec<TopicSpec<'_>> = k.input_topics.iter().map(|t| TopicSpec::plain(t, 1)).collect();
@@ -122,8 +112,10 @@ async fn ensure_topics(cfg: &DaemonConfig) -> Result<(i32, i32), DaemonError> {
         tracing::warn!(error = %e, "could not ensure topics; relying on the broker's auto-creation");
     }
     check_state_topic(cfg).await?;
-    let state_partitions =
-        topic_metadata(cfg, &k.state_topic).await.and_then(|m| m.partitions).unwrap_or(input_partitions);
+    let state_partitions = kafka::topic_metadata_off_runtime(k, &k.state_topic)
+        .await
+        .and_then(|m| m.partitions)
+        .unwrap_or(input_partitions);
     Ok((state_partitions, input_partitions))
 }
 

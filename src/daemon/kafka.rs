@@ -252,6 +252,15 @@ pub struct TopicMetadata {
     pub brokers: usize,
 }
 
+/// [`topic_metadata`] off the runtime (it blocks), with a 5 s timeout.
+pub(crate) async fn topic_metadata_off_runtime(cfg: &KafkaConfig, topic: &str) -> Option<TopicMetadata> {
+    let (kc, topic) = (cfg.clone(), topic.to_string());
+    tokio::task::spawn_blocking(move || topic_metadata(&kc, &topic, Duration::from_secs(5)))
+        .await
+        .ok()
+        .flatten()
+}
+
 /// A topic's partition count and the cluster's broker count, if a broker answers.
 pub fn topic_metadata(cfg: &KafkaConfig, topic: &str, timeout: Duration) -> Option<TopicMetadata> {
     let consumer: BaseConsumer = consumer_config(cfg).create().ok()?;

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::config::{DaemonConfig, KafkaConfig};
 use super::delivery::send_all;
-use super::devices::DeviceTable;
+use super::devices::{Device, DeviceTable};
 use super::engine::Engine;
 use super::events;
 use super::health::Health;
@@ -76,7 +76,12 @@ impl StateStore {
     }
 
     fn state_partition(&self, input_partition: i32) -> i32 {
-        input_partition.rem_euclid(self.partitions)
+        state_partition(input_partition, self.partitions)
+    }
+
+    /// The unlabeled rows were last written `state.unlabeled_interval_s` ago or more.
+    fn unlabeled_interval_passed(&self, d: &Device, now_ms: u64) -> bool {
+        now_ms.saturating_sub(d.unlabeled_written_ms) >= self.unlabeled_interval_ms
     }
 
     /// Input partitions were added since the state topic was made: a device's snapshot
@@ -99,8 +104,7 @@ impl StateStore {
         let due: Vec<String> = devices
             .iter()
             .filter(|(_, d)| {
-                let unlabeled_due = d.rows_unwritten().1
-                    && now_ms.saturating_sub(d.unlabeled_written_ms) >= self.unlabeled_interval_ms;
+                let unlabeled_due = d.rows_unwritten().1 && self.unlabeled_interval_passed(d, now_ms);
                 (d.unsnapshotted && now_ms.saturating_sub(d.last_snapshot_ms) >= self.interval_ms)
                     || unlabeled_due
             })
@@ -168,9 +172,8 @@ impl StateStore {
                 records.push(encoded(Part::Positive, encode_rows(dim, d.positive.rows())));
                 d.positive_written = d.positive.stamp();
             }
-            let unlabeled_due = all_rows
-                || d.unlabeled_written == 0
-                || now_ms.saturating_sub(d.unlabeled_written_ms) >= self.unlabeled_interval_ms;
+            let unlabeled_due =
+                all_rows || d.unlabeled_written == 0 || self.unlabeled_interval_passed(d, now_ms);
             if unlabeled_due && unlabeled_unwritten {
                 records.push(encoded(Part::Unlabeled, encode_rows(dim, d.unlabeled.rows())));
                 d.unlabeled_written = d.unlabeled.stamp();
@@ -179,9 +182,6 @@ impl StateStore {
             d.unsnapshotted = false;
             d.last_snapshot_ms = now_ms;
             let main = Snapshot {
-                dim,
-                positive: Vec::new(),
-                unlabeled: Vec::new(),
                 seen: d.seen,
                 last_source: d.last_source.clone(),
                 incidents: d.incidents.clone(),
@@ -191,6 +191,7 @@ impl StateStore {
                 pinned: d.positive.pinned(),
                 input_partitions: self.input_partitions as u32,
                 rows_apart: true,
+                ..Snapshot::empty(dim)
             };
             records.push(encoded(Part::Main, Some(main.encode_main())));
         }
@@ -222,7 +223,7 @@ impl StateStore {
             let moved = input_partitions != state_partitions;
             let wanted: BTreeSet<i32> = match moved {
                 true => (0..state_partitions).collect(),
-                false => parts.iter().map(|(_, p)| p.rem_euclid(state_partitions)).collect(),
+                false => parts.iter().map(|(_, p)| state_partition(*p, state_partitions)).collect(),
             };
             let changelog = read_to_end(&kafka, &metrics, stall, wanted.into_iter().collect()).await;
             Reading {
@@ -316,6 +317,11 @@ impl StateStore {
         let adapted = engine.adapt_now(promoted.iter().map(String::as_str)).len();
         events::state_restored(&self.metrics, promoted.len(), adapted, 0, 0.0);
     }
+}
+
+/// The state partition an input partition's devices are first written to.
+fn state_partition(input_partition: i32, state_partitions: i32) -> i32 {
+    input_partition.rem_euclid(state_partitions)
 }
 
 /// What a restore read (see [`StateStore::read`]).
@@ -412,13 +418,7 @@ async fn send(producer: &FutureProducer, topic: &str, metrics: &Metrics, records
     failed
 }
 
-/// The first input topic's partition count, if a broker says (a blocking call, run off
-/// the runtime).
+/// The first input topic's partition count, if a broker says.
 async fn input_partitions(kafka: &KafkaConfig) -> Option<i32> {
-    let (kc, topic) = (kafka.clone(), kafka.input_topics.first()?.clone());
-    tokio::task::spawn_blocking(move || kafka::topic_metadata(&kc, &topic, Duration::from_secs(5)))
-        .await
-        .ok()
-        .flatten()
-        .and_then(|m| m.partitions)
+    kafka::topic_metadata_off_runtime(kafka, kafka.input_topics.first()?).await.and_then(|m| m.partitions)
 }
