@@ -371,24 +371,20 @@ impl StateTopic {
     /// The snapshots as they stand, devices whose records do not read left out (tests
     /// read the state topic with it).
     pub fn latest(&self) -> std::collections::HashMap<String, Snapshot> {
-        self.devices
-            .iter()
-            .filter_map(|(device, s)| {
-                let main = s.main.as_deref()?;
-                let snapshot =
-                    Snapshot::assemble(main, s.positive.as_deref(), s.unlabeled.as_deref()).ok()?;
-                Some((device.clone(), snapshot))
-            })
-            .collect()
+        self.devices.iter().filter_map(|(device, s)| Some((device.clone(), s.snapshot()?.ok()?))).collect()
     }
 
     /// Each device's snapshot, put back together, with its state partition.
     pub fn snapshots(self) -> impl Iterator<Item = (String, i32, Result<Snapshot, SnapshotError>)> {
-        self.devices.into_iter().filter_map(|(device, s)| {
-            let main = s.main?;
-            let snapshot = Snapshot::assemble(&main, s.positive.as_deref(), s.unlabeled.as_deref());
-            Some((device, s.partition, snapshot))
-        })
+        self.devices.into_iter().filter_map(|(device, s)| Some((device, s.partition, s.snapshot()?)))
+    }
+}
+
+impl Stored {
+    /// The device's snapshot put back together; `None` without a main record.
+    fn snapshot(&self) -> Option<Result<Snapshot, SnapshotError>> {
+        let main = self.main.as_deref()?;
+        Some(Snapshot::assemble(main, self.positive.as_deref(), self.unlabeled.as_deref()))
     }
 }
 
