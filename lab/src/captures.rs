@@ -39,6 +39,10 @@ pub struct CaptureRun {
     /// (`metapu feedback --false-positive`, through the daemon's feedback path).
     #[arg(long)]
     pub analyst: bool,
+    /// incidents.reopen_s (default the daemon's; 0 = every incident after a quiet close
+    /// is a new one).
+    #[arg(long)]
+    pub reopen_s: Option<u64>,
 }
 
 impl CaptureRun {
@@ -47,6 +51,9 @@ impl CaptureRun {
         let mut daemon = DaemonConfig::defaults();
         if let Some(p) = self.positive {
             daemon.windows.positive = p;
+        }
+        if let Some(r) = self.reopen_s {
+            daemon.incidents.reopen_s = r;
         }
         let mut cfg = StreamConfig::from_daemon(&daemon, self.labeled);
         cfg.onboard_for_s = self.onboard_for;

@@ -31,6 +31,12 @@ struct Week {
     /// Incidents opened before any attack: false ones, with the capture hour of day
     /// (UTC) and the day since onboarding of each.
     false_incidents: Vec<(f64, u64)>,
+    /// Hours since onboarding at which each false incident opened (cold start: issue #53,
+    /// part 4, asks for none in the first hour).
+    false_incident_hours: Vec<f64>,
+    /// False incidents that closed quietly and came back within `incidents.reopen_s`:
+    /// reopened, not new (hour of day, day since onboarding).
+    false_reopened: Vec<(f64, u64)>,
     /// Per day since onboarding: benign records alerted, benign records.
     benign_by_day: Vec<(usize, usize)>,
     /// The merged attack: its records, whether an incident was open while it ran, and
@@ -39,6 +45,8 @@ struct Week {
     attack_covered: bool,
     /// A false incident was already open when the attack began (it got none of its own).
     open_at_attack: bool,
+    /// The attack's first incident event reopened a false incident closed shortly before.
+    attack_reopened: bool,
     first_incident: Option<usize>,
 }
 
@@ -61,20 +69,29 @@ fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
         benign_by_day[d].1 += 1;
         benign_by_day[d].0 += usize::from(o.decisions[i] == Some(true));
     }
-    let false_incidents = o
-        .opened_ts
-        .iter()
-        .filter(|&&ts| attack_ts.is_none_or(|a| ts < a))
-        .map(|&ts| ((ts.rem_euclid(86_400.0)) / 3600.0, day(ts)))
-        .collect();
+    let before_attack = |times: &[f64]| -> Vec<(f64, u64)> {
+        times
+            .iter()
+            .filter(|&&ts| attack_ts.is_none_or(|a| ts < a))
+            .map(|&ts| ((ts.rem_euclid(86_400.0)) / 3600.0, day(ts)))
+            .collect()
+    };
     Week {
         capture: o.name.clone(),
         benign_hours: (benign_end - t0).max(0.0) / 3600.0,
-        false_incidents,
+        false_incidents: before_attack(&o.opened_ts),
+        false_incident_hours: o
+            .opened_ts
+            .iter()
+            .filter(|&&ts| attack_ts.is_none_or(|a| ts < a))
+            .map(|&ts| (ts - t0).max(0.0) / 3600.0)
+            .collect(),
+        false_reopened: before_attack(&o.reopened_ts),
         benign_by_day,
         attack: o.attack,
         attack_covered: o.attack_covered,
         open_at_attack: o.open_at_attack,
+        attack_reopened: o.attack_reopened,
         first_incident: o.first_incident,
     }
 }
@@ -91,15 +108,19 @@ pub fn run(args: WeekArgs) -> anyhow::Result<()> {
     for w in &weeks {
         let (alerts, benign) = w.benign_by_day.iter().fold((0, 0), |(a, b), d| (a + d.0, b + d.1));
         println!(
-            "week: {}: {:.1} benign hours, {} false incidents ({:.2} per device-day), benign FPR {:.2} %{}",
+            "week: {}: {:.1} benign hours, {} false incidents ({:.2} per device-day; {} reopened), benign FPR {:.2} %{}",
             w.capture,
             w.benign_hours,
             w.false_incidents.len(),
             w.false_incidents.len() as f64 / (w.benign_hours / 24.0).max(1e-9),
+            w.false_reopened.len(),
             100.0 * alerts as f64 / benign.max(1) as f64,
             match (w.attack, w.first_incident, w.open_at_attack) {
                 (0, ..) => String::new(),
                 (n, _, true) => format!("; attack of {n} records: inside a false incident already open"),
+                (n, Some(k), false) if w.attack_reopened => {
+                    format!("; attack of {n} records: reopened a false incident at record {k}")
+                }
                 (n, Some(k), false) => format!("; attack of {n} records: incident at record {k}"),
                 (n, None, false) => format!("; attack of {n} records: NO incident"),
             }

@@ -32,6 +32,9 @@ fn the_week_experiment_reports_false_incidents_and_each_attack() {
     assert!(clean["benign_by_day"][0][1].as_u64().unwrap() > 10, "{clean}");
     assert_eq!(attacked["attack"], 37, "every sweep packet involves the device");
     assert!(attacked["benign_hours"].as_f64().unwrap() > 0.0 && attacked["false_incidents"].is_array());
+    let hours = clean["false_incident_hours"].as_array().unwrap();
+    assert_eq!(hours.len(), clean["false_incidents"].as_array().unwrap().len(), "{clean}");
+    assert!(clean["false_reopened"].is_array() && attacked["attack_reopened"].is_boolean(), "{attacked}");
 
     // Onboarded by time instead: the span's records are known-normal, not measured, and
     // a span past the capture's end leaves nothing to measure and no incident.

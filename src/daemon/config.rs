@@ -77,6 +77,8 @@ pub struct IncidentsConfig {
     pub update_interval_s: u64,
     /// Close after this long without an anomalous decision (seconds).
     pub quiet_s: u64,
+    /// A quiet close this recent (seconds) reopens instead of a new incident; 0 = never.
+    pub reopen_s: u64,
     /// A device sending traffic this long without a known-normal record is reported
     /// (once) as unmonitored; 0 = never.
     pub unmonitored_after_s: u64,

@@ -963,6 +963,7 @@ mod tests {
             open_n: 1,
             update_interval_ms: 1_000,
             quiet_ms: 10_000,
+            reopen_ms: 0,
             keep_records: 1,
         }
     }

@@ -19,6 +19,8 @@ pub fn document(event: &IncidentEvent) -> Value {
     let (time, message, ev) = match event {
         IncidentEvent::Opened(r) => (r.time, r.summary.clone(), incident_event(r, "opened", "start")),
         IncidentEvent::Updated(r) => (r.time, r.summary.clone(), incident_event(r, "updated", "info")),
+        // Active again: a rule that fires on an incident's start fires on this too.
+        IncidentEvent::Reopened(r) => (r.time, r.summary.clone(), incident_event(r, "reopened", "start")),
         IncidentEvent::Closed(r) => (r.time, r.summary.clone(), incident_event(r, "closed", "end")),
         IncidentEvent::Reviewed(r) => (r.time, r.summary.clone(), incident_event(r, "reviewed", "info")),
         IncidentEvent::Forgotten { device, known_normal, by, time, .. } => (
@@ -52,6 +54,7 @@ pub fn document(event: &IncidentEvent) -> Value {
     let mut host = json!({ "name": device });
     if let IncidentEvent::Opened(r)
     | IncidentEvent::Updated(r)
+    | IncidentEvent::Reopened(r)
     | IncidentEvent::Closed(r)
     | IncidentEvent::Reviewed(r) = event
     {
@@ -223,6 +226,20 @@ mod tests {
         assert_eq!(at("/related/ip").as_array().map(Vec::len), Some(6), "the device and its top 5 peers");
         assert_eq!(at("/metapu/event"), "opened");
         assert!(at("/message").as_str().unwrap().starts_with("device cam sent 254 TCP SYN packets"), "{doc}");
+    }
+
+    /// A reopened incident starts again for a SIEM, under the same id.
+    #[test]
+    fn a_reopened_incident_is_a_start_of_the_same_incident() {
+        let mut incident = Incident::sample(30, 20);
+        incident.reopened = 2;
+        let report = IncidentReport::of("cam", &incident, None, "5d2c0f1e9a7b", Vec::new());
+        let doc = document(&IncidentEvent::Reopened(report));
+        let at = |path: &str| doc.pointer(path).cloned().unwrap_or_default();
+        assert_eq!(at("/event/action"), "incident-reopened");
+        assert_eq!(at("/event/type"), json!(["start"]));
+        assert_eq!(at("/event/id"), incident.id.as_str());
+        assert_eq!((at("/metapu/event"), at("/metapu/reopened")), (json!("reopened"), json!(2)));
     }
 
     #[test]

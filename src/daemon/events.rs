@@ -89,6 +89,10 @@ pub(crate) fn incident(metrics: &Metrics, device: &str, transition: &Transition)
             tracing::info!(device, incident = %i.id, "incident opened");
         }
         Transition::Updated(_) => metrics.incidents.with_label_values(&["updated"]).inc(),
+        Transition::Reopened(i) => {
+            metrics.incidents.with_label_values(&["reopened"]).inc();
+            tracing::info!(device, incident = %i.id, reopened = i.reopened, "incident reopened");
+        }
         Transition::Reviewed(_) => metrics.incidents.with_label_values(&["reviewed"]).inc(),
         Transition::Closed(i, resolution) => {
             metrics.incidents.with_label_values(&["closed"]).inc();

@@ -169,6 +169,7 @@ fn incident_rules(cfg: &DaemonConfig) -> IncidentRules {
         open_n: i.open_n,
         update_interval_ms: i.update_interval_s * 1000,
         quiet_ms: i.quiet_s * 1000,
+        reopen_ms: i.reopen_s * 1000,
         keep_records: cfg.windows.positive,
     }
 }

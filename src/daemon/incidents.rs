@@ -19,6 +19,10 @@ pub struct IncidentRules {
     pub open_n: u32,
     pub update_interval_ms: u64,
     pub quiet_ms: u64,
+    /// An incident that closed quietly this recently (device time) opens again, under
+    /// its id, instead of a new one: to an analyst a behaviour that pauses for a few
+    /// minutes and resumes is one incident. 0 = never.
+    pub reopen_ms: u64,
     /// Anomalous records kept per open incident (for feedback and explanations).
     pub keep_records: usize,
 }
@@ -36,7 +40,7 @@ pub struct Incident {
     /// Record timestamps (`ts`) of the opening and of the last anomalous record.
     pub first_ts: f64,
     pub last_ts: f64,
-    /// Records scored since opening, and how many of them were anomalous.
+    /// Records scored while it was open, and how many of them were anomalous.
     pub records: u64,
     pub anomalous: u64,
     /// Anomaly score (1 − posterior of normal traffic) of the anomalous records.
@@ -63,6 +67,12 @@ pub struct Incident {
     /// Unix seconds when it closed (closed incidents kept for late feedback only).
     #[serde(default)]
     pub closed_at: Option<f64>,
+    /// Times it closed quietly and opened again (`IncidentRules::reopen_ms`), and the
+    /// record that reopened it last.
+    #[serde(default)]
+    pub reopened: u32,
+    #[serde(default)]
+    pub reopened_by: Option<Source>,
 }
 
 impl Incident {
@@ -91,6 +101,24 @@ impl Incident {
             feedback: Vec::new(),
             closed_at: None,
             traffic: Traffic::default(),
+            reopened: 0,
+            reopened_by: None,
+        }
+    }
+
+    /// One more anomalous record while open.
+    fn add_anomalous(&mut self, d: &Decision<'_>, rules: &IncidentRules, now_ms: u64) {
+        let anomaly = 1.0 - d.posterior;
+        self.anomalous += 1;
+        self.peak_score = self.peak_score.max(anomaly);
+        self.score_sum += f64::from(anomaly);
+        self.last_ts = d.ts;
+        self.last_anomalous_ms = now_ms;
+        if self.kept.len() < rules.keep_records * d.features.len() {
+            self.kept.extend_from_slice(d.features);
+        }
+        if let Some(c) = d.context {
+            self.traffic.add(c, d.ts);
         }
     }
 }
@@ -192,6 +220,8 @@ pub enum Applied {
 pub enum Transition {
     Opened(Incident),
     Updated(Incident),
+    /// It had closed quietly a moment ago (`IncidentRules::reopen_ms`) and is open again.
+    Reopened(Incident),
     Closed(Incident, Resolution),
     /// An analyst's verdict on an incident that had already closed.
     Reviewed(Incident),
@@ -246,6 +276,9 @@ pub struct IncidentTracker {
     /// The last closed incident, for feedback that comes after it closed.
     #[serde(default)]
     pub last_closed: Option<Incident>,
+    /// The last closed incident closed quietly (not dismissed or evicted): it may reopen.
+    #[serde(default)]
+    pub closed_quietly: bool,
 }
 
 pub fn incident_id(device: &str, source: &Source) -> String {
@@ -271,29 +304,32 @@ impl IncidentTracker {
         let n = rules.open_n.clamp(1, 64);
         let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
         self.recent = ((self.recent << 1) | u64::from(d.anomalous)) & mask;
-        let anomaly = 1.0 - d.posterior;
         if let Some(open) = &mut self.open {
             open.records += 1;
             open.attack_share = 1.0 - d.prior;
             open.changed = true;
             if d.anomalous {
-                open.anomalous += 1;
-                open.peak_score = open.peak_score.max(anomaly);
-                open.score_sum += f64::from(anomaly);
-                open.last_ts = d.ts;
-                open.last_anomalous_ms = now_ms;
-                if open.kept.len() < rules.keep_records * d.features.len() {
-                    open.kept.extend_from_slice(d.features);
-                }
-                if let Some(c) = d.context {
-                    open.traffic.add(c, d.ts);
-                }
+                open.add_anomalous(&d, rules, now_ms);
             }
             return None;
         }
         if !d.anomalous || self.recent.count_ones() < rules.open_k.max(1) {
             return None;
         }
+        if self.may_reopen(rules, now_unix) {
+            let mut incident = self.last_closed.take().expect("a closed incident");
+            incident.closed_at = None;
+            incident.reopened += 1;
+            incident.reopened_by = Some(d.source.clone());
+            incident.records += 1;
+            incident.attack_share = 1.0 - d.prior;
+            incident.last_update_ms = now_ms;
+            incident.changed = false;
+            incident.add_anomalous(&d, rules, now_ms);
+            self.open = Some(incident.clone());
+            return Some(Transition::Reopened(incident));
+        }
+        let anomaly = 1.0 - d.posterior;
         let mut incident = Incident {
             id: incident_id(device, d.source),
             opened_by: d.source.clone(),
@@ -312,12 +348,24 @@ impl IncidentTracker {
             feedback: Vec::new(),
             closed_at: None,
             traffic: Traffic::default(),
+            reopened: 0,
+            reopened_by: None,
         };
         if let Some(c) = d.context {
             incident.traffic.add(c, d.ts);
         }
         self.open = Some(incident.clone());
         Some(Transition::Opened(incident))
+    }
+
+    /// The last incident closed quietly within `reopen_ms` of `now_unix` and nobody
+    /// called it a false positive (a dismissed behaviour that comes back is news).
+    fn may_reopen(&self, rules: &IncidentRules, now_unix: f64) -> bool {
+        let Some(closed) = &self.last_closed else { return false };
+        self.closed_quietly
+            && rules.reopen_ms > 0
+            && closed.closed_at.is_some_and(|t| (now_unix - t) * 1000.0 <= rules.reopen_ms as f64)
+            && !closed.feedback.iter().any(|f| f.verdict == Verdict::FalsePositive)
     }
 
     /// Restored from a snapshot at `now_ms` of this process's clock: the open incident's
@@ -340,6 +388,7 @@ impl IncidentTracker {
         let mut closed = self.open.take()?;
         closed.closed_at = Some(now_unix);
         self.recent = 0;
+        self.closed_quietly = resolution == Resolution::Quiet;
         self.last_closed = Some(closed.clone());
         Some(Transition::Closed(closed, resolution))
     }
@@ -391,8 +440,13 @@ impl IncidentTracker {
     /// Time passes: an update is due, or the incident has been quiet long enough.
     pub fn tick(&mut self, rules: &IncidentRules, now_ms: u64, now_unix: f64) -> Option<Transition> {
         let open = self.open.as_mut()?;
-        if now_ms.saturating_sub(open.last_anomalous_ms) >= rules.quiet_ms {
-            return self.close(Resolution::Quiet, now_unix);
+        let quiet_for = now_ms.saturating_sub(open.last_anomalous_ms);
+        if quiet_for >= rules.quiet_ms {
+            // It closed when the quiet ran out. On the event clock a device's time moves
+            // with its records only until the service ticks it, so a replay can see a
+            // silent device's close late; its time is the same either way.
+            let late_s = (quiet_for - rules.quiet_ms) as f64 / 1000.0;
+            return self.close(Resolution::Quiet, now_unix - late_s);
         }
         if open.changed && now_ms.saturating_sub(open.last_update_ms) >= rules.update_interval_ms {
             open.changed = false;
@@ -407,8 +461,14 @@ impl IncidentTracker {
 mod tests {
     use super::*;
 
-    const RULES: IncidentRules =
-        IncidentRules { open_k: 3, open_n: 5, update_interval_ms: 1_000, quiet_ms: 10_000, keep_records: 2 };
+    const RULES: IncidentRules = IncidentRules {
+        open_k: 3,
+        open_n: 5,
+        update_interval_ms: 1_000,
+        quiet_ms: 10_000,
+        reopen_ms: 0,
+        keep_records: 2,
+    };
 
     fn source(offset: i64) -> Source {
         Source { topic: "in".into(), partition: 0, offset }
@@ -515,11 +575,80 @@ mod tests {
         assert_eq!(again, Err(FeedbackError::AlreadyDismissed(i.id.clone())));
     }
 
+    /// Feed decisions as `feed` does, on the device clock `now_unix` (seconds).
+    fn feed_at(
+        t: &mut IncidentTracker,
+        rules: &IncidentRules,
+        decisions: &[bool],
+        first: i64,
+        now_unix: f64,
+    ) -> Vec<Transition> {
+        let mut out = Vec::new();
+        for (i, &anomalous) in decisions.iter().enumerate() {
+            let offset = first + i as i64;
+            let s = source(offset);
+            let features = [offset as f32, 0.0];
+            let d = Decision {
+                anomalous,
+                posterior: if anomalous { 0.1 } else { 0.9 },
+                prior: 0.7,
+                ts: now_unix,
+                source: &s,
+                features: &features,
+                context: None,
+            };
+            out.extend(t.observe("cam", d, rules, offset as u64 * 100, now_unix));
+        }
+        out
+    }
+
+    #[test]
+    fn a_quiet_close_reopens_within_the_window_under_its_id_and_a_dismissed_one_never() {
+        let rules = IncidentRules { reopen_ms: 600_000, ..RULES };
+        let mut t = IncidentTracker::default();
+        let opened = feed_at(&mut t, &rules, &[true, true, true], 0, 1_000.0);
+        let [Transition::Opened(first)] = opened.as_slice() else { panic!("{opened:?}") };
+        // Seen 89.8 s after the quiet ran out (the last anomalous record at 200 ms):
+        // closed when it ran out.
+        let Some(Transition::Closed(c, Resolution::Quiet)) = t.tick(&rules, 100_000, 1_100.0) else {
+            panic!()
+        };
+        assert!((c.closed_at.unwrap() - 1_010.2).abs() < 1e-6, "{:?}", c.closed_at);
+        // Eight minutes later (device time), three anomalous of five again: the same incident.
+        let again = feed_at(&mut t, &rules, &[true, true, true], 10, 1_500.0);
+        let [Transition::Reopened(i)] = again.as_slice() else { panic!("{again:?}") };
+        assert_eq!((i.id.as_str(), i.reopened, i.closed_at), (first.id.as_str(), 1, None));
+        assert_eq!(i.reopened_by.as_ref().map(|s| s.offset), Some(12));
+        assert_eq!(
+            (i.records, i.anomalous),
+            (2, 2),
+            "counted while open: its first and the reopening record"
+        );
+        assert!(t.last_closed.is_none() && t.open.is_some());
+        // Closed again (at 1,800 − 188.8 s), and past the window: a new incident.
+        t.tick(&rules, 200_000, 1_800.0).expect("closed");
+        let later = feed_at(&mut t, &rules, &[true, true, true], 20, 1_611.2 + 601.0);
+        assert!(matches!(later.as_slice(), [Transition::Opened(i)] if i.id != first.id), "{later:?}");
+        // Dismissed, then back within the window: news, so a new incident.
+        let fb = verdict(&t, Verdict::FalsePositive);
+        assert!(t.feedback(&fb, 2_402.0, 60).is_ok());
+        let after_verdict = feed_at(&mut t, &rules, &[true, true, true], 30, 2_410.0);
+        assert!(matches!(after_verdict.as_slice(), [Transition::Opened(_)]), "{after_verdict:?}");
+        // Dismissed after a quiet close: the same.
+        t.tick(&rules, 400_000, 2_500.0).expect("closed");
+        let fb = verdict(&t, Verdict::FalsePositive);
+        assert!(t.feedback(&fb, 2_501.0, 3_600).is_ok());
+        assert!(matches!(
+            feed_at(&mut t, &rules, &[true, true, true], 40, 2_510.0).as_slice(),
+            [Transition::Opened(_)]
+        ));
+    }
+
     #[test]
     fn late_feedback_reaches_a_recently_closed_incident_and_no_other() {
         let mut t = IncidentTracker::default();
         feed(&mut t, &[true, true, true], 0);
-        t.tick(&RULES, 100_000, 1_000.0).expect("closed when quiet");
+        t.tick(&RULES, 10_200, 1_000.0).expect("closed when quiet");
         let fb = verdict(&t, Verdict::FalsePositive);
         let Ok(Applied::Dismissed { rows, transition: Transition::Reviewed(i) }) =
             t.clone().feedback(&fb, 1_050.0, 60)

@@ -48,6 +48,9 @@ pub struct PriorUpdate {
 pub enum IncidentEvent {
     Opened(IncidentReport),
     Updated(IncidentReport),
+    /// It had closed quietly a moment ago and is open again, under its id
+    /// (`incidents.reopen_s`).
+    Reopened(IncidentReport),
     Closed(IncidentReport),
     /// An analyst's verdict on an incident that had already closed.
     Reviewed(IncidentReport),
@@ -106,6 +109,7 @@ impl IncidentEvent {
         match self {
             Self::Opened(_) => "opened",
             Self::Updated(_) => "updated",
+            Self::Reopened(_) => "reopened",
             Self::Closed(_) => "closed",
             Self::Reviewed(_) => "reviewed",
             Self::Forgotten { .. } => "forgotten",
@@ -118,7 +122,9 @@ impl IncidentEvent {
     /// The device it is about (the record's key).
     pub fn device(&self) -> &str {
         match self {
-            Self::Opened(r) | Self::Updated(r) | Self::Closed(r) | Self::Reviewed(r) => &r.device,
+            Self::Opened(r) | Self::Updated(r) | Self::Reopened(r) | Self::Closed(r) | Self::Reviewed(r) => {
+                &r.device
+            }
             Self::Unmonitored { device, .. }
             | Self::Forgotten { device, .. }
             | Self::Onboarding { device, .. }
@@ -137,7 +143,7 @@ pub struct IncidentReport {
     /// Record timestamps (`ts`) of the opening and of the last anomalous record.
     pub first_ts: f64,
     pub last_ts: f64,
-    /// Records scored since it opened, and how many of them were anomalous.
+    /// Records scored while it was open, and how many of them were anomalous.
     pub records: u64,
     pub anomalous: u64,
     /// Anomaly score (1 − posterior of normal traffic) of the anomalous records.
@@ -173,6 +179,16 @@ pub struct IncidentReport {
     /// Analysts' verdicts so far (`metapu.feedback`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub feedback: Vec<super::incidents::Feedback>,
+    /// Times it closed quietly and opened again (`incidents.reopen_s`), and the record
+    /// that reopened it last.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reopened: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reopened_by: Option<Source>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl IncidentReport {
@@ -223,6 +239,8 @@ impl IncidentReport {
             traffic,
             top_features,
             feedback: i.feedback.clone(),
+            reopened: i.reopened,
+            reopened_by: i.reopened_by.clone(),
         }
     }
 }

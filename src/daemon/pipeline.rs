@@ -285,7 +285,10 @@ impl Pipeline {
         version: &str,
     ) -> Emitted {
         let (i, resolution) = match t {
-            Transition::Opened(i) | Transition::Updated(i) | Transition::Reviewed(i) => (i, None),
+            Transition::Opened(i)
+            | Transition::Updated(i)
+            | Transition::Reopened(i)
+            | Transition::Reviewed(i) => (i, None),
             Transition::Closed(i, r) => (i, Some(r.as_str())),
         };
         let top = d.map(|d| self.explain(model, d, i)).unwrap_or_default();
@@ -293,6 +296,7 @@ impl Pipeline {
         Emitted::Incident(match t {
             Transition::Opened(_) => IncidentEvent::Opened(report),
             Transition::Updated(_) => IncidentEvent::Updated(report),
+            Transition::Reopened(_) => IncidentEvent::Reopened(report),
             Transition::Closed(..) => IncidentEvent::Closed(report),
             Transition::Reviewed(_) => IncidentEvent::Reviewed(report),
         })
@@ -620,8 +624,14 @@ mod tests {
     }
 
     fn pipeline() -> Pipeline {
-        let rules =
-            IncidentRules { open_k: 2, open_n: 3, update_interval_ms: 1000, quiet_ms: 5000, keep_records: 3 };
+        let rules = IncidentRules {
+            open_k: 2,
+            open_n: 3,
+            update_interval_ms: 1000,
+            quiet_ms: 5000,
+            reopen_ms: 0,
+            keep_records: 3,
+        };
         Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Service, 100)
     }
 
@@ -686,6 +696,7 @@ mod tests {
             open_n: 5,
             update_interval_ms: 2_000,
             quiet_ms: 3_000,
+            reopen_ms: 0,
             keep_records: 3,
         };
         let mut pipeline =

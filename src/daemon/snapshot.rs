@@ -413,8 +413,14 @@ mod tests {
         let none = Snapshot { last_source: None, ..s.clone() };
         assert_eq!(Snapshot::decode(&none.encode()).unwrap(), none);
         // An open incident travels with the windows (its clock fields restart at restore).
-        let rules =
-            IncidentRules { open_k: 1, open_n: 1, update_interval_ms: 1, quiet_ms: 1, keep_records: 1 };
+        let rules = IncidentRules {
+            open_k: 1,
+            open_n: 1,
+            update_interval_ms: 1,
+            quiet_ms: 1,
+            reopen_ms: 0,
+            keep_records: 1,
+        };
         let mut with_incident = s.clone();
         let d = Decision {
             anomalous: true,

@@ -36,6 +36,7 @@ impl Core {
             open_n: 5,
             update_interval_ms: 5_000,
             quiet_ms: 600_000,
+            reopen_ms: 0,
             keep_records: cfg.windows.positive,
         };
         let pipeline =

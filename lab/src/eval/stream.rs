@@ -69,6 +69,7 @@ impl StreamConfig {
                 open_n: cfg.incidents.open_n,
                 update_interval_ms: cfg.incidents.update_interval_s * 1000,
                 quiet_ms: cfg.incidents.quiet_s * 1000,
+                reopen_ms: cfg.incidents.reopen_s * 1000,
                 keep_records: cfg.windows.positive,
             },
         }
@@ -113,6 +114,12 @@ pub struct DeviceOutcome {
     /// record's source), and the capture time of each opening record.
     pub opened: Vec<String>,
     pub opened_ts: Vec<f64>,
+    /// The capture time of each record that reopened an incident closed quietly a
+    /// moment before (`incidents.reopen_s`: the same incident to an analyst).
+    pub reopened_ts: Vec<f64>,
+    /// The attack's first incident event was a reopening of an incident opened before it
+    /// (a false one): the analyst saw an earlier incident come back, not a new one.
+    pub attack_reopened: bool,
     /// Per record: anomalous (an alert, were they published), normal, or never scored.
     pub decisions: Vec<Option<bool>>,
     /// Capture hours the stream spans.
@@ -140,6 +147,10 @@ pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<De
     engine.devices.event_clock = true;
     let outputs = RecordOutputs { scores: true, alerts: false };
     let mut pipeline = Pipeline::new(cfg.incidents, outputs, Clock::Event, cfg.max_batch);
+    // The analyst answers each incident as its close arrives. Live, that is when the
+    // quiet runs out; here a silent device's time moves only with its next record,
+    // which can come days after its incident closed: its verdict is not late.
+    pipeline.feedback_max_age_s = u64::MAX / 2;
     let metrics = Metrics::new();
     let mut offset = 0i64;
     devices
@@ -240,6 +251,7 @@ fn run_device(
         }
         let mut verdicts: Vec<Option<bool>> = vec![None; end - start];
         let mut opened_at = Vec::new();
+        let mut reopened_at = Vec::new();
         for e in &emitted {
             match e {
                 Emitted::Score(s) => {
@@ -259,16 +271,32 @@ fn run_device(
                     out.opened.push(r.incident_id.clone());
                     out.opened_ts.push(r.first_ts);
                 }
+                Emitted::Incident(IncidentEvent::Reopened(r)) => {
+                    if let Some(by) = &r.reopened_by {
+                        reopened_at.push((by.offset - offset) as usize);
+                        out.reopened_ts.push(r.last_ts);
+                    }
+                }
                 _ => {}
             }
         }
         let mut opened = opened_at.into_iter().peekable();
+        let mut reopened = reopened_at.into_iter().peekable();
         let mut open_now = open_before;
         for i in start..end {
             if attack_begins == Some(i) && out.attack == 0 && open_now {
                 out.attack_covered = true;
                 out.open_at_attack = true;
                 out.first_incident = Some(1);
+            }
+            if reopened.peek() == Some(&i) {
+                reopened.next();
+                open_now = true;
+                out.incident_events += 1;
+                if out.first_incident.is_none() && (out.attack > 0 || task.labels[i] == Label::Negative) {
+                    out.attack_reopened = true;
+                    out.attack_covered = true;
+                }
             }
             if opened.peek() == Some(&i) {
                 opened.next();

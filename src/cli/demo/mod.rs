@@ -240,6 +240,7 @@ async fn demo(a: &DemoArgs, bootstrap: String, devices: Vec<DemoDevice>) -> anyh
                             Some("opened") => {
                                 d.opened(id, v["first_ts"].as_f64().unwrap_or(0.0) - epoch, now_s)
                             }
+                            Some("reopened") => d.reopened(id),
                             Some("closed") => d.closed(id, now_s),
                             _ => {}
                         }

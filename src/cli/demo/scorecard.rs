@@ -75,6 +75,13 @@ impl DeviceLedger {
         self.incidents.push(Opened { id: id.into(), record, seen_s, closed_s: None });
     }
 
+    /// A `reopened` event: the incident is open again (not a new one).
+    pub fn reopened(&mut self, id: &str) {
+        if let Some(i) = self.incidents.iter_mut().find(|i| i.id == id) {
+            i.closed_s = None;
+        }
+    }
+
     pub fn closed(&mut self, id: &str, seen_s: f64) {
         if let Some(i) = self.incidents.iter_mut().find(|i| i.id == id) {
             i.closed_s.get_or_insert(seen_s);

@@ -136,6 +136,14 @@ pub fn incident_lines(v: &Value, d: Option<&DeviceLedger>, now_s: f64) -> String
             v["records"],
             traffic_lines(v)
         ),
+        "reopened" => format!(
+            "{head} INCIDENT REOPENED {device} [{}] (reopening {}): {} of {} records anomalous while open{}",
+            v["severity"].as_str().unwrap_or("?"),
+            v["reopened"],
+            v["anomalous"],
+            v["records"],
+            traffic_lines(v)
+        ),
         "closed" => format!(
             "{head} INCIDENT CLOSED  {device} ({}): {} of {} records anomalous",
             v["resolution"].as_str().unwrap_or("?"),

@@ -84,6 +84,7 @@ impl Syslog {
         let (severity, time) = match event {
             IncidentEvent::Opened(r)
             | IncidentEvent::Updated(r)
+            | IncidentEvent::Reopened(r)
             | IncidentEvent::Closed(r)
             | IncidentEvent::Reviewed(r) => {
                 let s = match r.severity {
