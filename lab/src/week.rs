@@ -69,24 +69,19 @@ fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
         benign_by_day[d].1 += 1;
         benign_by_day[d].0 += usize::from(o.decisions[i] == Some(true));
     }
-    let before_attack = |times: &[f64]| -> Vec<(f64, u64)> {
-        times
-            .iter()
-            .filter(|&&ts| attack_ts.is_none_or(|a| ts < a))
-            .map(|&ts| ((ts.rem_euclid(86_400.0)) / 3600.0, day(ts)))
-            .collect()
+    let before_attack = |times: &[f64]| -> Vec<f64> {
+        times.iter().copied().filter(|&ts| attack_ts.is_none_or(|a| ts < a)).collect()
     };
+    let when = |times: &[f64]| -> Vec<(f64, u64)> {
+        times.iter().map(|&ts| ((ts.rem_euclid(86_400.0)) / 3600.0, day(ts))).collect()
+    };
+    let (opened, reopened) = (before_attack(&o.opened_ts), before_attack(&o.reopened_ts));
     Week {
         capture: o.name.clone(),
         benign_hours: (benign_end - t0).max(0.0) / 3600.0,
-        false_incidents: before_attack(&o.opened_ts),
-        false_incident_hours: o
-            .opened_ts
-            .iter()
-            .filter(|&&ts| attack_ts.is_none_or(|a| ts < a))
-            .map(|&ts| (ts - t0).max(0.0) / 3600.0)
-            .collect(),
-        false_reopened: before_attack(&o.reopened_ts),
+        false_incidents: when(&opened),
+        false_incident_hours: opened.iter().map(|&ts| (ts - t0).max(0.0) / 3600.0).collect(),
+        false_reopened: when(&reopened),
         benign_by_day,
         attack: o.attack,
         attack_covered: o.attack_covered,

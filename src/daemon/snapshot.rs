@@ -396,18 +396,11 @@ mod tests {
     #[test]
     fn snapshots_round_trip_and_reject_garbage() {
         let s = Snapshot {
-            incidents: Default::default(),
-            dim: 2,
             positive: vec![1.0, 2.0],
             unlabeled: vec![3.0, 4.0, 5.0, 6.0],
             seen: 9,
             last_source: Some(Source { topic: "in".into(), partition: 3, offset: 41 }),
-            learning: 0,
-            onboarding: None,
-            onboarded: None,
-            pinned: 0,
-            input_partitions: 0,
-            rows_apart: false,
+            ..Snapshot::empty(2)
         };
         assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
         let none = Snapshot { last_source: None, ..s.clone() };
@@ -484,18 +477,14 @@ mod tests {
     #[test]
     fn a_split_state_reads_back_whole_and_older_snapshots_still_read() {
         let s = Snapshot {
-            dim: 2,
             positive: vec![1.0, 2.0, 3.0, 4.0],
             unlabeled: vec![5.0, 6.0],
             seen: 9,
             last_source: Some(Source { topic: "in".into(), partition: 1, offset: 7 }),
-            incidents: Default::default(),
             learning: 3,
-            onboarding: None,
-            onboarded: None,
             pinned: 1,
             input_partitions: 4,
-            rows_apart: false,
+            ..Snapshot::empty(2)
         };
         let mut topic = StateTopic::default();
         let rows = |r: &[f32]| encode_rows(2, r);

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::support::produce::send_until_queued;
 use crate::support::*;
 use metapu::daemon::record;
 use metapu::data::Label;
@@ -45,16 +46,7 @@ async fn ten_thousand_devices_come_back_whole_after_kill_9() {
         .expect("producer");
     let send = |device: usize, ts: f64, features: &[f32], normal: bool| {
         let (key, value) = (name(device), record::encode(&name(device), ts, features, normal));
-        let mut rec = BaseRecord::to(&input).key(key.as_str()).payload(value.as_slice());
-        loop {
-            match producer.send(rec) {
-                Ok(()) => return,
-                Err((_, r)) => {
-                    rec = r;
-                    producer.poll(Duration::from_millis(5));
-                }
-            }
-        }
+        send_until_queued(&producer, BaseRecord::to(&input).key(key.as_str()).payload(value.as_slice()));
     };
     for k in 0..KNOWN_NORMAL {
         for device in 0..DEVICES {
