@@ -11,12 +11,15 @@
 //!   the cores to itself and the broker.
 //!
 //! Throughput = records consumed ÷ time from the first to the last.
-//! Records are stamped 100,000 a second of their own time (`ts`), so on the event clock
-//! each device is re-adapted about once a second of it, as it would be live. A second
-//! table, at 1,000 devices, compares the service clock (the daemon
-//! before incidents ran on event time), the event clock (the default), and the event
-//! clock with packet context in every record and a webhook sink taking every incident
-//! event (E2E_COST=0 skips it).
+//! In the first two tables records are stamped 100,000 a second of their own time
+//! (`ts`): 100 a second per device at 1,000 devices. The second, at 1,000 devices,
+//! compares the service clock (the daemon before incidents ran on event time), the event
+//! clock (the default), and the event clock with packet context in every record and a
+//! webhook sink taking every incident event (E2E_COST=0 skips it). The third has the
+//! fleet's usual shape: each device sends one record a second, or one every ten seconds,
+//! of its own time, at 1,000 and 10,000 devices, JSON, the two clocks side by side
+//! (E2E_SHAPE=0 skips it, E2E_SHAPE=only runs it alone): on the event clock a device's
+//! adaptation points then follow its records.
 //! Prints numbers; asserts nothing.
 
 mod common;
@@ -37,7 +40,8 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 const RECORDS: usize = 200_000;
 const LABELED: usize = 10;
 const WARM_UP: usize = 20;
-/// Records a second of the fleet's own time (`ts`), and the time of the first.
+/// Records a second of the fleet's own time (`ts`) in the first two tables, and the
+/// time of the first.
 const FLEET_RATE: f64 = 100_000.0;
 const T0: f64 = 1.7e9;
 
@@ -71,11 +75,12 @@ async fn main() {
         let row = format!("{devices}:{}", if binary { "binary" } else { "json" });
         only.is_empty() || only.split(',').any(|r| r.trim() == row)
     };
+    let shape = std::env::var("E2E_SHAPE").unwrap_or_default();
     let rows = [100usize, 1_000, 10_000].into_iter().flat_map(|d| [(d, false), (d, true)]);
-    for (devices, binary) in rows.filter(|&(d, b)| wanted(d, b)) {
+    for (devices, binary) in rows.filter(|&(d, b)| wanted(d, b) && shape != "only") {
         println!("{}", row(root, &pool, devices, binary, Setup::DEFAULT).await);
     }
-    if std::env::var("E2E_COST").as_deref() != Ok("0") {
+    if std::env::var("E2E_COST").as_deref() != Ok("0") && shape != "only" {
         println!();
         println!(
             "What incidents on event time, packet context and a sink cost, 1,000 devices (E2E_COST=0 skips):"
@@ -83,11 +88,31 @@ async fn main() {
         println!();
         println!("| devices | setup | producer (records/s) | end to end, producer running (records/s) | end to end, daemon restarted on a backlog (records/s) | incidents opened (live) | process RSS (daemon, producer, records) |");
         println!("|---|---|---|---|---|---|---|");
-        let service = Setup { clock: Clock::Service, context: false, webhook: false };
-        let full = Setup { clock: Clock::Event, context: true, webhook: true };
+        let service = Setup { clock: Clock::Service, ..Setup::DEFAULT };
+        let full = Setup { context: true, webhook: true, ..Setup::DEFAULT };
         for binary in [false, true] {
             for setup in [service, Setup::DEFAULT, full] {
                 println!("{}", row(root, &pool, 1_000, binary, setup).await);
+            }
+        }
+    }
+    if shape != "0" {
+        println!();
+        println!("The fleet's shape: each device one record a second, or one every ten seconds, of its own time; JSON; the two clocks side by side (E2E_SHAPE=0 skips):");
+        println!();
+        println!("| devices | setup | producer (records/s) | end to end, producer running (records/s) | end to end, daemon restarted on a backlog (records/s) | incidents opened (live) | process RSS (daemon, producer, records) |");
+        println!("|---|---|---|---|---|---|---|");
+        for devices in [1_000usize, 10_000] {
+            for per_device in [1.0, 0.1] {
+                let shaped = Setup { per_device: Some(per_device), ..Setup::DEFAULT };
+                let mut setups = vec![Setup { clock: Clock::Service, ..shaped }, shaped];
+                if devices == 1_000 && per_device == 1.0 {
+                    // The event clock as it was: a point at every second of a device's time.
+                    setups.push(Setup { min_records: Some(1), ..shaped });
+                }
+                for setup in setups {
+                    println!("{}", row(root, &pool, devices, false, setup).await);
+                }
             }
         }
     }
@@ -100,15 +125,26 @@ struct Setup {
     clock: Clock,
     context: bool,
     webhook: bool,
+    /// Records a second per device of their own time; `None`: FLEET_RATE for the fleet.
+    per_device: Option<f64>,
+    /// `adaptation.min_records` other than the default (the daemon before it existed: 1).
+    min_records: Option<usize>,
 }
 
 impl Setup {
     /// The daemon's defaults, records without context, no sink.
-    const DEFAULT: Setup = Setup { clock: Clock::Event, context: false, webhook: false };
+    const DEFAULT: Setup =
+        Setup { clock: Clock::Event, context: false, webhook: false, per_device: None, min_records: None };
 
     fn name(&self, binary: bool) -> String {
         let mut parts = vec![if binary { "binary" } else { "JSON" }.to_string()];
+        if let Some(rate) = self.per_device {
+            parts.push(format!("{rate} record/s per device"));
+        }
         parts.push(format!("{:?} clock", self.clock).to_lowercase());
+        if let Some(m) = self.min_records {
+            parts.push(format!("min_records {m}"));
+        }
         if self.context {
             parts.push("context".into());
         }
@@ -150,6 +186,9 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, binary: bool,
     // The benchmark's records label each device's first ones normal.
     cfg.windows.trust_input_labels = true;
     cfg.time.clock = setup.clock;
+    if let Some(m) = setup.min_records {
+        cfg.adaptation.min_records = m;
+    }
     if setup.webhook {
         cfg.sinks.webhook.url = format!("http://{}/hook", webhook_receiver().await);
     }
@@ -169,10 +208,10 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, binary: bool,
         let (row, normal) = pool[(d * 7919 + round) % pool.len()];
         let name = format!("device-{d:05}");
         let labeled = round < LABELED && normal;
-        // The fleet's records FLEET_RATE a second of their own time, one device after
-        // the other: on the event clock each device is re-adapted about once a second
-        // of that time, as live.
-        let ts = T0 + i as f64 / FLEET_RATE;
+        // The fleet's records FLEET_RATE a second of their own time (or each device's
+        // `per_device` a second), one device after the other.
+        let fleet_rate = setup.per_device.map_or(FLEET_RATE, |r| r * devices as f64);
+        let ts = T0 + i as f64 / fleet_rate;
         let context = setup.context.then(|| Context {
             src_ip: Some(std::net::IpAddr::from([10, 0, (d >> 8) as u8, d as u8])),
             dst_ip: Some(std::net::IpAddr::from([192, 0, 2, (round % 250) as u8])),

@@ -43,6 +43,10 @@ pub struct CaptureRun {
     /// is a new one).
     #[arg(long)]
     pub reopen_s: Option<u64>,
+    /// adaptation.min_records (default the daemon's): records a device sends between two
+    /// adaptations at least.
+    #[arg(long)]
+    pub min_records: Option<usize>,
 }
 
 impl CaptureRun {
@@ -54,6 +58,9 @@ impl CaptureRun {
         }
         if let Some(r) = self.reopen_s {
             daemon.incidents.reopen_s = r;
+        }
+        if let Some(m) = self.min_records {
+            daemon.adaptation.min_records = m;
         }
         let mut cfg = StreamConfig::from_daemon(&daemon, self.labeled);
         cfg.onboard_for_s = self.onboard_for;

@@ -52,12 +52,10 @@ async fn the_daemon_and_the_lab_decide_alike_on_a_real_capture() {
     cfg.kafka.input_topics = vec![STREAM_TOPIC.into()];
     cfg.model.path = model_path.clone();
     cfg.model.features = 115;
-    // Every record its own micro-batch, and no adaptation but the one before a new
-    // device's first scoring: what the daemon decides then depends on the records
-    // alone, not on how they were batched on arrival or when the adapter ran.
+    // Every record its own micro-batch; adaptation as deployed (the event clock's
+    // points on the records' time, which the lab keeps too), not the tests' quicker one.
     cfg.scoring.max_batch = 1;
-    cfg.adaptation.interval_ms = 1_000_000_000_000_000;
-    cfg.adaptation.after_records = 0;
+    cfg.adaptation = daemon::config::DaemonConfig::defaults().adaptation;
     // The daemon's incidents run on its own clock, the lab's on the capture's: with no
     // quiet close, openings depend on the decisions alone.
     cfg.incidents.quiet_s = 1_000_000_000_000;

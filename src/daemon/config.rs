@@ -109,6 +109,8 @@ pub struct WindowConfig {
 #[serde(deny_unknown_fields)]
 pub struct AdaptationConfig {
     pub interval_ms: u64,
+    /// Records a device sent since its last adaptation before the interval re-adapts it.
+    pub min_records: usize,
     pub after_records: usize,
     pub batch_size: usize,
 }

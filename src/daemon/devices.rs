@@ -220,6 +220,11 @@ pub struct DeviceTable {
 }
 
 impl DeviceTable {
+    /// The window sizes every device gets.
+    pub fn sizes(&self) -> &WindowSizes {
+        &self.sizes
+    }
+
     pub fn new(dim: usize, sizes: WindowSizes, max_tracked: usize) -> Self {
         Self {
             dim,
@@ -566,11 +571,17 @@ impl DeviceTable {
             .collect()
     }
 
-    /// Devices to re-adapt: windows changed (at least `min_changed` records) and a positive.
+    /// Devices to re-adapt: windows changed (at least `min_changed` records, counted as
+    /// a share of a full unlabeled window: [`super::engine::records_needed`]) and a
+    /// positive.
     pub fn due_for_adaptation(&self, min_changed: usize) -> Vec<String> {
+        let capacity = self.sizes.unlabeled;
         self.devices
             .iter()
-            .filter(|(_, d)| d.changed >= min_changed.max(1) && d.adaptable())
+            .filter(|(_, d)| {
+                d.changed >= super::engine::records_needed(min_changed, d.unlabeled.len(), capacity)
+                    && d.adaptable()
+            })
             .map(|(id, _)| id.clone())
             .collect()
     }

@@ -49,13 +49,51 @@ pub struct Processed {
 }
 
 /// Adaptation on the records' own clock (`Clock::Event`): a device is re-adapted once
-/// its records' time is `interval_s` past its last adaptation point, or after
-/// `after_records` new records.
+/// its records' time is `interval_s` past its last adaptation point and it sent
+/// `min_records` records since, or as soon as it sent `after_records`; both counted as
+/// shares of a full unlabeled window ([`records_needed`]).
+///
+/// `min_records` keeps the cost per record bounded: a device that sends a record a
+/// second would otherwise be re-adapted at every record, for a window that changed by
+/// one row in 200. Counted as a share, a window still filling (a device just onboarded
+/// or back from idleness) is re-adapted sooner: 10 records of 200 are 5 %, and so is
+/// one of 20.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EventCadence {
     pub interval_s: f64,
+    /// Records since the last point before the interval counts, for a full unlabeled
+    /// window; in proportion for a window still filling (0 and 1: any).
+    pub min_records: usize,
     /// 0 = time only.
     pub after_records: usize,
+}
+
+impl EventCadence {
+    /// The cadence `[adaptation]` sets.
+    pub fn from_config(cfg: &super::config::AdaptationConfig) -> Self {
+        Self {
+            interval_s: cfg.interval_ms.max(1) as f64 / 1000.0,
+            min_records: cfg.min_records,
+            after_records: cfg.after_records,
+        }
+    }
+
+    /// Whether a device whose clock is at `clock`, next due by time at `next`, with
+    /// `since` records since its last point and `rows` of `capacity` in its unlabeled
+    /// window, reaches a point before its next record.
+    pub fn due(&self, clock: f64, next: f64, since: usize, rows: usize, capacity: usize) -> bool {
+        let needed = |n| records_needed(n, rows, capacity);
+        (clock >= next && since >= needed(self.min_records))
+            || (self.after_records > 0 && since >= needed(self.after_records))
+    }
+}
+
+/// The records a device must have sent since its last adaptation for `n` to count,
+/// with `rows` of `capacity` in its unlabeled window: `n` for a full window, in
+/// proportion for one still filling (the same share of change), at least 1. Both clocks
+/// count `adaptation.min_records` and `after_records` so.
+pub fn records_needed(n: usize, rows: usize, capacity: usize) -> usize {
+    (n * rows).div_ceil(capacity.max(1)).max(1)
 }
 
 /// A kept record's place in [`Engine::process`].
@@ -75,6 +113,8 @@ struct PlanState {
     seen_here: u64,
     /// It has a classifier, or will once its round is adapted.
     ready: bool,
+    /// Rows in its unlabeled window before the record being planned.
+    rows: usize,
 }
 
 /// A device's classifier adapted on the windows of one [`AdaptJob`].
@@ -150,8 +190,14 @@ impl Engine {
         for (round, here) in rounds.iter().enumerate() {
             if round > 0 {
                 // Every device with records in a later round reached its adaptation
-                // point just before them: adapt it on the windows up to there.
-                let due: Vec<&str> = here.iter().map(|&k| records[kept[k]].0.device.as_str()).collect();
+                // point just before them: adapt it on the windows up to there, unless
+                // they did not change since it was adapted (a device's first classifier,
+                // adapted a round before, as in a batch of its own).
+                let due: Vec<&str> = here
+                    .iter()
+                    .map(|&k| records[kept[k]].0.device.as_str())
+                    .filter(|id| self.devices.get(id).is_some_and(|d| d.changed > 0))
+                    .collect();
                 out.adapted.extend(self.adapt_now(due));
             }
             let mut taken_as_normal = Vec::with_capacity(here.len());
@@ -198,6 +244,7 @@ impl Engine {
         kept: &[usize],
     ) -> (Vec<Planned>, HashMap<&'a str, PlanState>) {
         let latest = super::clock::unix_now() + self.max_clock_ahead_s;
+        let capacity = self.devices.sizes().unlabeled;
         let mut devices: HashMap<&'a str, PlanState> = HashMap::new();
         let planned = kept
             .iter()
@@ -212,6 +259,7 @@ impl Engine {
                         round: 0,
                         seen_here: 0,
                         ready: d.is_some_and(|d| d.state.is_some()),
+                        rows: d.map_or(0, |d| d.unlabeled.len()),
                     }
                 });
                 s.clock = s.clock.max(r.ts.min(latest));
@@ -219,12 +267,13 @@ impl Engine {
                     return Planned { clock: s.clock, round: 0 };
                 };
                 let next = *s.next.get_or_insert(s.clock + c.interval_s);
-                if s.clock >= next || (c.after_records > 0 && s.since >= c.after_records) {
+                if c.due(s.clock, next, s.since, s.rows, capacity) {
                     s.round += 1;
                     s.next = Some(s.clock + c.interval_s);
                     s.since = 0;
                 }
                 s.since += 1;
+                s.rows = (s.rows + 1).min(capacity);
                 let round = s.round;
                 // A device without a classifier is adapted right after the record that
                 // gives it something to adapt on: its later records go one round on,

@@ -242,10 +242,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     engine.adaptation_batch = cfg.adaptation.batch_size;
     engine.max_clock_ahead_s = cfg.time.max_ahead_s as f64;
     if cfg.time.clock == Clock::Event {
-        engine.cadence = Some(EventCadence {
-            interval_s: cfg.adaptation.interval_ms.max(1) as f64 / 1000.0,
-            after_records: cfg.adaptation.after_records,
-        });
+        engine.cadence = Some(EventCadence::from_config(&cfg.adaptation));
         engine.devices.event_clock = true;
     }
     let outputs = RecordOutputs { scores: cfg.kafka.publish_scores, alerts: cfg.kafka.publish_alerts };

@@ -597,10 +597,18 @@ mod tests {
     use crate::daemon::devices::{DeviceTable, WindowSizes};
     use crate::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 
+    /// Held while a test's network is drawn: torch's generator is the process's, and two
+    /// of these tests seeding and drawing at once got other weights (and other scores).
+    static DRAWING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn engine(max_per_device: usize) -> Engine {
-        tch::manual_seed(1);
+        let net = {
+            let _drawing = DRAWING.lock().unwrap_or_else(|e| e.into_inner());
+            tch::manual_seed(1);
+            MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu)
+        };
         let model = Model {
-            net: MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu),
+            net,
             preprocess: Preprocessor::identity(PreprocessKind::None, 2),
             feature_names: vec!["a".into(), "b".into()],
             provenance: Provenance::default(),
@@ -685,11 +693,20 @@ mod tests {
 
     /// What a replay decided: every record's decision, and the incidents opened and
     /// closed (id, records, anomalous), by device.
-    fn replay(batch_sizes: &[usize], service_ms_step: u64) -> (Vec<(i64, String)>, Vec<String>) {
+    /// Every record's decision (by offset), and the incidents opened and closed.
+    type Replayed = (Vec<(i64, String)>, Vec<String>);
+
+    fn replay(batch_sizes: &[usize], service_ms_step: u64) -> Replayed {
+        replay_with(batch_sizes, service_ms_step, 1).0
+    }
+
+    /// [`replay`] with `adaptation.min_records`; also the adaptations it made.
+    fn replay_with(batch_sizes: &[usize], service_ms_step: u64, min_records: usize) -> (Replayed, u64) {
         let metrics = Metrics::new();
         let mut engine = engine(0);
         engine.threshold = 0.9; // the burst scores 0.75-0.85, the rest over 0.9
-        engine.cadence = Some(crate::daemon::engine::EventCadence { interval_s: 1.0, after_records: 0 });
+        engine.cadence =
+            Some(crate::daemon::engine::EventCadence { interval_s: 1.0, min_records, after_records: 0 });
         engine.devices.event_clock = true;
         let rules = IncidentRules {
             open_k: 3,
@@ -726,7 +743,7 @@ mod tests {
         }
         decisions.sort();
         incidents.sort();
-        (decisions, incidents)
+        ((decisions, incidents), metrics.adaptations.get())
     }
 
     /// On the event clock, adaptation and incidents follow the records' time: the same
@@ -745,6 +762,32 @@ mod tests {
         assert_eq!(replay(&[7, 1, 30], 0), whole, "batches of 7, 1, 30");
         assert_eq!(replay(&[1], 300), whole, "one record per batch, live speed");
         assert_eq!(replay(&[5], 1), whole, "1,500 times faster than live");
+    }
+
+    /// With `min_records`, a device that sends a few records a second is re-adapted
+    /// every `min_records` records, not every second of its time; still on the records'
+    /// time alone: any batching and speed give the same decisions and incidents.
+    #[test]
+    fn min_records_spaces_adaptations_and_keeps_replays_alike() {
+        let (every, every_n) = replay_with(&[240], 0, 1);
+        let (spaced, spaced_n) = replay_with(&[240], 0, 10);
+        // 120 records a device, 0.3 s apart: a point every 4 records, or, once the window
+        // of 10 is full, every 10 (sooner while it fills).
+        assert!(every_n >= 50, "every second of each device's time: {every_n}");
+        assert!((20..=26).contains(&spaced_n), "every 10 records of each device: {spaced_n}");
+        assert!(
+            spaced.1.iter().any(|i| i.starts_with("opened cam")),
+            "the burst still opens an incident: {:?}",
+            spaced.1
+        );
+        assert_eq!(spaced.1, every.1, "the same incidents here");
+        for (sizes, step) in [(&[1usize][..], 0), (&[7, 1, 30][..], 0), (&[1][..], 300), (&[5][..], 1)] {
+            assert_eq!(
+                replay_with(sizes, step, 10),
+                (spaced.clone(), spaced_n),
+                "batches {sizes:?}, {step} ms"
+            );
+        }
     }
 
     /// On the event clock a device that falls silent still sees time pass: its open

@@ -1,7 +1,7 @@
 //! A device's traffic as the daemon would live it: records in capture order, in
 //! micro-batches cut by capture time, through the daemon's engine (windows, batched
-//! scoring, threshold), with due devices re-adapted on the adaptation interval of
-//! capture time; the first `labeled` benign records are marked known-normal, as an
+//! scoring, threshold), re-adapted at the adaptation points the daemon's event clock
+//! sets on capture time (`EventCadence`); the first `labeled` benign records are marked known-normal, as an
 //! operator onboards a device. What an analyst would have seen: alerts on benign
 //! traffic (false positive rate), on attack traffic (true positive rate), and how
 //! many attack records passed before the first alert; and the incidents the daemon's
@@ -9,7 +9,7 @@
 
 use metapu::daemon::config::DaemonConfig;
 use metapu::daemon::engine::WindowSizes;
-use metapu::daemon::engine::{run_adaptation, Engine};
+use metapu::daemon::engine::{Engine, EventCadence};
 use metapu::daemon::incidents::IncidentRules;
 use metapu::daemon::output::{IncidentEvent, Source};
 use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Pipeline, Received, RecordOutputs};
@@ -33,7 +33,8 @@ pub struct StreamConfig {
     pub max_batch: usize,
     pub batch_window_s: f64,
     pub max_per_device: usize,
-    pub adapt_every_s: f64,
+    /// When devices are re-adapted, on their capture clock (the daemon's `[adaptation]`).
+    pub cadence: EventCadence,
     pub adapt_batch: usize,
     /// Benign records marked known-normal at the start of each device.
     pub labeled: usize,
@@ -59,7 +60,7 @@ impl StreamConfig {
             max_batch: cfg.scoring.max_batch,
             batch_window_s: cfg.scoring.max_wait_ms as f64 / 1000.0,
             max_per_device: cfg.scoring.max_per_device,
-            adapt_every_s: cfg.adaptation.interval_ms as f64 / 1000.0,
+            cadence: EventCadence::from_config(&cfg.adaptation),
             adapt_batch: cfg.adaptation.batch_size,
             labeled,
             onboard_for_s: None,
@@ -143,8 +144,10 @@ pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<De
     let mut engine = Engine::new(model, cfg.sizes, devices.len().max(1), cfg.threshold);
     engine.max_per_device = cfg.max_per_device;
     engine.adaptation_batch = cfg.adapt_batch;
-    // Each device on its capture's clock (the service clock stands still at 0).
+    // Each device on its capture's clock (the service clock stands still at 0), adapted
+    // where the daemon's event clock adapts it.
     engine.devices.event_clock = true;
+    engine.cadence = Some(cfg.cadence);
     let outputs = RecordOutputs { scores: true, alerts: false };
     let mut pipeline = Pipeline::new(cfg.incidents, outputs, Clock::Event, cfg.max_batch);
     // The analyst answers each incident as its close arrives. Live, that is when the
@@ -203,7 +206,6 @@ fn run_device(
             .collect(),
     };
     let labels_known = cfg.onboard_for_s.is_none();
-    let mut next_adapt = d.ts.first().copied().unwrap_or(0.0) + cfg.adapt_every_s;
     out.hours = (d.ts.last().copied().unwrap_or(0.0) - d.ts.first().copied().unwrap_or(0.0)) / 3600.0;
     let open = |engine: &Engine| engine.devices.get(&task.id).is_some_and(|d| d.incidents.open.is_some());
     let mut false_incidents = std::collections::HashSet::new();
@@ -215,13 +217,6 @@ fn run_device(
         let mut end = start + 1;
         while end < n && end - start < cap && d.ts[end] - d.ts[start] <= cfg.batch_window_s {
             end += 1;
-        }
-        let now = d.ts[end - 1];
-        if now >= next_adapt {
-            let jobs = engine.adaptation_jobs(1, usize::MAX);
-            let states = run_adaptation(&engine.model, &jobs, cfg.adapt_batch);
-            engine.install(states);
-            next_adapt = now + cfg.adapt_every_s;
         }
         let batch: Vec<Consumed> = (start..end)
             .map(|i| {
