@@ -18,8 +18,9 @@
 //! webhook sink taking every incident event (E2E_COST=0 skips it). The third has the
 //! fleet's usual shape: each device sends one record a second, or one every ten seconds,
 //! of its own time, at 1,000 and 10,000 devices, JSON, the two clocks side by side
-//! (E2E_SHAPE=0 skips it, E2E_SHAPE=only runs it alone): on the event clock a device's
-//! adaptation points then follow its records.
+//! (E2E_SHAPE=0 skips it, E2E_SHAPE=only runs it alone, E2E_SHAPE=1000x1 only its rows
+//! of 1,000 devices at a record a second): on the event clock a device's adaptation
+//! points then follow its records.
 //! Prints numbers; asserts nothing.
 
 mod common;
@@ -76,6 +77,10 @@ async fn main() {
         only.is_empty() || only.split(',').any(|r| r.trim() == row)
     };
     let shape = std::env::var("E2E_SHAPE").unwrap_or_default();
+    // E2E_SHAPE=DEVICESxRATE: that row of the third table alone (and nothing else).
+    let shape_row =
+        shape.split_once('x').and_then(|(d, r)| Some((d.parse::<usize>().ok()?, r.parse::<f64>().ok()?)));
+    let shape = if shape_row.is_some() { "only".to_string() } else { shape };
     let rows = [100usize, 1_000, 10_000].into_iter().flat_map(|d| [(d, false), (d, true)]);
     for (devices, binary) in rows.filter(|&(d, b)| wanted(d, b) && shape != "only") {
         println!("{}", row(root, &pool, devices, binary, Setup::DEFAULT).await);
@@ -104,9 +109,12 @@ async fn main() {
         println!("|---|---|---|---|---|---|---|");
         for devices in [1_000usize, 10_000] {
             for per_device in [1.0, 0.1] {
+                if shape_row.is_some_and(|(d, r)| (d, r) != (devices, per_device)) {
+                    continue;
+                }
                 let shaped = Setup { per_device: Some(per_device), ..Setup::DEFAULT };
                 let mut setups = vec![Setup { clock: Clock::Service, ..shaped }, shaped];
-                if devices == 1_000 && per_device == 1.0 {
+                if devices == 1_000 && per_device == 1.0 && shape_row.is_none() {
                     // The event clock as it was: a point at every second of a device's time.
                     setups.push(Setup { min_records: Some(1), ..shaped });
                 }
