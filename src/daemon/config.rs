@@ -109,7 +109,8 @@ pub struct WindowConfig {
 #[serde(deny_unknown_fields)]
 pub struct AdaptationConfig {
     pub interval_ms: u64,
-    /// Records a device sent since its last adaptation before the interval re-adapts it.
+    /// Records a device sent since its last adaptation before the interval re-adapts it
+    /// (as a share of a full unlabeled window: `engine::records_needed`).
     pub min_records: usize,
     pub after_records: usize,
     pub batch_size: usize,

@@ -691,11 +691,11 @@ mod tests {
             .collect()
     }
 
-    /// What a replay decided: every record's decision, and the incidents opened and
-    /// closed (id, records, anomalous), by device.
     /// Every record's decision (by offset), and the incidents opened and closed.
     type Replayed = (Vec<(i64, String)>, Vec<String>);
 
+    /// What a replay decided: every record's decision, and the incidents opened and
+    /// closed (id, records, anomalous), by device.
     fn replay(batch_sizes: &[usize], service_ms_step: u64) -> Replayed {
         replay_with(batch_sizes, service_ms_step, 1).0
     }

@@ -274,8 +274,7 @@ impl Service {
         // On the event clock the engine adapts as the records' time passes.
         let scheduled_here = self.detector.engine.cadence.is_none();
         if scheduled_here && (interval_due || after_records > 0) {
-            let min_changed =
-                if interval_due { self.cfg.adaptation.min_records.max(1) } else { after_records };
+            let min_changed = if interval_due { self.cfg.adaptation.min_records } else { after_records };
             if self.detector.schedule(min_changed) || interval_due {
                 t.adapt = Instant::now();
             }

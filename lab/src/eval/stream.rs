@@ -1,8 +1,8 @@
 //! A device's traffic as the daemon would live it: records in capture order, in
 //! micro-batches cut by capture time, through the daemon's engine (windows, batched
 //! scoring, threshold), re-adapted at the adaptation points the daemon's event clock
-//! sets on capture time (`EventCadence`); the first `labeled` benign records are marked known-normal, as an
-//! operator onboards a device. What an analyst would have seen: alerts on benign
+//! sets on capture time (`EventCadence`); the first `labeled` benign records are marked
+//! known-normal, as an operator onboards a device. What an analyst would have seen: alerts on benign
 //! traffic (false positive rate), on attack traffic (true positive rate), and how
 //! many attack records passed before the first alert; and the incidents the daemon's
 //! rules open on those decisions, on the capture clock.
