@@ -6,8 +6,8 @@
 //! - into no sink: extraction and encoding alone;
 //! - into the Kafka producer and the bundled broker, timed to the last acknowledgement.
 //!
-//! The capture itself (libpcap's ring) is not in it; the veth tests show the kernel
-//! dropping nothing at the paced test rate.
+//! Then, as root, the capture itself: the sensor binary on a veth pair, fed by tcpreplay
+//! at rising rates (`sensor/wire.rs`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +17,9 @@ use metapu::daemon::record::Format;
 use metapu::sensor::{RecordProducer, RecordSink, Sensor, SensorMetrics, SensorSettings};
 use metapu::traffic::capture::{CaptureReader, Frame, Timestamp};
 use metapu::traffic::frame::Link;
+
+#[path = "sensor/wire.rs"]
+mod wire;
 
 const ROUNDS: u64 = 100;
 
@@ -72,8 +75,10 @@ fn feed(sensor: &mut Sensor, frames: &[Owned], sink: &impl RecordSink) -> u64 {
 fn main() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let frames = frames(root);
-    println!("## Sensor (`cargo bench --bench sensor`)\n");
-    println!("{} real frames × {ROUNDS}, every host a device, binary records, one thread.\n", frames.len());
+    println!(
+        "metapu sensor benchmark: {} real frames × {ROUNDS}, every host a device, binary records, one thread\n",
+        frames.len()
+    );
     println!("| into | packets | records | seconds | packets/s |");
     println!("|---|---:|---:|---:|---:|");
 
@@ -87,7 +92,7 @@ fn main() {
     );
 
     let port = free_port().expect("a free port");
-    let _broker = LocalBroker::start(&binary_in(root), port).expect("the bundled broker (scripts/setup.sh)");
+    let broker = LocalBroker::start(&binary_in(root), port).expect("the bundled broker (scripts/setup.sh)");
     let metrics = Arc::new(SensorMetrics::new());
     let client = {
         let mut c = rdkafka::config::ClientConfig::new();
@@ -107,4 +112,7 @@ fn main() {
         packets as f64 / secs
     );
     assert_eq!(flushed.unsent, 0, "every record delivered");
+
+    drop(broker);
+    wire::run(root);
 }

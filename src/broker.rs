@@ -72,6 +72,11 @@ impl LocalBroker {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// The broker's process (benchmarks pin it to a core).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use metapu::broker::LocalBroker;
 use metapu::daemon::record;
 
+use crate::support::veth::{ip, Veth};
 use crate::support::{
     data_dir, free_port, http_get, metapu, metapu_binary, metric, notifications, read_all_partitions, repo,
     signal, Broker, KillOnDrop,
@@ -28,92 +28,26 @@ fn camera_network() -> PathBuf {
 /// Two of its hosts, listed; the others are unlisted.
 const DEVICES: &str = "camera,5c:cf:7f:05:f2:c6\nhub,4c:09:d4:c6:12:7b\n";
 
-/// A namespace with one end of a veth pair in it; the other end (`outside`) stays in
-/// the test's namespace, where the sensor and the broker run. Deleted on drop.
-struct Veth {
-    netns: String,
-    outside: String,
-    inside: String,
+/// A veth pair, or `None` (the reason printed) where namespaces cannot be made.
+fn veth() -> Option<Veth> {
+    Veth::make().map_err(|why| eprintln!("sensor test not run: {why}")).ok()
 }
 
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
-    }
-}
-
-impl Veth {
-    /// `None` (with the reason printed) where namespaces cannot be made.
-    fn make() -> Option<Self> {
-        static N: AtomicU32 = AtomicU32::new(0);
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("sensor test not run: it needs root for a network namespace");
-            return None;
-        }
-        let tag = format!("{}{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed));
-        let v =
-            Self { netns: format!("mpu-{tag}"), outside: format!("mpo{tag}"), inside: format!("mpi{tag}") };
-        if let Err(e) = ip(&["netns", "add", &v.netns]) {
-            eprintln!("sensor test not run: cannot make a network namespace ({e})");
-            return None;
-        }
-        let setup = || -> Result<(), String> {
-            ip(&["link", "add", &v.outside, "type", "veth", "peer", "name", &v.inside])?;
-            ip(&["link", "set", &v.inside, "netns", &v.netns])?;
-            // No IPv6 autoconfiguration chatter on either end: the link carries only
-            // what the test sends.
-            sysctl(None, &format!("net.ipv6.conf.{}.disable_ipv6=1", v.outside))?;
-            sysctl(Some(&v.netns), "net.ipv6.conf.all.disable_ipv6=1")?;
-            ip(&["link", "set", &v.outside, "up"])?;
-            ip(&["-n", &v.netns, "link", "set", &v.inside, "up"])
-        };
-        match setup() {
-            Ok(()) => Some(v),
-            Err(e) => panic!("setting up {}: {e}", v.netns),
-        }
-    }
-
-    /// Send a classic pcap's frames from inside the namespace, a short pause every 20
-    /// frames (a debug build's extraction is slow, and the test is about the sensor,
-    /// not the ring's size); the frames sent.
-    fn send(&self, capture: &Path) -> usize {
-        let script = repo().join("tests/sensor/send_frames.py");
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.netns, "python3"])
-            .arg(&script)
-            .arg(&self.inside)
-            .arg(capture)
-            .arg("20")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "sending frames: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-    }
-}
-
-fn sysctl(netns: Option<&str>, setting: &str) -> Result<(), String> {
-    let out = match netns {
-        Some(n) => Command::new("ip").args(["netns", "exec", n, "sysctl", "-qw", setting]).output(),
-        None => Command::new("sysctl").args(["-qw", setting]).output(),
-    }
-    .map_err(|e| format!("sysctl: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("sysctl {setting}: {}", String::from_utf8_lossy(&out.stderr).trim()))
-    }
-}
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        // Deleting one end deletes the pair; the namespace goes with its end.
-        let _ = ip(&["link", "del", &self.outside]);
-        let _ = ip(&["netns", "del", &self.netns]);
-    }
+/// Send a classic pcap's frames from inside the namespace, a short pause every 20
+/// frames (a debug build's extraction is slow, and the test is about the sensor, not
+/// the ring's size); the frames sent.
+fn send(veth: &Veth, capture: &Path) -> usize {
+    let script = repo().join("tests/sensor/send_frames.py");
+    let out = Command::new("ip")
+        .args(["netns", "exec", &veth.netns, "python3"])
+        .arg(&script)
+        .arg(&veth.inside)
+        .arg(capture)
+        .arg("20")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "sending frames: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
 
 /// A running `metapu sense`: its stderr lines collected, its metrics address.
@@ -293,7 +227,7 @@ fn topic_rows(brokers: &str, topic: &str, n: usize) -> BTreeMap<String, Vec<(f64
 
 #[test]
 fn every_frame_of_a_listed_device_becomes_the_record_extract_makes_of_it() {
-    let Some(veth) = Veth::make() else { return };
+    let Some(veth) = veth() else { return };
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start();
     let saved = dir.path().join("saved.pcap");
@@ -306,10 +240,10 @@ fn every_frame_of_a_listed_device_becomes_the_record_extract_makes_of_it() {
     let told = notifications(&notify, "WATCHDOG=1", Duration::from_secs(10));
     assert!(told.iter().any(|m| m == "READY=1") && told.iter().any(|m| m == "WATCHDOG=1"), "{told:?}");
     let started = metapu::daemon::clock::unix_now();
-    let sent = veth.send(&camera_network());
+    let sent = send(&veth, &camera_network());
     assert_eq!(sent, 2000);
     // And a malformed frame from the camera: IPv4 cut short after 10 bytes of header.
-    veth.send(&one_frame_capture(dir.path(), &malformed_from("5c:cf:7f:05:f2:c6")));
+    send(&veth, &one_frame_capture(dir.path(), &malformed_from("5c:cf:7f:05:f2:c6")));
     sense.wait_packets(sent as f64 + 1.0);
     let scraped = sense.scrape();
     let (status, log) = sense.stop();
@@ -361,7 +295,7 @@ fn every_frame_of_a_listed_device_becomes_the_record_extract_makes_of_it() {
 
 #[test]
 fn a_link_that_goes_down_ends_the_sensor_with_an_error() {
-    let Some(veth) = Veth::make() else { return };
+    let Some(veth) = veth() else { return };
     let dir = tempfile::tempdir().unwrap();
     // No broker: the capture is what this is about.
     let mut sense = Sense::start(&veth.outside, "127.0.0.1:1", "down", dir.path(), &[]);
@@ -391,13 +325,13 @@ fn unlisted_senders(listed: &[&str]) -> std::collections::BTreeSet<String> {
 
 #[test]
 fn sighup_rereads_the_device_list_and_discovery_sends_unlisted_hosts() {
-    let Some(veth) = Veth::make() else { return };
+    let Some(veth) = veth() else { return };
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start();
     let devices = dir.path().join("devices.csv");
     std::fs::write(&devices, "camera,5c:cf:7f:05:f2:c6\n").unwrap();
     let sense = Sense::start(&veth.outside, &broker.bootstrap(), "reloaded", dir.path(), &[]);
-    veth.send(&camera_network());
+    send(&veth, &camera_network());
     sense.wait_packets(2000.0);
     std::fs::write(&devices, DEVICES).unwrap();
     signal(sense.child.0.id(), "-HUP");
@@ -406,7 +340,7 @@ fn sighup_rereads_the_device_list_and_discovery_sends_unlisted_hosts() {
         "{}",
         sense.log()
     );
-    veth.send(&camera_network());
+    send(&veth, &camera_network());
     sense.wait_packets(4000.0);
     let (status, log) = sense.stop();
     assert!(status.success(), "{log}");
@@ -423,7 +357,7 @@ fn sighup_rereads_the_device_list_and_discovery_sends_unlisted_hosts() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("devices.csv"), "camera,5c:cf:7f:05:f2:c6\n").unwrap();
     let sense = Sense::start(&veth.outside, &broker.bootstrap(), "discovered", dir.path(), &["--discover"]);
-    veth.send(&camera_network());
+    send(&veth, &camera_network());
     sense.wait_packets(2000.0);
     let discovered = sense.metric("metapu_sensor_discovered_devices");
     let (status, log) = sense.stop();
@@ -440,7 +374,7 @@ fn sighup_rereads_the_device_list_and_discovery_sends_unlisted_hosts() {
 
 #[test]
 fn a_broker_outage_queues_records_up_to_the_bound_and_counts_the_rest() {
-    let Some(veth) = Veth::make() else { return };
+    let Some(veth) = veth() else { return };
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let brokers = format!("127.0.0.1:{port}");
@@ -449,7 +383,7 @@ fn a_broker_outage_queues_records_up_to_the_bound_and_counts_the_rest() {
     let bound_setting = bound.to_string();
     let settings = [("METAPU__SENSOR__MAX_QUEUED_RECORDS", bound_setting.as_str())];
     let sense = Sense::start_with(&veth.outside, &brokers, "outage", dir.path(), &[], &settings);
-    veth.send(&camera_network());
+    send(&veth, &camera_network());
     sense.wait_packets(2000.0);
     let pass = extract_rows(&camera_network(), &dir.path().join("devices.csv"), dir.path());
     let per_pass: usize = pass.values().map(Vec::len).sum();
@@ -473,7 +407,7 @@ fn a_broker_outage_queues_records_up_to_the_bound_and_counts_the_rest() {
     {
         std::thread::sleep(Duration::from_millis(200));
     }
-    veth.send(&camera_network());
+    send(&veth, &camera_network());
     sense.wait_packets(4000.0);
     let (status, log) = sense.stop();
     assert!(status.success(), "{log}");
@@ -539,7 +473,7 @@ fn what_the_sensor_cannot_run_with_is_refused_with_the_reason() {
 /// topic are not trusted), and then a real SYN scan from it opens an incident.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn from_the_wire_a_scan_after_onboarding_opens_an_incident() {
-    let Some(veth) = Veth::make() else { return };
+    let Some(veth) = veth() else { return };
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start();
     let boot = broker.bootstrap();
@@ -562,7 +496,7 @@ async fn from_the_wire_a_scan_after_onboarding_opens_an_incident() {
     };
 
     // The hub talks; the daemon sees it but has nothing known-normal to score it by.
-    let mut sent = veth.send(&captures[0]);
+    let mut sent = send(&veth, &captures[0]);
     sense.wait_packets(sent as f64);
     let started = Instant::now();
     while daemon_metric("metapu_records_unknown_total") < 100.0 && started.elapsed() < Duration::from_secs(30)
@@ -579,7 +513,7 @@ async fn from_the_wire_a_scan_after_onboarding_opens_an_incident() {
     metapu(&[&["onboard", "--device", "hub", "--for", "8s", "--by", "test"][..], &feedback].concat());
     assert!(!events("onboarding", 30).is_empty());
     for capture in &captures[1..4] {
-        sent += veth.send(capture);
+        sent += send(&veth, capture);
     }
     sense.wait_packets(sent as f64);
     let ended = events("onboarded", 60);
@@ -594,7 +528,7 @@ async fn from_the_wire_a_scan_after_onboarding_opens_an_incident() {
     let synscan = crate::support::data_dir().join("pcap/ndpi/synscan.pcap");
     crate::support::infect(&captures[4..5], &mac, &synscan, &["--concatenate"], &infected);
     let scan_sent = metapu::daemon::clock::unix_now();
-    sent += veth.send(&infected);
+    sent += send(&veth, &infected);
     sense.wait_packets(sent as f64);
     let opened = events("opened", 60);
     let incident = opened.iter().find(|e| e["event"] == "opened").expect("the scan opens an incident");
