@@ -19,7 +19,8 @@
 //! fleet's usual shape: each device sends one record a second, or one every ten seconds,
 //! of its own time, at 1,000 and 10,000 devices, JSON, the two clocks side by side
 //! (E2E_SHAPE=0 skips it, E2E_SHAPE=only runs it alone, E2E_SHAPE=1000x1 only its rows
-//! of 1,000 devices at a record a second): on the event clock a device's adaptation
+//! of 1,000 devices at a record a second; E2E_MIN_RECORDS=N adds the event clock with
+//! adaptation.min_records = N to each of its rows): on the event clock a device's adaptation
 //! points then follow its records.
 //! Prints numbers; asserts nothing.
 
@@ -101,6 +102,9 @@ async fn main() {
             }
         }
     }
+    // E2E_MIN_RECORDS=N: each row of the third table also on the event clock with
+    // adaptation.min_records = N (an A/B of the setting in one run).
+    let other_min_records = std::env::var("E2E_MIN_RECORDS").ok().and_then(|v| v.parse::<usize>().ok());
     if shape != "0" {
         println!();
         println!("The fleet's shape: each device one record a second, or one every ten seconds, of its own time; JSON; the two clocks side by side (E2E_SHAPE=0 skips):");
@@ -117,6 +121,9 @@ async fn main() {
                 if devices == 1_000 && per_device == 1.0 && shape_row.is_none() {
                     // The event clock as it was: a point at every second of a device's time.
                     setups.push(Setup { min_records: Some(1), ..shaped });
+                }
+                if let Some(m) = other_min_records {
+                    setups.push(Setup { min_records: Some(m), ..shaped });
                 }
                 for setup in setups {
                     println!("{}", row(root, &pool, devices, false, setup).await);
