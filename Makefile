@@ -83,13 +83,17 @@ real-results: build | $(RUNS)
 # ../shared/data/pcap/week through the daemon's pipeline on capture time, as they are
 # and with each real attack and two simulated floods merged in at ¼, ½ and ¾ of the
 # week (scripts/week-data.sh): false incidents per device-day, and whether every attack
-# got an incident (about 10 minutes on two cores).
+# got an incident; then the same with an analyst who dismisses every false incident as
+# it closes, through the feedback path (about 15 minutes on two cores).
 WEEK := $(RUNS)/week
 week-results: build | $(RUNS)
 	bash scripts/week-data.sh $(WEEK)
 	$(LAB) week --captures $(WEEK)/clean --model $(IOT_MODEL) --out $(WEEK)/clean-out
 	$(LAB) week --captures $(WEEK)/attacked --model $(IOT_MODEL) --out $(WEEK)/attacked-out
-	python3 scripts/week-results.py $(WEEK)/clean-out/week.json $(WEEK)/attacked-out/week.json
+	$(LAB) week --captures $(WEEK)/clean --model $(IOT_MODEL) --out $(WEEK)/clean-analyst --analyst
+	$(LAB) week --captures $(WEEK)/attacked --model $(IOT_MODEL) --out $(WEEK)/attacked-analyst --analyst
+	python3 scripts/week-results.py $(WEEK)/clean-out/week.json $(WEEK)/attacked-out/week.json \
+	  $(WEEK)/clean-analyst/week.json $(WEEK)/attacked-analyst/week.json
 
 # Four test threads on two cores: most integration tests spend their time waiting on a
 # broker, a child process or a timer (cargo test --test integration: 205 s with two

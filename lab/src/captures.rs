@@ -47,6 +47,12 @@ pub struct CaptureRun {
     /// adaptations at least.
     #[arg(long)]
     pub min_records: Option<usize>,
+    /// incidents.scan_window_s (default the daemon's; 0 = the fan-out look off) and
+    /// incidents.flood_packets.
+    #[arg(long)]
+    pub scan_window_s: Option<u64>,
+    #[arg(long)]
+    pub flood_packets: Option<u32>,
 }
 
 impl CaptureRun {
@@ -61,6 +67,12 @@ impl CaptureRun {
         }
         if let Some(m) = self.min_records {
             daemon.adaptation.min_records = m;
+        }
+        if let Some(w) = self.scan_window_s {
+            daemon.incidents.scan_window_s = w;
+        }
+        if let Some(f) = self.flood_packets {
+            daemon.incidents.flood_packets = f;
         }
         let mut cfg = StreamConfig::from_daemon(&daemon, self.labeled);
         cfg.onboard_for_s = self.onboard_for;
@@ -96,8 +108,8 @@ fn device_stream(dir: &Path, name: &str) -> anyhow::Result<DeviceStream> {
         true => read_labels(&labels_file)?,
         false => vec![Label::Positive; packets(&pcap)?],
     };
-    let (task, ts, _) = labeled_device_task(&pcap, Device { name: name.to_string(), mac }, labels)?;
-    Ok(DeviceStream { task, ts })
+    let (task, ts, contexts) = labeled_device_task(&pcap, Device { name: name.to_string(), mac }, labels)?;
+    Ok(DeviceStream { task, ts, contexts })
 }
 
 fn packets(pcap: &Path) -> anyhow::Result<usize> {

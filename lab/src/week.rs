@@ -37,6 +37,11 @@ struct Week {
     /// False incidents that closed quietly and came back within `incidents.reopen_s`:
     /// reopened, not new (hour of day, day since onboarding).
     false_reopened: Vec<(f64, u64)>,
+    /// Incidents of a behaviour the analyst had dismissed, before any attack: suppressed
+    /// (recorded, not raised); and of the false incidents, those that had been
+    /// suppressed and went beyond it (news).
+    suppressed: Vec<(f64, u64)>,
+    news: Vec<String>,
     /// Per day since onboarding: benign records alerted, benign records.
     benign_by_day: Vec<(usize, usize)>,
     /// The merged attack: its records, whether an incident was open while it ran, and
@@ -48,6 +53,12 @@ struct Week {
     /// The attack's first incident event reopened a false incident closed shortly before.
     attack_reopened: bool,
     first_incident: Option<usize>,
+    /// Inside a false incident already open, the attack was news to the analyst (an
+    /// update that said so) at this attack record.
+    attack_news: Option<usize>,
+    /// Incidents the fan-out look raised, before any attack (false ones) and after.
+    looks_before_attack: Vec<String>,
+    looks_after: Vec<String>,
 }
 
 fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
@@ -82,12 +93,27 @@ fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
         false_incidents: when(&opened),
         false_incident_hours: opened.iter().map(|&ts| (ts - t0).max(0.0) / 3600.0).collect(),
         false_reopened: when(&reopened),
+        suppressed: when(&before_attack(&o.suppressed_ts)),
+        news: o.news.clone(),
         benign_by_day,
         attack: o.attack,
         attack_covered: o.attack_covered,
         open_at_attack: o.open_at_attack,
         attack_reopened: o.attack_reopened,
         first_incident: o.first_incident,
+        attack_news: o.attack_news,
+        looks_before_attack: o
+            .looks
+            .iter()
+            .filter(|l| attack_ts.is_none_or(|a| l.0 < a))
+            .map(|l| l.1.clone())
+            .collect(),
+        looks_after: o
+            .looks
+            .iter()
+            .filter(|l| attack_ts.is_some_and(|a| l.0 >= a))
+            .map(|l| l.1.clone())
+            .collect(),
     }
 }
 
@@ -103,16 +129,20 @@ pub fn run(args: WeekArgs) -> anyhow::Result<()> {
     for w in &weeks {
         let (alerts, benign) = w.benign_by_day.iter().fold((0, 0), |(a, b), d| (a + d.0, b + d.1));
         println!(
-            "week: {}: {:.1} benign hours, {} false incidents ({:.2} per device-day; {} reopened), benign FPR {:.2} %{}",
+            "week: {}: {:.1} benign hours, {} false incidents ({:.2} per device-day; {} reopened; {} suppressed), benign FPR {:.2} %{}",
             w.capture,
             w.benign_hours,
             w.false_incidents.len(),
             w.false_incidents.len() as f64 / (w.benign_hours / 24.0).max(1e-9),
             w.false_reopened.len(),
+            w.suppressed.len(),
             100.0 * alerts as f64 / benign.max(1) as f64,
             match (w.attack, w.first_incident, w.open_at_attack) {
                 (0, ..) => String::new(),
-                (n, _, true) => format!("; attack of {n} records: inside a false incident already open"),
+                (n, _, true) => format!(
+                    "; attack of {n} records: inside a false incident already open{}",
+                    w.attack_news.map(|k| format!(", news at record {k}")).unwrap_or_default()
+                ),
                 (n, Some(k), false) if w.attack_reopened => {
                     format!("; attack of {n} records: reopened a false incident at record {k}")
                 }

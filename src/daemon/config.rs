@@ -79,6 +79,20 @@ pub struct IncidentsConfig {
     pub quiet_s: u64,
     /// A quiet close this recent (seconds) reopens instead of a new incident; 0 = never.
     pub reopen_s: u64,
+    /// A behaviour an analyst dismissed is remembered this long (seconds, device time);
+    /// a later incident of it is suppressed (recorded, not raised). 0 = never remembered.
+    pub remember_dismissed_s: u64,
+    /// ...unless it grows past this many times the dismissed incident's bytes.
+    pub dismissed_volume_factor: f64,
+    /// The fan-out look (`fanout.rs`): within `scan_window_s` of a device's time,
+    /// unanswered attempts to `scan_hosts` hosts on one service, to `scan_ports` ports
+    /// of one host, or `flood_packets` to one new host raise an incident. 0 = off.
+    pub scan_window_s: u64,
+    pub scan_hosts: u32,
+    pub scan_ports: u32,
+    pub flood_packets: u32,
+    /// ...or `scan_probes` TCP packets no connection sends (FIN, NULL, Xmas).
+    pub scan_probes: u32,
     /// A device sending traffic this long without a known-normal record is reported
     /// (once) as unmonitored; 0 = never.
     pub unmonitored_after_s: u64,
@@ -225,6 +239,30 @@ impl Sources {
 }
 
 impl DaemonConfig {
+    /// The incident rules these settings give (the daemon, the lab and the tests).
+    pub fn incident_rules(&self) -> crate::daemon::incidents::IncidentRules {
+        let i = &self.incidents;
+        crate::daemon::incidents::IncidentRules {
+            open_k: i.open_k,
+            open_n: i.open_n,
+            update_interval_ms: i.update_interval_s * 1000,
+            quiet_ms: i.quiet_s * 1000,
+            reopen_ms: i.reopen_s * 1000,
+            keep_records: self.windows.positive,
+            memory: crate::daemon::behaviours::MemoryRules {
+                remember_ms: i.remember_dismissed_s.saturating_mul(1000),
+                volume_factor: i.dismissed_volume_factor,
+            },
+            fan_out: crate::daemon::fanout::FanOutRules {
+                window_ms: i.scan_window_s.saturating_mul(1000),
+                hosts: i.scan_hosts.max(1),
+                ports: i.scan_ports.max(1),
+                flood: i.flood_packets.max(1),
+                probes: i.scan_probes.max(1),
+            },
+        }
+    }
+
     pub fn load(sources: &Sources) -> Result<Self, ConfigError> {
         use config::{Environment, File, FileFormat};
         let mut builder =
@@ -286,6 +324,9 @@ impl DaemonConfig {
         let i = &self.incidents;
         if !(1..=64).contains(&i.open_n) || i.open_k == 0 || i.open_k > i.open_n {
             return invalid("incidents.open_k / open_n", "need 1 ≤ open_k ≤ open_n ≤ 64");
+        }
+        if !(i.dismissed_volume_factor.is_finite() && i.dismissed_volume_factor >= 1.0) {
+            return invalid("incidents.dismissed_volume_factor", "must be a number of at least 1");
         }
         if self.devices.max_tracked == 0 {
             return invalid("devices.max_tracked", "must be at least 1");

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::model::TaskState;
 
+use super::behaviours::MemoryRules;
 use super::clock::{unix_now, Now};
 use super::incidents::{Applied, Decision, Feedback, IncidentRules, IncidentTracker, Transition};
 use super::onboarding::{seed_of, Onboarding, MAX_SPAN_S};
@@ -30,9 +31,6 @@ pub struct Device {
     pub seen: u64,
     /// Records since the windows were last handed to adaptation.
     pub changed: usize,
-    /// Records still to enter the positive window as known-normal after an analyst
-    /// dismissed an incident (see [`Device::learn_after_dismissal`]).
-    learning: usize,
     /// The handover whose classifier `state` is (see [`AdaptJob::handover`]).
     installed_handover: u64,
     /// Windows changed since the last snapshot.
@@ -94,7 +92,6 @@ impl Device {
             state: None,
             seen: 0,
             changed: 0,
-            learning: 0,
             installed_handover: handovers,
             unsnapshotted: false,
             last_snapshot_ms: 0,
@@ -118,26 +115,10 @@ impl Device {
         }
     }
 
-    /// An analyst called the device's incident a false positive: its behaviour is
-    /// normal. The incident's kept records alone are a handful among the known-normal
-    /// rows, while the same behaviour soon fills the unlabeled window, and the next
-    /// adaptation called it anomalous again. So the device's next records, up to half
-    /// the positive window, are taken as known-normal too, as a new device's first
-    /// records are with `bootstrap_positives` (and with the same caveat: an attack that
-    /// starts right then is learned as normal).
-    pub fn learn_after_dismissal(&mut self) {
-        self.learning = (self.positive.capacity() / 2).max(1);
-    }
-
     /// Something to adapt on: known-normal records and recent traffic (an idle device
     /// has only the first).
     pub fn adaptable(&self) -> bool {
         !self.positive.is_empty() && !self.unlabeled.is_empty()
-    }
-
-    /// Records still to be learned as known-normal after a dismissal.
-    pub fn learning(&self) -> usize {
-        self.learning
     }
 
     /// The prior update of a device just adapted, as of now; `None` if it has no
@@ -355,9 +336,8 @@ impl DeviceTable {
                         o.take(&mut d.positive, features, seed_of(id));
                     }
                     out.taken_as_normal = true;
-                } else if known_normal || d.seen < bootstrap || d.learning > 0 {
+                } else if known_normal || d.seen < bootstrap {
                     d.positive.push(features);
-                    d.learning = d.learning.saturating_sub(1);
                     out.taken_as_normal = true;
                 }
                 d.unlabeled.push(features);
@@ -373,20 +353,14 @@ impl DeviceTable {
     }
 
     /// Whether the device's record, its `k`-th of a batch, may enter its positive window
-    /// (as [`Self::observe`] decides: labeled, onboarding, bootstrap, learning after a
-    /// dismissal) or finds known-normal records there already: after it the device has
+    /// (as [`Self::observe`] decides: labeled, onboarding, bootstrap) or finds known-normal records there already: after it the device has
     /// something to adapt on.
     pub fn may_take_as_normal(&self, id: &str, known_normal: bool, k: u64) -> bool {
         let bootstrap = self.sizes.bootstrap_positives as u64;
         known_normal
             || match self.devices.get(id) {
                 None => k < bootstrap,
-                Some(d) => {
-                    d.seen + k < bootstrap
-                        || d.learning as u64 > k
-                        || d.onboarding.is_some()
-                        || !d.positive.is_empty()
-                }
+                Some(d) => d.seen + k < bootstrap || d.onboarding.is_some() || !d.positive.is_empty(),
             }
     }
 
@@ -636,7 +610,6 @@ impl DeviceTable {
             }
             None => d.incidents.restored(now_ms),
         };
-        d.learning = snapshot.learning;
         d.onboarding = snapshot.onboarding.clone();
         d.onboarded = snapshot.onboarded.clone();
         d.positive.pin(snapshot.pinned);
@@ -712,30 +685,13 @@ impl DeviceTable {
         fb: &Feedback,
         now_unix: f64,
         max_age_s: u64,
+        memory: &MemoryRules,
     ) -> Result<Applied, String> {
         let d = self
             .devices
             .get_mut(&fb.device)
             .ok_or_else(|| format!("unknown device {}: not tracked by this daemon", fb.device))?;
-        d.incidents.feedback(fb, now_unix, max_age_s).map_err(|e| e.to_string())
-    }
-
-    /// A dismissed incident's kept rows become known-normal, and so do the device's
-    /// next records for a while ([`Device::learn_after_dismissal`]).
-    pub fn learn_dismissed(&mut self, id: &str, rows: &[f32]) {
-        let dim = self.dim;
-        let Some(d) = self.devices.get_mut(id) else { return };
-        // What the device was onboarded with stays: a verdict adds a behaviour to what is
-        // normal, it does not replace the rest (up to half the window is so kept).
-        if d.positive.pinned() == 0 {
-            d.positive.pin(d.positive.len());
-        }
-        for row in rows.chunks_exact(dim) {
-            d.positive.push(row);
-        }
-        d.learn_after_dismissal();
-        d.changed += 1;
-        d.unsnapshotted = true;
+        d.incidents.feedback(fb, now_unix, max_age_s, memory, self.dim).map_err(|e| e.to_string())
     }
 
     /// Forget every adapted state (after a model reload), keeping windows.
@@ -879,26 +835,6 @@ mod tests {
         assert_eq!(t.len(), 3);
     }
 
-    #[test]
-    fn after_a_dismissal_the_next_records_are_learned_as_normal() {
-        let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
-        let mut t = DeviceTable::new(1, sizes, 10);
-        assert!(t.observe("a", &[0.0], true, &at(0, 0), 0.0, 0).taken_as_normal);
-        t.get_mut("a").unwrap().learn_after_dismissal();
-        let taken: Vec<bool> = (1..6)
-            .map(|offset| t.observe("a", &[offset as f32], false, &at(0, offset), 0.0, 0).taken_as_normal)
-            .collect();
-        // Half the positive window (2 records) learned, then labels rule again.
-        assert_eq!(taken, [true, true, false, false, false]);
-        assert_eq!(t.get("a").unwrap().positive.rows(), [0.0, 1.0, 2.0]);
-        assert_eq!(t.get("a").unwrap().unlabeled.len(), 6);
-        // A verdict's rows cycle past the rows held at the first verdict (up to half the
-        // window: 2 of 4), never over them.
-        t.learn_dismissed("a", &[7.0, 8.0, 9.0, 10.0]);
-        assert_eq!(t.get("a").unwrap().positive.pinned(), 2);
-        assert_eq!(t.get("a").unwrap().positive.rows(), [0.0, 1.0, 10.0, 9.0]);
-    }
-
     /// An operator's onboarding: refused for what cannot be onboarded; while it runs the
     /// device's records are known-normal whatever their label, and its decisions open
     /// no incident; it ends on time even for a silent device, once, with its count.
@@ -976,6 +912,8 @@ mod tests {
             quiet_ms: 10_000,
             reopen_ms: 0,
             keep_records: 1,
+            memory: crate::daemon::behaviours::MemoryRules::OFF,
+            fan_out: crate::daemon::fanout::FanOutRules::OFF,
         }
     }
 

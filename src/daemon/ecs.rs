@@ -21,6 +21,8 @@ pub fn document(event: &IncidentEvent) -> Value {
         IncidentEvent::Updated(r) => (r.time, r.summary.clone(), incident_event(r, "updated", "info")),
         // Active again: a rule that fires on an incident's start fires on this too.
         IncidentEvent::Reopened(r) => (r.time, r.summary.clone(), incident_event(r, "reopened", "start")),
+        // Recorded, not raised: an event, not an alert (a rule on alerts does not fire).
+        IncidentEvent::Suppressed(r) => (r.time, r.summary.clone(), incident_event(r, "suppressed", "info")),
         IncidentEvent::Closed(r) => (r.time, r.summary.clone(), incident_event(r, "closed", "end")),
         IncidentEvent::Reviewed(r) => (r.time, r.summary.clone(), incident_event(r, "reviewed", "info")),
         IncidentEvent::Forgotten { device, known_normal, by, time, .. } => (
@@ -55,6 +57,7 @@ pub fn document(event: &IncidentEvent) -> Value {
     if let IncidentEvent::Opened(r)
     | IncidentEvent::Updated(r)
     | IncidentEvent::Reopened(r)
+    | IncidentEvent::Suppressed(r)
     | IncidentEvent::Closed(r)
     | IncidentEvent::Reviewed(r) = event
     {
@@ -87,7 +90,7 @@ pub fn document(event: &IncidentEvent) -> Value {
 /// `event.*` of an incident's event.
 fn incident_event(r: &IncidentReport, action: &str, kind_of_change: &str) -> Value {
     let mut ev = json!({
-        "kind": "alert",
+        "kind": if r.is_suppressed() { "event" } else { "alert" },
         "category": ["network", "intrusion_detection"],
         "type": [kind_of_change],
         "action": format!("incident-{action}"),

@@ -86,12 +86,22 @@ pub(crate) fn incident(metrics: &Metrics, device: &str, transition: &Transition)
     match transition {
         Transition::Opened(i) => {
             metrics.incidents.with_label_values(&["opened"]).inc();
-            tracing::info!(device, incident = %i.id, "incident opened");
+            match &i.news {
+                Some(news) => {
+                    tracing::info!(device, incident = %i.id, news = %news.why, "suppressed incident opened: news")
+                }
+                None => tracing::info!(device, incident = %i.id, "incident opened"),
+            }
         }
         Transition::Updated(_) => metrics.incidents.with_label_values(&["updated"]).inc(),
         Transition::Reopened(i) => {
             metrics.incidents.with_label_values(&["reopened"]).inc();
             tracing::info!(device, incident = %i.id, reopened = i.reopened, "incident reopened");
+        }
+        Transition::Suppressed(i) => {
+            metrics.incidents.with_label_values(&["suppressed"]).inc();
+            let dismissed = i.suppressed.as_ref().map_or("", |d| d.incident_id.as_str());
+            tracing::info!(device, incident = %i.id, dismissed, "incident suppressed: a dismissed behaviour");
         }
         Transition::Reviewed(_) => metrics.incidents.with_label_values(&["reviewed"]).inc(),
         Transition::Closed(i, resolution) => {

@@ -17,7 +17,6 @@ use super::devices::WindowSizes;
 use super::engine::{Engine, EventCadence};
 use super::health::Health;
 use super::http::{self, HttpState};
-use super::incidents::IncidentRules;
 use super::kafka::{self, Assignment, DaemonContext, TopicSpec};
 use super::metrics::Metrics;
 use super::outbox::{Outbox, Topics};
@@ -162,18 +161,6 @@ async fn check_state_topic(cfg: &DaemonConfig) -> Result<(), DaemonError> {
     }
 }
 
-fn incident_rules(cfg: &DaemonConfig) -> IncidentRules {
-    let i = &cfg.incidents;
-    IncidentRules {
-        open_k: i.open_k,
-        open_n: i.open_n,
-        update_interval_ms: i.update_interval_s * 1000,
-        quiet_ms: i.quiet_s * 1000,
-        reopen_ms: i.reopen_s * 1000,
-        keep_records: cfg.windows.positive,
-    }
-}
-
 /// Start the daemon: load the model, bind HTTP, connect to Kafka, run.
 pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     // Once at start (a reload loads onto the same device).
@@ -246,7 +233,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         engine.devices.event_clock = true;
     }
     let outputs = RecordOutputs { scores: cfg.kafka.publish_scores, alerts: cfg.kafka.publish_alerts };
-    let mut pipeline = Pipeline::new(incident_rules(&cfg), outputs, cfg.time.clock, cfg.scoring.max_batch);
+    let mut pipeline = Pipeline::new(cfg.incident_rules(), outputs, cfg.time.clock, cfg.scoring.max_batch);
     pipeline.feedback_max_age_s = cfg.incidents.feedback_after_close_s;
     pipeline.trust_input_labels = cfg.windows.trust_input_labels;
     let service = Service {

@@ -25,7 +25,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, key: String) {
+    pub(crate) fn add(&mut self, key: String) {
         if let Some(n) = self.by_key.get_mut(&key) {
             *n += 1;
         } else if self.by_key.len() < MAX_DISTINCT {
@@ -69,6 +69,13 @@ pub struct Traffic {
     /// `port/transport` of the service side (the destination port).
     pub ports: Counts,
     pub transports: Counts,
+    /// `port/transport` of the service side (the lower port: a reply's destination is
+    /// an ephemeral port), and packets sent to the device: what a dismissed behaviour
+    /// is remembered by (`behaviours.rs`).
+    #[serde(default)]
+    pub services: Counts,
+    #[serde(default)]
+    pub inbound: u64,
     pub first_ts: f64,
     pub last_ts: f64,
 }
@@ -84,6 +91,10 @@ impl Traffic {
         self.last_ts = self.last_ts.max(ts);
         self.syn += u64::from(c.is_syn());
         self.outbound += u64::from(c.direction == Some(Direction::Outbound));
+        self.inbound += u64::from(c.direction == Some(Direction::Inbound));
+        if let Some(service) = super::behaviours::service(c) {
+            self.services.add(service);
+        }
         let (device, peer) = c.device_and_peer().unwrap_or((None, None));
         if device.is_some() {
             self.device_ip = device;

@@ -6,7 +6,9 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::behaviours::{Behaviour, Dismissal, Memory, MemoryRules, News};
 use super::context::Context;
+use super::fanout::{FanOut, FanOutRules, Finding};
 use super::incident_traffic::Traffic;
 use super::record::FeatureRecord;
 use super::record::Source;
@@ -25,6 +27,10 @@ pub struct IncidentRules {
     pub reopen_ms: u64,
     /// Anomalous records kept per open incident (for feedback and explanations).
     pub keep_records: usize,
+    /// What analysts dismissed, remembered (`behaviours.rs`).
+    pub memory: MemoryRules,
+    /// The second look on the records' packets (`fanout.rs`).
+    pub fan_out: FanOutRules,
 }
 
 /// An open incident of one device. Part of the device's snapshot; the service-clock
@@ -73,6 +79,17 @@ pub struct Incident {
     pub reopened: u32,
     #[serde(default)]
     pub reopened_by: Option<Source>,
+    /// Of a behaviour an analyst dismissed (`behaviours.rs`): recorded, not raised.
+    #[serde(default)]
+    pub suppressed: Option<Dismissal>,
+    /// It was suppressed and then went beyond the dismissed behaviour: why, in words,
+    /// and the record that did.
+    #[serde(default)]
+    pub news: Option<News>,
+    /// Raised by the fan-out look (`fanout.rs`), not by the model's decisions: which
+    /// look, why, and the record.
+    #[serde(default)]
+    pub look: Option<Finding>,
 }
 
 impl Incident {
@@ -103,6 +120,9 @@ impl Incident {
             traffic: Traffic::default(),
             reopened: 0,
             reopened_by: None,
+            suppressed: None,
+            news: None,
+            look: None,
         }
     }
 
@@ -208,9 +228,9 @@ pub enum FeedbackError {
 /// What applying feedback did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Applied {
-    /// A false positive: these rows become known-normal; the transition closes the
+    /// A false positive: its behaviour is remembered; the transition closes the
     /// incident as dismissed (or, for one already closed, reports the verdict).
-    Dismissed { rows: Vec<f32>, transition: Transition },
+    Dismissed(Transition),
     /// Recorded on the incident.
     Confirmed(Transition),
 }
@@ -222,6 +242,10 @@ pub enum Transition {
     Updated(Incident),
     /// It had closed quietly a moment ago (`IncidentRules::reopen_ms`) and is open again.
     Reopened(Incident),
+    /// It opened, and is of a behaviour an analyst dismissed: recorded, not raised
+    /// (its updates are not sent; its close is, and a record beyond the behaviour opens
+    /// it for the analyst as news).
+    Suppressed(Incident),
     Closed(Incident, Resolution),
     /// An analyst's verdict on an incident that had already closed.
     Reviewed(Incident),
@@ -279,6 +303,12 @@ pub struct IncidentTracker {
     /// The last closed incident closed quietly (not dismissed or evicted): it may reopen.
     #[serde(default)]
     pub closed_quietly: bool,
+    /// Behaviours analysts dismissed on this device.
+    #[serde(default)]
+    pub memory: Memory,
+    /// The fan-out look's window (in memory only).
+    #[serde(skip)]
+    pub fan_out: FanOut,
 }
 
 pub fn incident_id(device: &str, source: &Source) -> String {
@@ -301,6 +331,10 @@ impl IncidentTracker {
             return None; // redelivered: already counted
         }
         self.last_seen = Some(here);
+        let finding = d.context.and_then(|c| self.fan_out.observe(c, d.ts, d.source, &rules.fan_out));
+        // Attempts after a finding are the look's anomalies, whatever the model said.
+        let mut d = d;
+        d.anomalous |= d.context.is_some_and(|c| self.fan_out.is_hot(c, d.ts));
         let n = rules.open_n.clamp(1, 64);
         let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
         self.recent = ((self.recent << 1) | u64::from(d.anomalous)) & mask;
@@ -311,12 +345,27 @@ impl IncidentTracker {
             if d.anomalous {
                 open.add_anomalous(&d, rules, now_ms);
             }
+            if let Some(f) = finding {
+                // Something else during an open incident: the analyst is told at once.
+                let was_suppressed = open.suppressed.take().is_some();
+                open.news = Some(News { why: f.why, by: f.by });
+                open.changed = false;
+                open.last_update_ms = now_ms;
+                return Some(if was_suppressed {
+                    Transition::Opened(open.clone())
+                } else {
+                    Transition::Updated(open.clone())
+                });
+            }
+            if d.anomalous && Self::becomes_news(open, &self.memory, &d, rules, now_ms) {
+                return Some(Transition::Opened(open.clone()));
+            }
             return None;
         }
-        if !d.anomalous || self.recent.count_ones() < rules.open_k.max(1) {
+        if finding.is_none() && (!d.anomalous || self.recent.count_ones() < rules.open_k.max(1)) {
             return None;
         }
-        if self.may_reopen(rules, now_unix) {
+        if finding.is_none() && self.may_reopen(rules, now_unix) {
             let mut incident = self.last_closed.take().expect("a closed incident");
             incident.closed_at = None;
             incident.reopened += 1;
@@ -326,8 +375,9 @@ impl IncidentTracker {
             incident.last_update_ms = now_ms;
             incident.changed = false;
             incident.add_anomalous(&d, rules, now_ms);
+            let news = Self::becomes_news(&mut incident, &self.memory, &d, rules, now_ms);
             self.open = Some(incident.clone());
-            return Some(Transition::Reopened(incident));
+            return Some(if news { Transition::Opened(incident) } else { Transition::Reopened(incident) });
         }
         let anomaly = 1.0 - d.posterior;
         let mut incident = Incident {
@@ -350,12 +400,52 @@ impl IncidentTracker {
             traffic: Traffic::default(),
             reopened: 0,
             reopened_by: None,
+            suppressed: None,
+            news: None,
+            look: finding,
         };
         if let Some(c) = d.context {
             incident.traffic.add(c, d.ts);
         }
+        // A look's finding is raised whatever was dismissed: a scan is no behaviour.
+        if rules.memory.remember_ms > 0 && incident.look.is_none() {
+            self.memory.expire(&rules.memory, now_unix);
+            incident.suppressed = self.memory.recognise(d.context, d.features).map(|b| b.dismissal.clone());
+        }
         self.open = Some(incident.clone());
-        Some(Transition::Opened(incident))
+        Some(match incident.suppressed {
+            Some(_) => Transition::Suppressed(incident),
+            None => Transition::Opened(incident),
+        })
+    }
+
+    /// A suppressed incident's newest anomalous record (`d`) went beyond the behaviour
+    /// it was suppressed as (or that behaviour was forgotten): it is news, and no longer
+    /// suppressed.
+    fn becomes_news(
+        open: &mut Incident,
+        memory: &Memory,
+        d: &Decision<'_>,
+        rules: &IncidentRules,
+        now_ms: u64,
+    ) -> bool {
+        let Some(dismissal) = &open.suppressed else { return false };
+        let beyond = match memory.find(&dismissal.incident_id) {
+            Some(b) => b
+                .admits(d.context, d.features)
+                .or_else(|| b.admits_volume(&open.traffic, open.anomalous, rules.memory.volume_factor))
+                .map(|why| why.words(dismissal)),
+            None => Some(format!(
+                "the behaviour dismissed in incident {} is no longer remembered",
+                dismissal.incident_id
+            )),
+        };
+        let Some(why) = beyond else { return false };
+        open.suppressed = None;
+        open.news = Some(News { why, by: d.source.clone() });
+        open.changed = false;
+        open.last_update_ms = now_ms;
+        true
     }
 
     /// The last incident closed quietly within `reopen_ms` of `now_unix` and nobody
@@ -395,11 +485,14 @@ impl IncidentTracker {
 
     /// Apply an analyst's verdict on the open incident, or on the last closed one if it
     /// closed less than `max_age_s` ago.
+    /// A false positive's behaviour is remembered (`memory`; rows of `dim` features).
     pub fn feedback(
         &mut self,
         fb: &Feedback,
         now_unix: f64,
         max_age_s: u64,
+        memory: &MemoryRules,
+        dim: usize,
     ) -> Result<Applied, FeedbackError> {
         let is_open = self.open.as_ref().is_some_and(|i| i.id == fb.incident_id);
         let recent_closed = self.last_closed.as_ref().is_some_and(|i| {
@@ -426,13 +519,24 @@ impl IncidentTracker {
             (Verdict::Confirmed, true) => Ok(Applied::Confirmed(Transition::Updated(incident.clone()))),
             (Verdict::Confirmed, false) => Ok(Applied::Confirmed(Transition::Reviewed(incident.clone()))),
             (Verdict::FalsePositive, open) => {
-                let rows = std::mem::take(&mut incident.kept);
+                let dismissal = Dismissal {
+                    incident_id: fb.incident_id.clone(),
+                    by: fb.by.clone(),
+                    note: fb.note.clone(),
+                    at: now_unix,
+                };
+                let behaviour =
+                    Behaviour::of(&incident.traffic, incident.anomalous, &incident.kept, dim, dismissal);
+                incident.kept = Vec::new();
                 let transition = if open {
                     self.close(Resolution::Dismissed, now_unix).expect("an open incident")
                 } else {
                     Transition::Reviewed(incident.clone())
                 };
-                Ok(Applied::Dismissed { rows, transition })
+                if memory.remember_ms > 0 {
+                    self.memory.remember(behaviour);
+                }
+                Ok(Applied::Dismissed(transition))
             }
         }
     }
@@ -448,7 +552,11 @@ impl IncidentTracker {
             let late_s = (quiet_for - rules.quiet_ms) as f64 / 1000.0;
             return self.close(Resolution::Quiet, now_unix - late_s);
         }
-        if open.changed && now_ms.saturating_sub(open.last_update_ms) >= rules.update_interval_ms {
+        // A suppressed incident is recorded, not followed: its updates are not sent.
+        if open.suppressed.is_none()
+            && open.changed
+            && now_ms.saturating_sub(open.last_update_ms) >= rules.update_interval_ms
+        {
             open.changed = false;
             open.last_update_ms = now_ms;
             return Some(Transition::Updated(open.clone()));
@@ -468,6 +576,8 @@ mod tests {
         quiet_ms: 10_000,
         reopen_ms: 0,
         keep_records: 2,
+        memory: MemoryRules::OFF,
+        fan_out: FanOutRules::OFF,
     };
 
     fn source(offset: i64) -> Source {
@@ -559,19 +669,16 @@ mod tests {
     fn a_false_positive_hands_over_its_records_and_closes_as_dismissed() {
         let mut t = IncidentTracker::default();
         feed(&mut t, &[true, true, true, true], 0);
-        let confirmed = t.feedback(&verdict(&t, Verdict::Confirmed), 10.0, 60);
+        let confirmed = t.feedback(&verdict(&t, Verdict::Confirmed), 10.0, 60, &RULES.memory, 2);
         let Ok(Applied::Confirmed(Transition::Updated(i))) = confirmed else { panic!("{confirmed:?}") };
         assert_eq!(i.feedback.len(), 1);
-        let dismissed = t.feedback(&verdict(&t, Verdict::FalsePositive), 10.0, 60);
-        let Ok(Applied::Dismissed { rows, transition: Transition::Closed(i, Resolution::Dismissed) }) =
-            dismissed
-        else {
+        let dismissed = t.feedback(&verdict(&t, Verdict::FalsePositive), 10.0, 60, &RULES.memory, 2);
+        let Ok(Applied::Dismissed(Transition::Closed(i, Resolution::Dismissed))) = dismissed else {
             panic!("{dismissed:?}")
         };
-        assert_eq!(rows, [1.0, 2.0, 1.0, 2.0], "the kept anomalous records");
         assert_eq!((i.feedback.len(), i.feedback[1].by.as_str()), (2, "ana"));
         assert!(t.open.is_none());
-        let again = t.feedback(&verdict(&t, Verdict::FalsePositive), 11.0, 60);
+        let again = t.feedback(&verdict(&t, Verdict::FalsePositive), 11.0, 60, &RULES.memory, 2);
         assert_eq!(again, Err(FeedbackError::AlreadyDismissed(i.id.clone())));
     }
 
@@ -631,13 +738,13 @@ mod tests {
         assert!(matches!(later.as_slice(), [Transition::Opened(i)] if i.id != first.id), "{later:?}");
         // Dismissed, then back within the window: news, so a new incident.
         let fb = verdict(&t, Verdict::FalsePositive);
-        assert!(t.feedback(&fb, 2_402.0, 60).is_ok());
+        assert!(t.feedback(&fb, 2_402.0, 60, &RULES.memory, 2).is_ok());
         let after_verdict = feed_at(&mut t, &rules, &[true, true, true], 30, 2_410.0);
         assert!(matches!(after_verdict.as_slice(), [Transition::Opened(_)]), "{after_verdict:?}");
         // Dismissed after a quiet close: the same.
         t.tick(&rules, 400_000, 2_500.0).expect("closed");
         let fb = verdict(&t, Verdict::FalsePositive);
-        assert!(t.feedback(&fb, 2_501.0, 3_600).is_ok());
+        assert!(t.feedback(&fb, 2_501.0, 3_600, &RULES.memory, 2).is_ok());
         assert!(matches!(
             feed_at(&mut t, &rules, &[true, true, true], 40, 2_510.0).as_slice(),
             [Transition::Opened(_)]
@@ -650,15 +757,122 @@ mod tests {
         feed(&mut t, &[true, true, true], 0);
         t.tick(&RULES, 10_200, 1_000.0).expect("closed when quiet");
         let fb = verdict(&t, Verdict::FalsePositive);
-        let Ok(Applied::Dismissed { rows, transition: Transition::Reviewed(i) }) =
-            t.clone().feedback(&fb, 1_050.0, 60)
+        let Ok(Applied::Dismissed(Transition::Reviewed(i))) =
+            t.clone().feedback(&fb, 1_050.0, 60, &RULES.memory, 2)
         else {
             panic!()
         };
-        assert_eq!((rows.len(), i.feedback.len()), (2, 1));
-        let late = t.clone().feedback(&fb, 1_061.0, 60);
+        assert_eq!(i.feedback.len(), 1);
+        let late = t.clone().feedback(&fb, 1_061.0, 60, &RULES.memory, 2);
         assert!(matches!(late, Err(FeedbackError::UnknownIncident { .. })), "{late:?}");
         let wrong = Feedback { incident_id: "nope".into(), ..fb };
-        assert!(matches!(t.feedback(&wrong, 1_001.0, 60), Err(FeedbackError::UnknownIncident { .. })));
+        assert!(matches!(
+            t.feedback(&wrong, 1_001.0, 60, &RULES.memory, 2),
+            Err(FeedbackError::UnknownIncident { .. })
+        ));
+    }
+
+    /// An outbound TCP packet of `bytes` from the device to `peer`:`port`.
+    fn packet(peer: &str, port: u16, bytes: u32) -> Context {
+        Context {
+            src_ip: Some("10.0.0.5".parse().unwrap()),
+            dst_ip: Some(peer.parse().unwrap()),
+            src_port: 50_000,
+            dst_port: port,
+            proto: 6,
+            tcp_flags: 0x18,
+            bytes,
+            direction: Some(super::super::context::Direction::Outbound),
+            device_mac: None,
+        }
+    }
+
+    /// Anomalous records of packets `c`, one per second of device time from `t0`.
+    fn feed_packets(
+        t: &mut IncidentTracker,
+        rules: &IncidentRules,
+        c: &Context,
+        n: usize,
+        first: i64,
+        t0: f64,
+    ) -> Vec<Transition> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            let offset = first + i as i64;
+            let s = source(offset);
+            let now = t0 + i as f64;
+            let d = Decision {
+                anomalous: true,
+                posterior: 0.1,
+                prior: 0.7,
+                ts: now,
+                source: &s,
+                features: &[1.0, 2.0],
+                context: Some(c),
+            };
+            out.extend(t.observe("cam", d, rules, (now * 1000.0) as u64, now));
+        }
+        out
+    }
+
+    #[test]
+    fn a_dismissed_behaviour_that_returns_is_suppressed_until_it_goes_beyond() {
+        let rules = IncidentRules {
+            memory: MemoryRules { remember_ms: 200_000_000, volume_factor: 3.0 },
+            keep_records: 2,
+            ..RULES
+        };
+        let upload = packet("52.1.2.3", 443, 1_000);
+        let mut t = IncidentTracker::default();
+        let opened = feed_packets(&mut t, &rules, &upload, 10, 0, 1_000.0);
+        assert!(matches!(opened.as_slice(), [Transition::Opened(_)]), "{opened:?}");
+        let fb = verdict(&t, Verdict::FalsePositive);
+        assert!(t.feedback(&fb, 1_010.0, 60, &rules.memory, 2).is_ok());
+        assert_eq!(t.memory.len(), 1);
+        // The next evening: the same upload, a little larger. Suppressed, and no updates.
+        let again = feed_packets(&mut t, &rules, &upload, 20, 100, 80_000.0);
+        let [Transition::Suppressed(i)] = again.as_slice() else { panic!("{again:?}") };
+        assert_eq!(
+            i.suppressed.as_ref().map(|d| (d.incident_id.as_str(), d.by.as_str())),
+            Some((fb.incident_id.as_str(), "ana"))
+        );
+        assert!(t.tick(&rules, 80_025_000, 80_025.0).is_none(), "no update of a suppressed incident");
+        // It closes, and is recorded as it was.
+        let Some(Transition::Closed(c, Resolution::Quiet)) = t.tick(&rules, 80_200_000, 80_200.0) else {
+            panic!()
+        };
+        assert!(c.suppressed.is_some());
+        // Ten times the volume to the same peer: news at the record that passed 3×.
+        let exfil = feed_packets(&mut t, &rules, &upload, 100, 1_000, 90_000.0);
+        let [Transition::Suppressed(_), Transition::Opened(news)] = exfil.as_slice() else {
+            panic!("{exfil:?}")
+        };
+        let n = news.news.as_ref().expect("news");
+        // The dismissed incident had 8 packets (from its third record on): 8,000 bytes.
+        assert_eq!(n.by.offset, 1_002 + 24, "its 25th packet passed 3× 8,000 bytes");
+        assert!(n.why.contains("bytes") && news.suppressed.is_none(), "{}", n.why);
+        t.tick(&rules, 90_400_000, 90_400.0).expect("closed");
+        // A new peer during a suppressed incident: news at once.
+        feed_packets(&mut t, &rules, &upload, 5, 2_000, 100_000.0);
+        let other = feed_packets(&mut t, &rules, &packet("203.0.113.9", 443, 60), 1, 2_005, 100_005.0);
+        let [Transition::Opened(news)] = other.as_slice() else { panic!("{other:?}") };
+        assert!(news.news.as_ref().unwrap().why.contains("a new peer, 203.0.113.9"), "{news:?}");
+        t.tick(&rules, 100_400_000, 100_400.0).expect("closed");
+        // Past the memory's expiry: an incident again.
+        let later = feed_packets(&mut t, &rules, &upload, 10, 3_000, 1_010.0 + 200_001.0);
+        assert!(matches!(later.as_slice(), [Transition::Opened(i)] if i.news.is_none()), "{later:?}");
+        assert!(t.memory.is_empty());
+    }
+
+    #[test]
+    fn without_memory_a_dismissed_behaviour_opens_again() {
+        let upload = packet("52.1.2.3", 443, 1_000);
+        let mut t = IncidentTracker::default();
+        feed_packets(&mut t, &RULES, &upload, 10, 0, 1_000.0);
+        let fb = verdict(&t, Verdict::FalsePositive);
+        assert!(t.feedback(&fb, 1_010.0, 60, &RULES.memory, 2).is_ok());
+        assert!(t.memory.is_empty());
+        let again = feed_packets(&mut t, &RULES, &upload, 10, 100, 80_000.0);
+        assert!(matches!(again.as_slice(), [Transition::Opened(_)]), "{again:?}");
     }
 }

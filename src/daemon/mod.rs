@@ -30,6 +30,7 @@
 
 /// The background adaptation thread (benchmarks and tests run the daemon's own).
 pub mod adapter;
+pub mod behaviours;
 pub mod clock;
 pub mod config;
 pub mod context;
@@ -41,6 +42,7 @@ pub mod ecs;
 pub mod engine;
 mod events;
 pub(crate) mod explain;
+pub mod fanout;
 mod handle;
 mod health;
 pub(crate) mod http;

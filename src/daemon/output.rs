@@ -51,6 +51,10 @@ pub enum IncidentEvent {
     /// It had closed quietly a moment ago and is open again, under its id
     /// (`incidents.reopen_s`).
     Reopened(IncidentReport),
+    /// An incident of a behaviour an analyst dismissed (`suppressed` says which): recorded
+    /// here and counted, not raised; no updates follow, its close does, and a record
+    /// beyond the behaviour opens it as news (`opened`, with `news`).
+    Suppressed(IncidentReport),
     Closed(IncidentReport),
     /// An analyst's verdict on an incident that had already closed.
     Reviewed(IncidentReport),
@@ -110,6 +114,7 @@ impl IncidentEvent {
             Self::Opened(_) => "opened",
             Self::Updated(_) => "updated",
             Self::Reopened(_) => "reopened",
+            Self::Suppressed(_) => "suppressed",
             Self::Closed(_) => "closed",
             Self::Reviewed(_) => "reviewed",
             Self::Forgotten { .. } => "forgotten",
@@ -122,9 +127,12 @@ impl IncidentEvent {
     /// The device it is about (the record's key).
     pub fn device(&self) -> &str {
         match self {
-            Self::Opened(r) | Self::Updated(r) | Self::Reopened(r) | Self::Closed(r) | Self::Reviewed(r) => {
-                &r.device
-            }
+            Self::Opened(r)
+            | Self::Updated(r)
+            | Self::Reopened(r)
+            | Self::Suppressed(r)
+            | Self::Closed(r)
+            | Self::Reviewed(r) => &r.device,
             Self::Unmonitored { device, .. }
             | Self::Forgotten { device, .. }
             | Self::Onboarding { device, .. }
@@ -184,7 +192,28 @@ pub struct IncidentReport {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reopened: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reopened_by: Option<Source>,
+    pub reopened_by: Option<Box<Source>>,
+    /// Of a behaviour an analyst dismissed: which dismissal (every event of a suppressed
+    /// incident carries it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suppressed: Option<Box<super::behaviours::Dismissal>>,
+    /// It had been suppressed and went beyond the dismissed behaviour: how, in words,
+    /// and the record that did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub news: Option<Box<super::behaviours::News>>,
+    /// What raised it: `model` (its records' decisions, `open_k` of `open_n`), or a look
+    /// on its packets (`address_scan`, `port_scan`, `flood`: `look` says why).
+    #[serde(default)]
+    pub raised_by: super::fanout::RaisedBy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub look: Option<Box<super::fanout::Finding>>,
+}
+
+impl IncidentReport {
+    /// The analyst is not told: the incident is of a behaviour dismissed before.
+    pub fn is_suppressed(&self) -> bool {
+        self.suppressed.is_some()
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -209,10 +238,25 @@ impl IncidentReport {
         // "device cam sent 254 TCP SYN packets …; 254 of 300 records …", or as before
         // "device cam: 5 of 9 records …" when the records carried no context.
         let what = traffic.as_ref().map_or_else(|| ":".to_string(), |t| format!(" {};", t.summary));
-        let severity = Severity::of(i.anomalous, i.records, i.last_ts - i.first_ts, &i.traffic);
+        let mut severity = Severity::of(i.anomalous, i.records, i.last_ts - i.first_ts, &i.traffic);
+        if i.look.is_some() || i.news.as_ref().is_some_and(|_| i.suppressed.is_none()) {
+            // A scan or flood, or something new during an incident: look at it now.
+            severity = severity.max(Severity::High);
+        }
+        let raised = i.look.as_ref().map(|f| format!("; raised by the {}", f.why)).unwrap_or_default();
+        let known = match (&i.suppressed, &i.news) {
+            (Some(d), _) => format!(
+                "; suppressed: the behaviour dismissed in incident {} by {:?}{}",
+                d.incident_id,
+                d.by,
+                if d.note.is_empty() { String::new() } else { format!(" ({})", d.note) }
+            ),
+            (None, Some(news)) => format!("; news: {}", news.why),
+            (None, None) => String::new(),
+        };
         let summary = format!(
             "device {device}{what} {} of {} records anomalous ({:.0} %) since the incident opened, peak \
-             score {:.2}; {state}{most}",
+             score {:.2}; {state}{raised}{known}{most}",
             i.anomalous,
             i.records,
             100.0 * share,
@@ -240,7 +284,11 @@ impl IncidentReport {
             top_features,
             feedback: i.feedback.clone(),
             reopened: i.reopened,
-            reopened_by: i.reopened_by.clone(),
+            reopened_by: i.reopened_by.clone().map(Box::new),
+            suppressed: i.suppressed.clone().map(Box::new),
+            news: i.news.clone().map(Box::new),
+            raised_by: i.look.as_ref().map_or_else(Default::default, |f| f.look),
+            look: i.look.clone().map(Box::new),
         }
     }
 }

@@ -288,6 +288,7 @@ impl Pipeline {
             Transition::Opened(i)
             | Transition::Updated(i)
             | Transition::Reopened(i)
+            | Transition::Suppressed(i)
             | Transition::Reviewed(i) => (i, None),
             Transition::Closed(i, r) => (i, Some(r.as_str())),
         };
@@ -297,6 +298,7 @@ impl Pipeline {
             Transition::Opened(_) => IncidentEvent::Opened(report),
             Transition::Updated(_) => IncidentEvent::Updated(report),
             Transition::Reopened(_) => IncidentEvent::Reopened(report),
+            Transition::Suppressed(_) => IncidentEvent::Suppressed(report),
             Transition::Closed(..) => IncidentEvent::Closed(report),
             Transition::Reviewed(_) => IncidentEvent::Reviewed(report),
         })
@@ -334,9 +336,9 @@ impl Pipeline {
         }
     }
 
-    /// Apply the feedback topic's messages. An analyst's verdict: a false positive's
-    /// kept records enter the device's positive window, and so do its next records for
-    /// a while (see [`Device::learn_after_dismissal`]); the device is re-adapted at once.
+    /// Apply the feedback topic's messages. An analyst's verdict: a false positive closes
+    /// the incident and its behaviour is remembered (`behaviours.rs`); the device's
+    /// classifier is left as it was, so a verdict cannot make the device noisier.
     /// An operator's request to forget a device: it goes, snapshot and all. Every
     /// accepted message is emitted as an incident event, a refused one as a dead letter
     /// with the reason.
@@ -375,13 +377,7 @@ impl Pipeline {
                 Ok(Accepted::Verdict(fb, applied)) => {
                     let (transition, result) = match *applied {
                         Applied::Confirmed(t) => (t, "confirmed"),
-                        Applied::Dismissed { rows, transition } => {
-                            engine.devices.learn_dismissed(&fb.device, &rows);
-                            let adapted = engine.adapt_now([fb.device.as_str()]);
-                            metrics.adaptations.inc_by(adapted.len() as u64);
-                            prior_updates(engine, &adapted, model_version, metrics, &mut out);
-                            (transition, "false_positive")
-                        }
+                        Applied::Dismissed(t) => (t, "false_positive"),
                     };
                     events::feedback(metrics, &fb.device, result);
                     events::incident(metrics, &fb.device, &transition);
@@ -429,7 +425,7 @@ impl Pipeline {
         }
         let fb: Feedback = serde_json::from_value(value).map_err(|e| format!("malformed feedback: {e}"))?;
         let now = self.time(engine, &fb.device);
-        let applied = engine.devices.apply_feedback(&fb, now, self.feedback_max_age_s)?;
+        let applied = engine.devices.apply_feedback(&fb, now, self.feedback_max_age_s, &self.rules.memory)?;
         Ok(Accepted::Verdict(fb, Box::new(applied)))
     }
 
@@ -639,6 +635,8 @@ mod tests {
             quiet_ms: 5000,
             reopen_ms: 0,
             keep_records: 3,
+            memory: crate::daemon::behaviours::MemoryRules::OFF,
+            fan_out: crate::daemon::fanout::FanOutRules::OFF,
         };
         Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Service, 100)
     }
@@ -715,6 +713,8 @@ mod tests {
             quiet_ms: 3_000,
             reopen_ms: 0,
             keep_records: 3,
+            memory: crate::daemon::behaviours::MemoryRules::OFF,
+            fan_out: crate::daemon::fanout::FanOutRules::OFF,
         };
         let mut pipeline =
             Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Event, 100);

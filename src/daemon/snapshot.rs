@@ -11,9 +11,8 @@
 //! `MPS3`: dim, positive rows, unlabeled rows (u32 LE each), records seen (u64 LE),
 //! the newest input record in the windows (partition i32, offset i64, topic length
 //! u16 and bytes; offset −1 when none), the f32 LE values, then the device's incident
-//! state as JSON (u32 LE length and bytes; beside the incident state's fields,
-//! `learning`: records still to learn as normal after a dismissal, absent in older
-//! snapshots). `MPS2` (no incident state) and `MPS1` (no
+//! state as JSON (u32 LE length and bytes; with the behaviours analysts dismissed;
+//! older snapshots' `learning` is ignored). `MPS2` (no incident state) and `MPS1` (no
 //! source either) are still read. Windows, not adapted states, are stored: they outlive
 //! a model change.
 
@@ -40,8 +39,6 @@ pub struct Snapshot {
     pub last_source: Option<Source>,
     /// The device's last decisions and open incident (`MPS3`; empty from older ones).
     pub incidents: IncidentTracker,
-    /// Records still to be learned as known-normal after a dismissal (0 when absent).
-    pub learning: usize,
     /// An onboarding in progress, and the last one finished (none when absent).
     pub onboarding: Option<Onboarding>,
     pub onboarded: Option<Onboarding>,
@@ -56,13 +53,11 @@ pub struct Snapshot {
     pub rows_apart: bool,
 }
 
-/// The JSON tail: the incident state, and beside its fields the dismissal learning.
+/// The JSON tail: the incident state, and beside its fields the onboardings.
 #[derive(Serialize, Deserialize, Default)]
 struct Tail<T> {
     #[serde(flatten)]
     incidents: T,
-    #[serde(default)]
-    learning: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     onboarding: Option<Onboarding>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,7 +107,6 @@ impl Snapshot {
             seen: 0,
             last_source: None,
             incidents: IncidentTracker::default(),
-            learning: 0,
             onboarding: None,
             onboarded: None,
             pinned: 0,
@@ -151,7 +145,6 @@ impl Snapshot {
         }
         let tail = Tail {
             incidents: &self.incidents,
-            learning: self.learning,
             onboarding: self.onboarding.clone(),
             onboarded: self.onboarded.clone(),
             pinned: self.pinned,
@@ -239,7 +232,6 @@ impl Snapshot {
             seen,
             last_source,
             incidents: tail.incidents,
-            learning: tail.learning,
             onboarding: tail.onboarding,
             onboarded: tail.onboarded,
             pinned: tail.pinned,
@@ -413,6 +405,8 @@ mod tests {
             quiet_ms: 1,
             reopen_ms: 0,
             keep_records: 1,
+            memory: crate::daemon::behaviours::MemoryRules::OFF,
+            fan_out: crate::daemon::fanout::FanOutRules::OFF,
         };
         let mut with_incident = s.clone();
         let d = Decision {
@@ -426,9 +420,20 @@ mod tests {
         };
         assert!(with_incident.incidents.observe("a", d, &rules, 0, 1.5e9).is_some());
         assert_eq!(Snapshot::decode(&with_incident.encode()).unwrap(), with_incident);
-        // So does the dismissal learning still to come, and a tail without it reads as 0.
-        let learning = Snapshot { learning: 12, ..with_incident.clone() };
-        assert_eq!(Snapshot::decode(&learning.encode()).unwrap(), learning);
+        // So do the behaviours analysts dismissed.
+        let mut remembered = with_incident.clone();
+        let id = remembered.incidents.open.as_ref().map(|i| i.id.clone()).unwrap();
+        let fb = crate::daemon::incidents::Feedback {
+            device: "a".into(),
+            incident_id: id,
+            verdict: crate::daemon::incidents::Verdict::FalsePositive,
+            by: "ana".into(),
+            note: "nightly upload".into(),
+        };
+        let memory = crate::daemon::behaviours::MemoryRules { remember_ms: 1_000, volume_factor: 3.0 };
+        remembered.incidents.feedback(&fb, 1.5e9, 60, &memory, 2).expect("dismissed");
+        assert_eq!(remembered.incidents.memory.len(), 1);
+        assert_eq!(Snapshot::decode(&remembered.encode()).unwrap(), remembered);
         // And an onboarding under way and the last one done.
         let span =
             Onboarding { from: 1.0, until: 3601.0, records: 7, by: "ops".into(), note: "joined".into() };
@@ -437,7 +442,6 @@ mod tests {
         assert_eq!(Snapshot::decode(&onboarding.encode()).unwrap(), onboarding);
         let tail = 4 + serde_json::to_vec(&Tail {
             incidents: &s.incidents,
-            learning: 0,
             onboarding: None,
             onboarded: None,
             pinned: 0,
@@ -481,7 +485,6 @@ mod tests {
             unlabeled: vec![5.0, 6.0],
             seen: 9,
             last_source: Some(Source { topic: "in".into(), partition: 1, offset: 7 }),
-            learning: 3,
             pinned: 1,
             input_partitions: 4,
             ..Snapshot::empty(2)

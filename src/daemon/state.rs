@@ -185,7 +185,6 @@ impl StateStore {
                 seen: d.seen,
                 last_source: d.last_source.clone(),
                 incidents: d.incidents.clone(),
-                learning: d.learning(),
                 onboarding: d.onboarding.clone(),
                 onboarded: d.onboarded.clone(),
                 pinned: d.positive.pinned(),

@@ -13,7 +13,7 @@ use metapu::daemon::engine::{Engine, EventCadence};
 use metapu::daemon::incidents::IncidentRules;
 use metapu::daemon::output::{IncidentEvent, Source};
 use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Pipeline, Received, RecordOutputs};
-use metapu::daemon::record::FeatureRecord;
+use metapu::daemon::record::{Context, FeatureRecord};
 use metapu::daemon::Metrics;
 use metapu::data::{Label, Task};
 use metapu::model::Model;
@@ -23,6 +23,8 @@ pub struct DeviceStream {
     pub task: Task,
     /// Capture time of each record, seconds.
     pub ts: Vec<f64>,
+    /// Each record's packet (as `metapu extract` puts it beside the features), or none.
+    pub contexts: Vec<Context>,
 }
 
 /// The daemon's settings that shape what it decides, and the onboarding.
@@ -65,14 +67,7 @@ impl StreamConfig {
             labeled,
             onboard_for_s: None,
             analyst: false,
-            incidents: IncidentRules {
-                open_k: cfg.incidents.open_k,
-                open_n: cfg.incidents.open_n,
-                update_interval_ms: cfg.incidents.update_interval_s * 1000,
-                quiet_ms: cfg.incidents.quiet_s * 1000,
-                reopen_ms: cfg.incidents.reopen_s * 1000,
-                keep_records: cfg.windows.positive,
-            },
+            incidents: cfg.incident_rules(),
         }
     }
 }
@@ -121,6 +116,18 @@ pub struct DeviceOutcome {
     /// The attack's first incident event was a reopening of an incident opened before it
     /// (a false one): the analyst saw an earlier incident come back, not a new one.
     pub attack_reopened: bool,
+    /// The capture time of each record that opened (or reopened) an incident of a
+    /// behaviour the analyst had dismissed: recorded, not raised.
+    pub suppressed_ts: Vec<f64>,
+    /// Of the incidents opened, those that had been suppressed and went beyond the
+    /// dismissed behaviour (news): why, in words.
+    pub news: Vec<String>,
+    /// An incident already open when the attack began told the analyst something new
+    /// during it (an update with `news`): attack records up to it.
+    pub attack_news: Option<usize>,
+    /// Incidents a look on the packets raised (`fanout.rs`): the capture time of the
+    /// record that crossed, and why.
+    pub looks: Vec<(f64, String)>,
     /// Per record: anomalous (an alert, were they published), normal, or never scored.
     pub decisions: Vec<Option<bool>>,
     /// Capture hours the stream spans.
@@ -154,6 +161,7 @@ pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<De
     // quiet runs out; here a silent device's time moves only with its next record,
     // which can come days after its incident closed: its verdict is not late.
     pipeline.feedback_max_age_s = u64::MAX / 2;
+
     let metrics = Metrics::new();
     let mut offset = 0i64;
     devices
@@ -207,8 +215,17 @@ fn run_device(
     };
     let labels_known = cfg.onboard_for_s.is_none();
     out.hours = (d.ts.last().copied().unwrap_or(0.0) - d.ts.first().copied().unwrap_or(0.0)) / 3600.0;
-    let open = |engine: &Engine| engine.devices.get(&task.id).is_some_and(|d| d.incidents.open.is_some());
+    // Open as the analyst sees it: a suppressed incident is not.
+    let open = |engine: &Engine| {
+        engine
+            .devices
+            .get(&task.id)
+            .and_then(|d| d.incidents.open.as_ref())
+            .is_some_and(|i| i.suppressed.is_none())
+    };
     let mut false_incidents = std::collections::HashSet::new();
+    // An incident's news stays on its later events: each is counted once, at its record.
+    let mut news_seen = std::collections::HashSet::new();
     let mut start = 0;
     while start < n {
         // A micro-batch: what arrives within the batching window, up to max_batch and
@@ -225,7 +242,7 @@ fn run_device(
                     ts: d.ts[i],
                     features: task.row(i, dim).to_vec(),
                     known_normal: labels_known && out.known[i],
-                    context: None,
+                    context: d.contexts.get(i).copied(),
                 };
                 Consumed::record(record, source(offset + i as i64))
             })
@@ -247,24 +264,52 @@ fn run_device(
         let mut verdicts: Vec<Option<bool>> = vec![None; end - start];
         let mut opened_at = Vec::new();
         let mut reopened_at = Vec::new();
+        let mut news_at = Vec::new();
+        // A quiet close is found at the device's next record (its time moves with its
+        // records), before that record's decision: the pipeline emits it after that
+        // record's score. Closed there, for what the attack finds open.
+        let mut closed_at = Vec::new();
+        let mut last_scored = start;
         for e in &emitted {
             match e {
                 Emitted::Score(s) => {
                     let i = (s.source.offset - offset) as usize;
+                    last_scored = i;
                     if let Some(posterior) = s.score {
                         out.scores[i] = 1.0 - posterior;
                         out.anomalous += usize::from(s.decision == "anomalous");
                         verdicts[i - start] = Some(s.decision == "anomalous");
                     }
                 }
+                Emitted::Incident(IncidentEvent::Suppressed(r) | IncidentEvent::Reopened(r))
+                    if r.is_suppressed() =>
+                {
+                    out.suppressed_ts.push(r.last_ts);
+                }
+                Emitted::Incident(IncidentEvent::Closed(r)) if !r.is_suppressed() => {
+                    closed_at.push(last_scored)
+                }
+                Emitted::Incident(IncidentEvent::Updated(r)) if !r.is_suppressed() => {
+                    if let Some(n) = r.news.as_ref().filter(|n| news_seen.insert(n.by.offset)) {
+                        news_at.push((n.by.offset - offset) as usize);
+                        out.news.push(n.why.clone());
+                    }
+                }
                 Emitted::Incident(IncidentEvent::Opened(r)) => {
-                    let at = (r.opened_by.offset - offset) as usize;
+                    // One that was suppressed opens for the analyst at the record that
+                    // went beyond the dismissed behaviour.
+                    let by = r.news.as_ref().map_or(&r.opened_by, |n| &n.by);
+                    out.news.extend(
+                        r.news.as_ref().filter(|n| news_seen.insert(n.by.offset)).map(|n| n.why.clone()),
+                    );
+                    out.looks.extend(r.look.as_ref().map(|l| (r.first_ts, l.why.clone())));
+                    let at = (by.offset - offset) as usize;
                     if cfg.analyst && attack_before == 0 && attack_begins.is_none_or(|a| at < a) {
                         false_incidents.insert(r.incident_id.clone());
                     }
                     opened_at.push(at);
                     out.opened.push(r.incident_id.clone());
-                    out.opened_ts.push(r.first_ts);
+                    out.opened_ts.push(if r.news.is_some() { r.last_ts } else { r.first_ts });
                 }
                 Emitted::Incident(IncidentEvent::Reopened(r)) => {
                     if let Some(by) = &r.reopened_by {
@@ -278,7 +323,19 @@ fn run_device(
         let mut opened = opened_at.into_iter().peekable();
         let mut reopened = reopened_at.into_iter().peekable();
         let mut open_now = open_before;
+        let mut news = news_at.into_iter().peekable();
+        let mut closed = closed_at.into_iter().peekable();
         for i in start..end {
+            while closed.peek() == Some(&i) {
+                closed.next();
+                open_now = false;
+            }
+            if news.peek() == Some(&i) {
+                news.next();
+                if out.open_at_attack && out.attack_news.is_none() && task.labels[i] == Label::Negative {
+                    out.attack_news = Some(out.attack + 1);
+                }
+            }
             if attack_begins == Some(i) && out.attack == 0 && open_now {
                 out.attack_covered = true;
                 out.open_at_attack = true;

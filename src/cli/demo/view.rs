@@ -144,6 +144,10 @@ pub fn incident_lines(v: &Value, d: Option<&DeviceLedger>, now_s: f64) -> String
             v["records"],
             traffic_lines(v)
         ),
+        "suppressed" => format!(
+            "{head} incident suppressed {device}: {}",
+            v["summary"].as_str().unwrap_or("a behaviour an analyst dismissed")
+        ),
         "closed" => format!(
             "{head} INCIDENT CLOSED  {device} ({}): {} of {} records anomalous",
             v["resolution"].as_str().unwrap_or("?"),

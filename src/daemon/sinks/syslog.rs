@@ -82,6 +82,9 @@ impl Syslog {
     /// One RFC 5424 message, octet-counted.
     fn frame(&self, event: &IncidentEvent) -> Vec<u8> {
         let (severity, time) = match event {
+            // Recorded, not raised: informational, whatever the incident's severity.
+            IncidentEvent::Suppressed(r) => (6, r.time),
+            IncidentEvent::Closed(r) if r.is_suppressed() => (6, r.time),
             IncidentEvent::Opened(r)
             | IncidentEvent::Updated(r)
             | IncidentEvent::Reopened(r)

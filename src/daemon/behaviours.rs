@@ -1,0 +1,359 @@
+//! What analysts dismissed, remembered by what it was: each false-positive verdict
+//! leaves the incident's behaviour with the device — the peers it talked to, the
+//! service ports, the transports, the directions, how many bytes — and a later incident
+//! of the same behaviour is recorded as suppressed instead of reaching the analyst as
+//! new (Zeek's notice suppression and Suricata's `suppress` by address, with the rule
+//! learned from one verdict instead of written by hand). Bounded: it expires, and a
+//! record outside the behaviour (a new peer, port, transport or direction) or far more
+//! bytes than it had is news again. Where records carry no packet context, the
+//! incident's feature rows stand in (a box around them in log space). Pure: times come in.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::context::{transport_name, Context, Direction};
+use super::incident_traffic::Traffic;
+
+/// Behaviours remembered per device at most; the oldest goes first.
+pub const MAX_REMEMBERED: usize = 32;
+/// Peers, and service ports, remembered per behaviour at most (the most frequent).
+pub const MAX_PEERS: usize = 256;
+
+/// How long a dismissal holds and how far a behaviour may grow (`[incidents]`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemoryRules {
+    /// A dismissed behaviour is remembered this long (device time); 0 = not at all.
+    pub remember_ms: u64,
+    /// An incident of a remembered behaviour with more than this many times its bytes
+    /// (or, without packet context, its anomalous records) is news.
+    pub volume_factor: f64,
+}
+
+impl MemoryRules {
+    /// Nothing remembered (tests of other parts).
+    pub const OFF: Self = Self { remember_ms: 0, volume_factor: 3.0 };
+}
+
+/// Who dismissed a behaviour, when and why: carried by the incidents it suppresses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dismissal {
+    /// The dismissed incident.
+    pub incident_id: String,
+    pub by: String,
+    #[serde(default)]
+    pub note: String,
+    /// Unix seconds (the device's time) of the verdict.
+    pub at: f64,
+}
+
+/// A suppressed incident went beyond the behaviour it was of: why, and the record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct News {
+    pub why: String,
+    pub by: super::record::Source,
+}
+
+/// One dismissed incident's behaviour.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Behaviour {
+    pub dismissal: Dismissal,
+    /// Peer addresses, `port/transport` of the service side (the lower port), and
+    /// transports of its anomalous packets.
+    pub peers: BTreeSet<String>,
+    pub services: BTreeSet<String>,
+    pub transports: BTreeSet<String>,
+    /// It had packets sent by the device, and sent to it.
+    pub outbound: bool,
+    pub inbound: bool,
+    /// Bytes of its anomalous packets, and its anomalous records.
+    pub bytes: u64,
+    pub anomalous: u64,
+    /// Per feature, the range of its kept rows in signed log1p space (empty: no rows).
+    #[serde(default)]
+    pub lo: Vec<f32>,
+    #[serde(default)]
+    pub hi: Vec<f32>,
+}
+
+/// Why a record, or an incident so far, is not the remembered behaviour.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Beyond {
+    Peer(String),
+    Service(String),
+    Transport(String),
+    Direction(Direction),
+    Bytes { now: u64, remembered: u64 },
+    Records { now: u64, remembered: u64 },
+    Features { feature: usize },
+}
+
+impl Beyond {
+    /// In words, for the incident an analyst now sees.
+    pub fn words(&self, d: &Dismissal) -> String {
+        let what = match self {
+            Beyond::Peer(p) => format!("a new peer, {p}"),
+            Beyond::Service(s) => format!("a new port, {s}"),
+            Beyond::Transport(t) => format!("another transport, {t}"),
+            Beyond::Direction(Direction::Outbound) => "traffic sent by the device".into(),
+            Beyond::Direction(Direction::Inbound) => "traffic sent to the device".into(),
+            Beyond::Bytes { now, remembered } => {
+                format!(
+                    "{now} bytes, {:.0}× the {remembered} it had",
+                    *now as f64 / (*remembered).max(1) as f64
+                )
+            }
+            Beyond::Records { now, remembered } => {
+                format!(
+                    "{now} anomalous records, {:.0}× the {remembered} it had",
+                    *now as f64 / (*remembered).max(1) as f64
+                )
+            }
+            Beyond::Features { feature } => format!("feature {feature} outside its range"),
+        };
+        format!("like the behaviour dismissed in incident {} by {:?}, but with {what}", d.incident_id, d.by)
+    }
+}
+
+/// The service side of a packet: the lower of its two ports (the well-known one by
+/// convention), with its transport; `None` for a protocol without ports.
+pub fn service(c: &Context) -> Option<String> {
+    let port = match (c.src_port, c.dst_port) {
+        (0, 0) => return None,
+        (0, p) | (p, 0) => p,
+        (a, b) => a.min(b),
+    };
+    Some(format!("{port}/{}", transport_name(c.proto)))
+}
+
+fn slog(x: f32) -> f32 {
+    x.signum() * x.abs().ln_1p()
+}
+
+impl Behaviour {
+    /// The behaviour of an incident an analyst dismissed (its traffic and kept rows).
+    pub fn of(traffic: &Traffic, anomalous: u64, kept: &[f32], dim: usize, dismissal: Dismissal) -> Self {
+        let top = |c: &super::incident_traffic::Counts| -> BTreeSet<String> {
+            c.top(MAX_PEERS).into_iter().map(|c| c.value).collect()
+        };
+        let (mut lo, mut hi) = (Vec::new(), Vec::new());
+        if dim > 0 && kept.len() >= dim {
+            lo = vec![f32::INFINITY; dim];
+            hi = vec![f32::NEG_INFINITY; dim];
+            for row in kept.chunks_exact(dim) {
+                for (j, &v) in row.iter().enumerate() {
+                    let v = slog(v);
+                    lo[j] = lo[j].min(v);
+                    hi[j] = hi[j].max(v);
+                }
+            }
+        }
+        Self {
+            dismissal,
+            peers: top(&traffic.peers),
+            services: top(&traffic.services),
+            transports: top(&traffic.transports),
+            outbound: traffic.outbound > 0,
+            inbound: traffic.inbound > 0,
+            bytes: traffic.bytes,
+            anomalous,
+            lo,
+            hi,
+        }
+    }
+
+    /// One anomalous record: `None` if it is of this behaviour.
+    pub fn admits(&self, context: Option<&Context>, features: &[f32]) -> Option<Beyond> {
+        match context {
+            Some(c) => self.admits_packet(c),
+            None => self.admits_features(features),
+        }
+    }
+
+    fn admits_packet(&self, c: &Context) -> Option<Beyond> {
+        let transport = transport_name(c.proto);
+        if !self.transports.contains(&transport) {
+            return Some(Beyond::Transport(transport));
+        }
+        match c.direction {
+            Some(Direction::Outbound) if !self.outbound => {
+                return Some(Beyond::Direction(Direction::Outbound))
+            }
+            Some(Direction::Inbound) if !self.inbound => return Some(Beyond::Direction(Direction::Inbound)),
+            _ => {}
+        }
+        if let Some((_, Some(peer))) = c.device_and_peer() {
+            let peer = peer.to_string();
+            if !self.peers.contains(&peer) {
+                return Some(Beyond::Peer(peer));
+            }
+        }
+        match service(c) {
+            Some(s) if !self.services.contains(&s) => Some(Beyond::Service(s)),
+            _ => None,
+        }
+    }
+
+    /// Without packet context: every feature within the kept rows' range, widened by
+    /// that range on each side and by at least 0.1 (about 10 %) in log space.
+    fn admits_features(&self, features: &[f32]) -> Option<Beyond> {
+        if self.lo.len() != features.len() {
+            return Some(Beyond::Features { feature: 0 });
+        }
+        for (j, &v) in features.iter().enumerate() {
+            let margin = (self.hi[j] - self.lo[j]).max(0.1);
+            let v = slog(v);
+            if !(v >= self.lo[j] - margin && v <= self.hi[j] + margin) {
+                return Some(Beyond::Features { feature: j });
+            }
+        }
+        None
+    }
+
+    /// An incident of this behaviour so far: news once it grew past `factor` times the
+    /// bytes the dismissed one had (its anomalous records without packet context).
+    pub fn admits_volume(&self, traffic: &Traffic, anomalous: u64, factor: f64) -> Option<Beyond> {
+        if traffic.packets > 0 && self.bytes > 0 {
+            (traffic.bytes as f64 > factor * self.bytes as f64)
+                .then_some(Beyond::Bytes { now: traffic.bytes, remembered: self.bytes })
+        } else {
+            (anomalous as f64 > factor * self.anomalous.max(1) as f64)
+                .then_some(Beyond::Records { now: anomalous, remembered: self.anomalous })
+        }
+    }
+}
+
+/// A device's remembered behaviours, newest last (part of its snapshot).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    pub behaviours: Vec<Behaviour>,
+}
+
+impl Memory {
+    pub fn remember(&mut self, b: Behaviour) {
+        if self.behaviours.len() >= MAX_REMEMBERED {
+            self.behaviours.remove(0);
+        }
+        self.behaviours.push(b);
+    }
+
+    /// Forget what was dismissed longer ago than the rules keep it.
+    pub fn expire(&mut self, rules: &MemoryRules, now_unix: f64) {
+        let keep_s = rules.remember_ms as f64 / 1000.0;
+        self.behaviours.retain(|b| now_unix - b.dismissal.at <= keep_s);
+    }
+
+    /// The newest remembered behaviour the record is of.
+    pub fn recognise(&self, context: Option<&Context>, features: &[f32]) -> Option<&Behaviour> {
+        self.behaviours.iter().rev().find(|b| b.admits(context, features).is_none())
+    }
+
+    pub fn find(&self, incident_id: &str) -> Option<&Behaviour> {
+        self.behaviours.iter().find(|b| b.dismissal.incident_id == incident_id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.behaviours.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.behaviours.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+
+    fn packet(peer: &str, port: u16, bytes: u32) -> Context {
+        Context {
+            src_ip: Some("10.0.0.5".parse::<IpAddr>().unwrap()),
+            dst_ip: Some(peer.parse().unwrap()),
+            src_port: 50_000,
+            dst_port: port,
+            proto: 6,
+            tcp_flags: 0x18,
+            bytes,
+            direction: Some(Direction::Outbound),
+            device_mac: None,
+        }
+    }
+
+    fn dismissal() -> Dismissal {
+        Dismissal { incident_id: "i1".into(), by: "ana".into(), note: "nightly upload".into(), at: 1_000.0 }
+    }
+
+    fn upload() -> Behaviour {
+        let mut t = Traffic::default();
+        for i in 0..100 {
+            t.add(&packet("52.1.2.3", 443, 1_000), f64::from(i));
+        }
+        Behaviour::of(&t, 100, &[1.0, 10.0, 3.0, 30.0], 2, dismissal())
+    }
+
+    #[test]
+    fn the_same_peer_and_service_is_the_behaviour_and_anything_new_is_not() {
+        let b = upload();
+        assert_eq!(b.services.iter().collect::<Vec<_>>(), ["443/tcp"], "the service side, not 50000");
+        assert_eq!(b.admits(Some(&packet("52.1.2.3", 443, 1_400)), &[]), None);
+        assert_eq!(
+            b.admits(Some(&packet("52.1.2.4", 443, 1_000)), &[]),
+            Some(Beyond::Peer("52.1.2.4".into()))
+        );
+        assert_eq!(b.admits(Some(&packet("52.1.2.3", 22, 60)), &[]), Some(Beyond::Service("22/tcp".into())));
+        let udp = Context { proto: 17, ..packet("52.1.2.3", 443, 100) };
+        assert_eq!(b.admits(Some(&udp), &[]), Some(Beyond::Transport("udp".into())));
+        let (src, dst) = (udp.dst_ip, udp.src_ip);
+        let inbound = Context {
+            src_ip: src,
+            dst_ip: dst,
+            direction: Some(Direction::Inbound),
+            ..packet("52.1.2.3", 443, 9)
+        };
+        assert_eq!(b.admits(Some(&inbound), &[]), Some(Beyond::Direction(Direction::Inbound)));
+    }
+
+    #[test]
+    fn ten_times_the_bytes_to_the_same_peer_is_news() {
+        let b = upload();
+        let mut t = Traffic::default();
+        for i in 0..250 {
+            t.add(&packet("52.1.2.3", 443, 1_000), f64::from(i));
+        }
+        assert_eq!(b.admits_volume(&t, 250, 3.0), None, "2.5× the bytes");
+        for i in 0..1_000 {
+            t.add(&packet("52.1.2.3", 443, 1_000), f64::from(i));
+        }
+        let beyond = b.admits_volume(&t, 1_250, 3.0).expect("12.5× the bytes");
+        assert!(beyond.words(&b.dismissal).contains("12× the 100000"), "{}", beyond.words(&b.dismissal));
+    }
+
+    #[test]
+    fn without_context_the_kept_rows_range_decides() {
+        let b = upload();
+        assert_eq!(b.admits(None, &[2.0, 20.0]), None, "between the kept rows");
+        assert_eq!(b.admits(None, &[2.0, 60.0]), None, "within the widened range");
+        assert_eq!(b.admits(None, &[2.0, 10_000.0]), Some(Beyond::Features { feature: 1 }));
+        assert_eq!(b.admits(None, &[2.0]), Some(Beyond::Features { feature: 0 }), "another dimension");
+        assert_eq!(b.admits(None, &[f32::NAN, 20.0]), Some(Beyond::Features { feature: 0 }));
+    }
+
+    #[test]
+    fn memory_is_bounded_expires_and_recognises_the_newest_match() {
+        let mut m = Memory::default();
+        for i in 0..MAX_REMEMBERED + 3 {
+            let mut b = upload();
+            b.dismissal.incident_id = format!("i{i}");
+            b.dismissal.at = i as f64;
+            m.remember(b);
+        }
+        assert_eq!(m.len(), MAX_REMEMBERED);
+        assert!(m.find("i0").is_none() && m.find("i3").is_some());
+        let seen =
+            m.recognise(Some(&packet("52.1.2.3", 443, 10)), &[]).map(|b| b.dismissal.incident_id.clone());
+        assert_eq!(seen.as_deref(), Some(format!("i{}", MAX_REMEMBERED + 2).as_str()));
+        m.expire(&MemoryRules { remember_ms: 10_000, volume_factor: 3.0 }, 40.0);
+        assert_eq!(m.len(), 5, "dismissed at 30..=34, within 10 s of 40");
+    }
+}

@@ -1,0 +1,450 @@
+//! A second look beside the model, on the records' packet context: fan-out per device,
+//! as Zeek's scan policy counts it. Within a sliding window of the device's time:
+//! - an **address scan**: unanswered connection attempts (a TCP SYN, a UDP datagram, an
+//!   ICMP packet) to `hosts` distinct hosts on one service;
+//! - a **port scan**: unanswered attempts to `ports` distinct ports of one host;
+//! - a **flood**: `flood` packets to one host and port that never answered, a host the
+//!   device had not talked to before the window (a one-way stream to a peer it has
+//!   always streamed to is its history, not an attack);
+//! - a **stealth scan**: `probes` TCP packets with flags no connection uses (no SYN, ACK
+//!   or RST: Nmap's FIN, NULL and Xmas probes; or SYN with FIN).
+//!
+//! Multicast and broadcast destinations are no attempts (mDNS, SSDP: nobody answers them
+//! by name).
+//! An attempt is answered by a packet back from that host and port (a TCP reset is a
+//! refusal, not an answer); a flood's host, by any packet back (RTP's receiver reports
+//! come from another port). A short scan or flood is a handful of records to the model
+//! and can pass under its `open_k` of `open_n`; here it is counted whole. Pure: times come
+//! in; state in memory only (a restart empties the window, and the flood look waits one
+//! window before it trusts the device's history again).
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::context::{transport_name, Context, Direction};
+use super::record::Source;
+
+/// Attempts kept per device at most (a window's worth of a flood is counted, not kept
+/// beyond this: the oldest go first).
+const MAX_ATTEMPTS: usize = 8192;
+/// Peers remembered as the device's history at most.
+const MAX_KNOWN_PEERS: usize = 4096;
+
+/// The look's thresholds (`[incidents]`). Zeek's scan policy uses 25 hosts and 15 ports
+/// in 5 minutes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FanOutRules {
+    /// 0 = the look is off.
+    pub window_ms: u64,
+    pub hosts: u32,
+    pub ports: u32,
+    pub flood: u32,
+    pub probes: u32,
+}
+
+impl FanOutRules {
+    pub const OFF: Self = Self { window_ms: 0, hosts: 0, ports: 0, flood: 0, probes: 0 };
+}
+
+/// What raised an incident: the model's decisions, or one of the looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RaisedBy {
+    #[default]
+    Model,
+    AddressScan,
+    PortScan,
+    Flood,
+    StealthScan,
+}
+
+/// What the look found: which look, why in words, and the record that crossed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Never `model`.
+    pub look: RaisedBy,
+    pub why: String,
+    pub by: Source,
+}
+
+type Service = (u16, u8);
+
+/// One device's window of attempts.
+#[derive(Debug, Default)]
+pub struct FanOut {
+    /// (time, peer, port, protocol) of each outbound attempt in the window, oldest first.
+    attempts: VecDeque<(f64, IpAddr, u16, u8)>,
+    hosts_by_service: HashMap<Service, HashMap<IpAddr, u32>>,
+    ports_by_host: HashMap<IpAddr, HashMap<Service, u32>>,
+    /// Answers seen: (peer, its port, protocol) → time of the newest.
+    answered: HashMap<(IpAddr, u16, u8), f64>,
+    /// Hosts that sent anything back (not a reset): → time of the newest.
+    answering: HashMap<IpAddr, f64>,
+    /// Peers the device talked to, and when it was first seen by this look.
+    known_peers: HashMap<IpAddr, f64>,
+    first_ts: Option<f64>,
+    /// Times of the stealth probes in the window.
+    probes: VecDeque<f64>,
+    /// Attempts after a finding count towards its incident until then (device time).
+    pub hot_until: f64,
+}
+
+/// The window is not part of a device's state (not snapshotted, not compared): a copy,
+/// as a snapshot takes one of the device's incident state, starts empty.
+impl Clone for FanOut {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for FanOut {
+    /// The look's window is not state to compare (it is not snapshotted).
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+/// A connection attempt's service (the peer's port and the protocol), or `None` for a
+/// packet that is no attempt (a TCP packet with ACK set: part of a connection).
+fn attempt(c: &Context) -> Option<Service> {
+    match c.proto {
+        6 if c.is_syn() => Some((c.dst_port, 6)),
+        17 => Some((c.dst_port, 17)),
+        1 | 58 => Some((0, c.proto)),
+        _ => None,
+    }
+}
+
+/// A TCP packet no connection sends: none of SYN, ACK, RST (FIN, NULL, Xmas probes), or
+/// SYN with FIN.
+fn is_probe(c: &Context) -> bool {
+    let f = c.tcp_flags;
+    c.proto == 6 && (f & 0x16 == 0 || f & 0x03 == 0x03)
+}
+
+/// Addresses nobody answers by name: multicast and broadcast.
+fn is_group(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_multicast() || v4.is_broadcast() || v4.octets()[3] == 255,
+        IpAddr::V6(v6) => v6.is_multicast(),
+    }
+}
+
+fn service_name((port, proto): Service) -> String {
+    if port == 0 {
+        transport_name(proto).to_uppercase()
+    } else {
+        format!("{port}/{}", transport_name(proto))
+    }
+}
+
+fn window_words(ms: u64) -> String {
+    match ms / 1000 {
+        s if s % 60 == 0 => format!("{} min", s / 60),
+        s => format!("{s} s"),
+    }
+}
+
+impl FanOut {
+    /// Take one record's packet at device time `ts`: a finding when it crosses a threshold
+    /// (at most one per window: the incident it raised counts the rest).
+    pub fn observe(&mut self, c: &Context, ts: f64, source: &Source, rules: &FanOutRules) -> Option<Finding> {
+        if rules.window_ms == 0 {
+            return None;
+        }
+        let window_s = rules.window_ms as f64 / 1000.0;
+        let first = *self.first_ts.get_or_insert(ts);
+        self.expire(ts - window_s);
+        let Some((_, Some(peer))) = c.device_and_peer() else { return None };
+        if is_group(peer) {
+            return None;
+        }
+        let established = self.known_peers.get(&peer).is_some_and(|&seen| seen <= ts - window_s);
+        if self.known_peers.len() < MAX_KNOWN_PEERS || self.known_peers.contains_key(&peer) {
+            self.known_peers.entry(peer).or_insert(ts);
+        }
+        if c.direction == Some(Direction::Inbound) {
+            let refused = c.proto == 6 && c.tcp_flags & 0x04 != 0;
+            if !refused && matches!(c.proto, 6 | 17) {
+                self.answered.insert((peer, c.src_port, c.proto), ts);
+                self.answering.insert(peer, ts);
+            }
+            return None;
+        }
+        if is_probe(c) {
+            self.probes.push_back(ts);
+            if self.probes.len() >= rules.probes as usize && ts >= self.hot_until {
+                let n = self.probes.len();
+                let within = window_words(rules.window_ms);
+                let why = format!(
+                    "stealth scan: {n} TCP packets with flags no connection uses (FIN, NULL or Xmas probes), \
+                     the last to {peer} port {}, within {within} (threshold {})",
+                    c.dst_port, rules.probes
+                );
+                return self.found(
+                    ts,
+                    window_s,
+                    Finding { look: RaisedBy::StealthScan, why, by: source.clone() },
+                );
+            }
+            return None;
+        }
+        let service = attempt(c)?;
+        self.add(ts, peer, service);
+        if ts < self.hot_until {
+            return None;
+        }
+        let since = ts - window_s;
+        let unanswered = |a: &HashMap<(IpAddr, u16, u8), f64>, host: IpAddr, (port, proto): Service| {
+            // ICMP is counted whoever answers: a sweep of live hosts is still a sweep.
+            proto == 1 || proto == 58 || a.get(&(host, port, proto)).is_none_or(|&t| t < since)
+        };
+        let finding = |look: RaisedBy, why: String| Finding { look, why, by: source.clone() };
+        let within = window_words(rules.window_ms);
+        if let Some(hosts) = self.hosts_by_service.get(&service).filter(|h| h.len() >= rules.hosts as usize) {
+            let n = hosts.keys().filter(|&&h| unanswered(&self.answered, h, service)).count();
+            if n >= rules.hosts as usize {
+                return self.found(
+                    ts,
+                    window_s,
+                    finding(
+                        RaisedBy::AddressScan,
+                        format!(
+                            "address scan: unanswered {} to {n} hosts within {within} (threshold {})",
+                            service_name(service),
+                            rules.hosts
+                        ),
+                    ),
+                );
+            }
+        }
+        if let Some(ports) = self.ports_by_host.get(&peer).filter(|p| p.len() >= rules.ports as usize) {
+            let n = ports.keys().filter(|&&s| s.0 != 0 && unanswered(&self.answered, peer, s)).count();
+            if n >= rules.ports as usize {
+                return self.found(
+                    ts,
+                    window_s,
+                    finding(
+                        RaisedBy::PortScan,
+                        format!(
+                            "port scan: unanswered attempts on {n} ports of {peer} within {within} (threshold {})",
+                            rules.ports
+                        ),
+                    ),
+                );
+            }
+        }
+        let to_it = self.ports_by_host.get(&peer).and_then(|p| p.get(&service)).copied().unwrap_or(0);
+        let warm = ts - first >= window_s;
+        let silent = self.answering.get(&peer).is_none_or(|&t| t < since);
+        if warm && !established && to_it >= rules.flood && silent {
+            return self.found(
+                ts,
+                window_s,
+                finding(
+                    RaisedBy::Flood,
+                    format!(
+                        "flood: {to_it} packets to {peer} on {}, a host it had not talked to before, \
+                         unanswered within {within} (threshold {})",
+                        service_name(service),
+                        rules.flood
+                    ),
+                ),
+            );
+        }
+        None
+    }
+
+    /// An outbound attempt counts towards an incident the look raised.
+    pub fn is_hot(&self, c: &Context, ts: f64) -> bool {
+        ts < self.hot_until
+            && c.direction == Some(Direction::Outbound)
+            && (attempt(c).is_some() || is_probe(c))
+    }
+
+    fn found(&mut self, ts: f64, window_s: f64, f: Finding) -> Option<Finding> {
+        self.hot_until = ts + window_s;
+        Some(f)
+    }
+
+    fn add(&mut self, ts: f64, peer: IpAddr, service: Service) {
+        if self.attempts.len() >= MAX_ATTEMPTS {
+            self.drop_oldest();
+        }
+        self.attempts.push_back((ts, peer, service.0, service.1));
+        *self.hosts_by_service.entry(service).or_default().entry(peer).or_default() += 1;
+        *self.ports_by_host.entry(peer).or_default().entry(service).or_default() += 1;
+    }
+
+    fn expire(&mut self, before: f64) {
+        while self.attempts.front().is_some_and(|a| a.0 < before) {
+            self.drop_oldest();
+        }
+        self.answered.retain(|_, t| *t >= before);
+        self.answering.retain(|_, t| *t >= before);
+        while self.probes.front().is_some_and(|&t| t < before) {
+            self.probes.pop_front();
+        }
+    }
+
+    fn drop_oldest(&mut self) {
+        let Some((_, peer, port, proto)) = self.attempts.pop_front() else { return };
+        let service = (port, proto);
+        if let Some(hosts) = self.hosts_by_service.get_mut(&service) {
+            decrement(hosts, &peer);
+            if hosts.is_empty() {
+                self.hosts_by_service.remove(&service);
+            }
+        }
+        if let Some(ports) = self.ports_by_host.get_mut(&peer) {
+            decrement(ports, &service);
+            if ports.is_empty() {
+                self.ports_by_host.remove(&peer);
+            }
+        }
+    }
+
+    /// Distinct hosts attempted within the window (for tests and metrics).
+    pub fn hosts(&self) -> usize {
+        self.ports_by_host.len()
+    }
+}
+
+fn decrement<K: std::hash::Hash + Eq>(m: &mut HashMap<K, u32>, k: &K) {
+    if let Some(n) = m.get_mut(k) {
+        *n -= 1;
+        if *n == 0 {
+            m.remove(k);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULES: FanOutRules =
+        FanOutRules { window_ms: 300_000, hosts: 25, ports: 15, flood: 100, probes: 2 };
+
+    fn src(offset: i64) -> Source {
+        Source { topic: "in".into(), partition: 0, offset }
+    }
+
+    fn out(peer: &str, port: u16, proto: u8, flags: u8) -> Context {
+        Context {
+            src_ip: Some("10.0.0.5".parse().unwrap()),
+            dst_ip: Some(peer.parse().unwrap()),
+            src_port: 40_000,
+            dst_port: port,
+            proto,
+            tcp_flags: flags,
+            bytes: 60,
+            direction: Some(Direction::Outbound),
+            device_mac: None,
+        }
+    }
+
+    fn back(c: &Context, flags: u8) -> Context {
+        Context {
+            src_ip: c.dst_ip,
+            dst_ip: c.src_ip,
+            src_port: c.dst_port,
+            dst_port: c.src_port,
+            tcp_flags: flags,
+            direction: Some(Direction::Inbound),
+            ..*c
+        }
+    }
+
+    #[test]
+    fn a_port_scan_of_one_host_is_found_at_its_fifteenth_refused_port() {
+        let mut f = FanOut::default();
+        let mut found = Vec::new();
+        for (i, port) in (1..=28u16).enumerate() {
+            let c = out("192.168.1.9", port, 6, 0x02);
+            found.extend(f.observe(&c, 100.0 + i as f64 * 0.01, &src(i as i64), &RULES));
+            // The host refuses every port: a reset is no answer.
+            assert!(f.observe(&back(&c, 0x14), 100.0, &src(0), &RULES).is_none());
+        }
+        let [hit] = &found[..] else { panic!("{found:?}") };
+        assert_eq!((hit.look, hit.by.offset), (RaisedBy::PortScan, 14));
+        assert!(hit.why.contains("15 ports of 192.168.1.9 within 5 min"), "{}", hit.why);
+        assert!(f.is_hot(&out("192.168.1.9", 99, 6, 0x02), 150.0));
+    }
+
+    #[test]
+    fn answered_connections_and_a_few_hosts_are_no_scan() {
+        let mut f = FanOut::default();
+        for i in 0..40u16 {
+            let c = out("52.1.2.3", 8000 + i, 6, 0x02);
+            assert!(f.observe(&c, f64::from(i), &src(0), &RULES).is_none());
+            assert!(f.observe(&back(&c, 0x12), f64::from(i), &src(0), &RULES).is_none(), "SYN-ACK");
+        }
+        for i in 0..24 {
+            let c = out(&format!("10.0.1.{i}"), 23, 6, 0x02);
+            assert!(f.observe(&c, 50.0, &src(0), &RULES).is_none(), "24 hosts: under the threshold");
+        }
+    }
+
+    #[test]
+    fn an_address_scan_and_an_icmp_sweep_are_found_and_forgotten_after_the_window() {
+        let mut f = FanOut::default();
+        let hits: Vec<Finding> = (0..30)
+            .filter_map(|i| f.observe(&out(&format!("10.0.1.{i}"), 23, 6, 0x02), 10.0, &src(i), &RULES))
+            .collect();
+        assert_eq!(hits.len(), 1, "{hits:?}");
+        assert!(hits[0].why.starts_with("address scan: unanswered 23/tcp to 25 hosts"), "{}", hits[0].why);
+        let mut g = FanOut::default();
+        for i in 0..20 {
+            assert!(g.observe(&out(&format!("10.0.2.{i}"), 0, 1, 0), 0.0, &src(i), &RULES).is_none());
+        }
+        // The first 20 leave the window before the next 20 arrive.
+        for i in 20..40 {
+            assert!(g.observe(&out(&format!("10.0.2.{i}"), 0, 1, 0), 301.0, &src(i), &RULES).is_none());
+        }
+        assert_eq!(g.hosts(), 20);
+    }
+
+    #[test]
+    fn a_flood_to_a_new_host_is_found_and_a_stream_to_an_old_peer_is_not() {
+        let mut f = FanOut::default();
+        // A one-way stream to a peer it has always had.
+        for i in 0..2_000 {
+            let t = f64::from(i) * 0.5;
+            assert!(f.observe(&out("192.168.1.20", 5004, 17, 0), t, &src(0), &RULES).is_none(), "at {t}");
+        }
+        let hits: Vec<Finding> = (0..300)
+            .filter_map(|i| f.observe(&out("198.51.100.7", 80, 17, 0), 1_000.0, &src(i), &RULES))
+            .collect();
+        let [hit] = &hits[..] else { panic!("{hits:?}") };
+        assert_eq!((hit.look, hit.by.offset), (RaisedBy::Flood, 99));
+        assert!(hit.why.contains("100 packets to 198.51.100.7 on 80/udp"), "{}", hit.why);
+        // Not before the device has a window of history.
+        let mut cold = FanOut::default();
+        assert!(
+            (0..300).all(|i| cold.observe(&out("198.51.100.7", 80, 17, 0), 1.0, &src(i), &RULES).is_none())
+        );
+    }
+
+    #[test]
+    fn fin_null_and_xmas_probes_are_a_stealth_scan_and_multicast_is_no_attempt() {
+        let mut f = FanOut::default();
+        assert!(f.observe(&out("192.168.1.2", 80, 6, 0x02), 0.0, &src(0), &RULES).is_none());
+        assert!(f.observe(&out("192.168.1.2", 3390, 6, 0x01), 8.0, &src(1), &RULES).is_none(), "FIN: one");
+        let hit = f.observe(&out("192.168.1.2", 3391, 6, 0x00), 16.0, &src(2), &RULES).expect("NULL: two");
+        assert_eq!(hit.look, RaisedBy::StealthScan);
+        assert!(hit.why.contains("2 TCP packets with flags no connection uses"), "{}", hit.why);
+        assert!(f.is_hot(&out("192.168.1.2", 3392, 6, 0x29), 20.0), "Xmas counts towards it");
+        // mDNS to its group for ten minutes: nobody answers, and it is no flood.
+        let mut g = FanOut::default();
+        for i in 0..1_200 {
+            let t = f64::from(i) * 0.5;
+            assert!(g.observe(&out("224.0.0.251", 5353, 17, 0), t, &src(0), &RULES).is_none());
+        }
+        assert_eq!(g.hosts(), 0);
+        // Packets of a connection (ACK set) are no attempts and no probes.
+        assert!((0..50).all(|i| g.observe(&out("52.1.2.3", 443, 6, 0x18), 700.0, &src(i), &RULES).is_none()));
+    }
+}

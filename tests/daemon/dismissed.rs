@@ -1,0 +1,124 @@
+//! What an analyst dismissed, through the real broker: the behaviour (a camera's upload
+//! to its cloud) is remembered from one `metapu feedback --false-positive`; when it
+//! comes back it is recorded as `suppressed` on the incidents topic and counted, not
+//! raised; ten times the volume to the same peer is raised as news, under the same
+//! incident, saying why.
+
+use std::time::Duration;
+
+use crate::support::*;
+use metapu::daemon;
+use metapu::data::Label;
+
+/// A record of `row` whose packet went from the camera to `peer`:443 with `bytes`.
+fn record(ts: f64, row: &[f32], normal: bool, peer: &str, bytes: u32) -> Vec<u8> {
+    let mut v = serde_json::json!({
+        "ts": ts,
+        "features": row,
+        "context": {
+            "src_ip": "10.0.0.5", "dst_ip": peer, "src_port": 50_000, "dst_port": 443, "proto": 6,
+            "tcp_flags": 24, "bytes": bytes, "direction": "outbound"
+        }
+    });
+    if normal {
+        v["label"] = "normal".into();
+    }
+    serde_json::to_vec(&v).unwrap()
+}
+
+/// A topic's messages as `read_topic` returns them: (key, value).
+type Messages = [(Option<String>, Vec<u8>)];
+
+fn events(m: &Messages, kind: &str) -> Vec<serde_json::Value> {
+    json_values(m).into_iter().filter(|v| v["event"] == kind).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dismissed_behaviour_returns_suppressed_and_ten_times_its_volume_is_raised() {
+    let fx = fixture();
+    let broker = Broker::start();
+    let boot = broker.bootstrap();
+    let tag = "dismissed";
+    let mut cfg = daemon_config(&boot, tag);
+    cfg.incidents.open_k = 3;
+    cfg.incidents.open_n = 5;
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
+    let p = producer(&boot);
+    let input = cfg.kafka.input_topics[0].clone();
+    let (normal, upload) = (fx.rows(0, Label::Positive), fx.rows(0, Label::Negative));
+    let cloud = "52.1.2.3";
+    let mut ts = 1.7e9;
+    let mut send_rows = |rows: &[Vec<f32>], known: bool, bytes: u32| {
+        let values: Vec<Vec<u8>> = rows
+            .iter()
+            .map(|r| {
+                ts += 1.0;
+                record(ts, r, known, cloud, bytes)
+            })
+            .collect();
+        let (p, input) = (&p, &input);
+        async move {
+            for v in values {
+                send(p, input, Some("cam"), &v).await;
+            }
+        }
+    };
+    let incidents = |done: &dyn Fn(&Messages) -> bool| {
+        read_topic(&boot, &cfg.kafka.incidents_topic, Duration::from_secs(30), done)
+    };
+
+    // Onboarded, normal traffic, then the nightly upload: an incident.
+    send_rows(&normal[..10], true, 200).await;
+    send_rows(&normal[10..30], false, 200).await;
+    send_rows(&upload[..15], false, 1_000).await;
+    let got = incidents(&|m| !events(m, "opened").is_empty());
+    let id = events(&got, "opened")[0]["incident_id"].as_str().expect("an incident").to_string();
+
+    // The analyst dismisses it.
+    metapu(&[
+        "feedback",
+        "--incident",
+        &id,
+        "--device",
+        "cam",
+        "--false-positive",
+        "--by",
+        "ana",
+        "--note",
+        "nightly upload",
+        "--brokers",
+        &boot,
+        "--topic",
+        &cfg.kafka.feedback_topic,
+    ]);
+    let got = incidents(&|m| !events(m, "closed").is_empty());
+    assert_eq!(events(&got, "closed")[0]["resolution"], "dismissed");
+
+    // The next night: the same upload. Recorded as suppressed, with whose verdict.
+    send_rows(&normal[30..50], false, 200).await;
+    send_rows(&upload[15..30], false, 1_000).await;
+    let got = incidents(&|m| !events(m, "suppressed").is_empty());
+    let suppressed = events(&got, "suppressed");
+    let s = &suppressed[0];
+    assert_eq!(s["suppressed"]["incident_id"], id.as_str(), "{s}");
+    assert_eq!(
+        (s["suppressed"]["by"].as_str(), s["suppressed"]["note"].as_str()),
+        (Some("ana"), Some("nightly upload"))
+    );
+    assert_eq!(events(&got, "opened").len(), 1, "nothing raised but the first upload");
+
+    // Ten times the volume to the same peer: raised, under the suppressed incident's id.
+    send_rows(&upload[30..60], false, 10_000).await;
+    let got = incidents(&|m| events(m, "opened").len() >= 2);
+    let opened = events(&got, "opened");
+    let [_, news] = &opened[..] else { panic!("one more incident raised: {opened:?}") };
+    assert_eq!(news["incident_id"], s["incident_id"]);
+    let why = news["news"]["why"].as_str().expect("why it is news");
+    assert!(why.contains("bytes") && why.contains(&id), "{why}");
+    assert!(news.get("suppressed").is_none(), "{news}");
+
+    let body = http_get(daemon.http_addr, "/metrics").1;
+    assert_eq!(metric(&body, "metapu_incident_events_total{event=\"suppressed\"}"), Some(1.0));
+    assert_eq!(metric(&body, "metapu_incident_events_total{event=\"opened\"}"), Some(2.0));
+    daemon.shutdown().await.unwrap();
+}
