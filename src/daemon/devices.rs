@@ -163,7 +163,7 @@ pub struct Observed {
     /// The record was already in the windows (redelivery): left out of them.
     pub replayed: bool,
     /// The record entered the positive window as known-normal: labeled so, or taken
-    /// so (a new device's first records, or the records after a dismissal).
+    /// so (a new device's first records, or an onboarding span's).
     pub taken_as_normal: bool,
 }
 
@@ -691,7 +691,12 @@ impl DeviceTable {
             .devices
             .get_mut(&fb.device)
             .ok_or_else(|| format!("unknown device {}: not tracked by this daemon", fb.device))?;
-        d.incidents.feedback(fb, now_unix, max_age_s, memory, self.dim).map_err(|e| e.to_string())
+        let applied =
+            d.incidents.feedback(fb, now_unix, max_age_s, memory, self.dim).map_err(|e| e.to_string())?;
+        // The verdict, and what it made the device remember, are its state: snapshotted
+        // at the next round, not only when the device next sends.
+        d.unsnapshotted = true;
+        Ok(applied)
     }
 
     /// Forget every adapted state (after a model reload), keeping windows.
@@ -751,6 +756,30 @@ mod tests {
         open_incident(&mut t, "moved");
         t.remove("moved"); // revoked: the snapshot carries the incident to its new owner
         assert!(t.take_evicted_with_incidents().is_empty());
+    }
+
+    /// A verdict is the device's state: it is snapshotted at the next round even if the
+    /// device sends nothing more (a restart would otherwise forget the dismissal).
+    #[test]
+    fn a_verdict_marks_the_device_for_its_next_snapshot() {
+        use crate::daemon::incidents::{Feedback, Verdict};
+        let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
+        let mut t = DeviceTable::new(1, sizes, 10);
+        t.observe("cam", &[1.0], true, &at(0, 0), 0.0, 0);
+        open_incident(&mut t, "cam");
+        t.get_mut("cam").unwrap().unsnapshotted = false;
+        let id = t.get("cam").unwrap().incidents.open.as_ref().unwrap().id.clone();
+        let fb = Feedback {
+            device: "cam".into(),
+            incident_id: id,
+            verdict: Verdict::FalsePositive,
+            by: "ana".into(),
+            note: String::new(),
+        };
+        let memory = MemoryRules { remember_ms: 1_000, volume_factor: 3.0 };
+        t.apply_feedback(&fb, 1.0, 60, &memory).expect("dismissed");
+        let d = t.get("cam").unwrap();
+        assert!(d.unsnapshotted && d.incidents.memory.len() == 1);
     }
 
     /// A device silent for the idle timeout keeps its known-normal records (and its

@@ -266,9 +266,9 @@ pub struct Decision<'a> {
 
 impl<'a> Decision<'a> {
     /// A scored record's decision. A record labeled normal, or taken as known-normal by
-    /// the daemon (`taken_as_normal`: a new device's first records, the records after a
-    /// dismissal), never counts towards an incident: the operator or the analyst said
-    /// what it is, and it is being learned as normal.
+    /// the daemon (`taken_as_normal`: a new device's first records, an onboarding span's),
+    /// never counts towards an incident: the operator said what it is, and it is being
+    /// learned as normal.
     pub fn of(
         record: &'a FeatureRecord,
         source: &'a Source,
