@@ -1,5 +1,7 @@
 //! `make bench`: the daemon's engine without Kafka — scoring throughput, re-adaptation
-//! of whole fleets, memory per device. Prints numbers; asserts nothing.
+//! of whole fleets, memory per device, the incident tracker's cost per record with
+//! packet context (`DAEMON_BENCH=incidents` runs that table alone). Prints numbers;
+//! asserts nothing.
 
 use std::time::Instant;
 
@@ -86,6 +88,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn main() {
+    // DAEMON_BENCH=incidents: the incident tracker's table alone.
+    if std::env::var("DAEMON_BENCH").as_deref() == Ok("incidents") {
+        incident_looks();
+        return;
+    }
     let peak = matmul_flops_per_s(1024, 1024, 1024);
     let shaped = matmul_flops_per_s(4096, (DIM + 64) as i64, 100);
     println!("Compute bound (this machine, torch threads {}):", tch::get_num_threads());
@@ -195,6 +202,81 @@ fn main() {
             percentile(&latencies, 0.99),
             latencies.len()
         );
+    }
+    incident_looks();
+}
+
+/// What the incident tracker costs per record with packet context, the fan-out look off
+/// and on (the daemon's defaults), side by side: 1,000 devices, each talking to a few
+/// cloud peers (TCP with ACK, both ways, and DNS), and the same with one device in 50
+/// sweeping an address range (a fan-out of distinct hosts in every window).
+fn incident_looks() {
+    use metapu::daemon::config::DaemonConfig;
+    use metapu::daemon::context::{Context, Direction};
+    use metapu::daemon::fanout::FanOutRules;
+    use metapu::daemon::incidents::{Decision, IncidentTracker};
+    use std::net::{IpAddr, Ipv4Addr};
+
+    let defaults = DaemonConfig::defaults().incident_rules();
+    let packet = |device: usize, i: usize, sweeping: bool| -> Context {
+        let me = IpAddr::V4(Ipv4Addr::new(10, 0, (device / 250) as u8, (device % 250) as u8));
+        let (peer, port, proto, flags) = if sweeping && i % 2 == 0 {
+            (IpAddr::V4(Ipv4Addr::new(192, 168, (i / 250 % 250) as u8, (i % 250) as u8)), 23, 6, 0x02)
+        } else if i % 10 == 9 {
+            (IpAddr::V4(Ipv4Addr::new(8, 8, 8, 8)), 53, 17, 0)
+        } else {
+            (IpAddr::V4(Ipv4Addr::new(52, 1, 2, (i % 3) as u8)), 443, 6, 0x18)
+        };
+        let outbound = i % 2 == 0;
+        let (src_ip, dst_ip, src_port, dst_port) =
+            if outbound { (me, peer, 40_000, port) } else { (peer, me, port, 40_000) };
+        Context {
+            src_ip: Some(src_ip),
+            dst_ip: Some(dst_ip),
+            src_port,
+            dst_port,
+            proto,
+            tcp_flags: flags,
+            bytes: 200,
+            direction: Some(if outbound { Direction::Outbound } else { Direction::Inbound }),
+            device_mac: None,
+        }
+    };
+    println!();
+    println!("The incident tracker per record with packet context (1,000 devices, 200 records each, a record a second of device time):");
+    println!();
+    println!("| traffic | look off | look on (defaults) |");
+    println!("|---|---|---|");
+    for (name, sweepers) in [("a few cloud peers each", 0usize), ("one device in 50 sweeping addresses", 50)]
+    {
+        let mut cells = Vec::new();
+        for rules in [FanOutRules::OFF, defaults.fan_out] {
+            let rules = metapu::daemon::incidents::IncidentRules { fan_out: rules, ..defaults };
+            let mut trackers: Vec<IncidentTracker> = (0..1000).map(|_| IncidentTracker::default()).collect();
+            let features = [0.0f32; DIM];
+            let started = Instant::now();
+            let mut n = 0u64;
+            for i in 0..200usize {
+                for (d, t) in trackers.iter_mut().enumerate() {
+                    let sweeping = sweepers > 0 && d % sweepers == 0;
+                    let c = packet(d, i, sweeping);
+                    let s = source(n as i64);
+                    let decision = Decision {
+                        anomalous: false,
+                        posterior: 0.9,
+                        prior: 0.9,
+                        ts: i as f64,
+                        source: &s,
+                        features: &features,
+                        context: Some(&c),
+                    };
+                    std::hint::black_box(t.observe("d", decision, &rules, i as u64 * 1000, i as f64));
+                    n += 1;
+                }
+            }
+            cells.push(format!("{:.0} ns/record", started.elapsed().as_nanos() as f64 / n as f64));
+        }
+        println!("| {name} | {} | {} |", cells[0], cells[1]);
     }
 }
 
