@@ -58,7 +58,7 @@ def tables(clean, attacked, suffix):
         news = sum(w["open_at_attack"] and w.get("attack_news") is not None for w in ws)
         looked = sum(bool(w.get("looks_after")) for w in own)
         back = sum(bool(w.get("attack_reopened")) for w in ws)
-        none = sum(w["first_incident"] is None for w in ws)
+        none = sum(w["first_incident"] is None and not w.get("attack_reopened") for w in ws)
         firsts = sorted(w["first_incident"] for w in own)
         median = firsts[len(firsts) // 2] if firsts else "–"
         print(f"| {attack} | {ws[0]['attack']} | {len(own)} of {len(ws)} | {looked} | {inside} | {news} | {back} | {none} | {median} |")
