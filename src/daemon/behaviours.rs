@@ -264,20 +264,10 @@ impl Memory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::IpAddr;
 
+    /// An outbound TCP packet (ACK, PSH) of `bytes` to `peer`:`port`.
     fn packet(peer: &str, port: u16, bytes: u32) -> Context {
-        Context {
-            src_ip: Some("10.0.0.5".parse::<IpAddr>().unwrap()),
-            dst_ip: Some(peer.parse().unwrap()),
-            src_port: 50_000,
-            dst_port: port,
-            proto: 6,
-            tcp_flags: 0x18,
-            bytes,
-            direction: Some(Direction::Outbound),
-            device_mac: None,
-        }
+        Context::outbound(peer, port, 6, 0x18, bytes)
     }
 
     fn dismissal() -> Dismissal {
@@ -295,7 +285,7 @@ mod tests {
     #[test]
     fn the_same_peer_and_service_is_the_behaviour_and_anything_new_is_not() {
         let b = upload();
-        assert_eq!(b.services.iter().collect::<Vec<_>>(), ["443/tcp"], "the service side, not 50000");
+        assert_eq!(b.services.iter().collect::<Vec<_>>(), ["443/tcp"], "the service side, not 40000");
         assert_eq!(b.admits(Some(&packet("52.1.2.3", 443, 1_400)), &[]), None);
         assert_eq!(
             b.admits(Some(&packet("52.1.2.4", 443, 1_000)), &[]),

@@ -218,6 +218,25 @@ fn to_v6(ip: IpAddr) -> std::net::Ipv6Addr {
 }
 
 /// A protocol number's name as analysts (and ECS's `network.transport`) write it.
+#[cfg(test)]
+impl Context {
+    /// A packet the device (10.0.0.5, port 40000) sent to `peer`:`port`, for other
+    /// modules' tests.
+    pub(crate) fn outbound(peer: &str, port: u16, proto: u8, tcp_flags: u8, bytes: u32) -> Self {
+        Self {
+            src_ip: Some("10.0.0.5".parse().expect("an address")),
+            dst_ip: Some(peer.parse().expect("an address")),
+            src_port: 40_000,
+            dst_port: port,
+            proto,
+            tcp_flags,
+            bytes,
+            direction: Some(Direction::Outbound),
+            device_mac: None,
+        }
+    }
+}
+
 pub fn transport_name(proto: u8) -> String {
     match proto {
         1 => "icmp".into(),

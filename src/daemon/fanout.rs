@@ -87,6 +87,10 @@ pub struct FanOut {
     first_ts: Option<f64>,
     /// Times of the stealth probes in the window.
     probes: VecDeque<f64>,
+    /// When the answer maps were last rid of entries older than the window. Their
+    /// look-ups check the time themselves, so a sweep once a window bounds their size
+    /// without walking them at every record.
+    swept: f64,
     /// Attempts after a finding count towards its incident until then (device time).
     pub hot_until: f64,
 }
@@ -156,7 +160,7 @@ impl FanOut {
         }
         let window_s = rules.window_ms as f64 / 1000.0;
         let first = *self.first_ts.get_or_insert(ts);
-        self.expire(ts - window_s);
+        self.expire(ts - window_s, window_s);
         let Some((_, Some(peer))) = c.device_and_peer() else { return None };
         if is_group(peer) {
             return None;
@@ -278,12 +282,15 @@ impl FanOut {
         *self.ports_by_host.entry(peer).or_default().entry(service).or_default() += 1;
     }
 
-    fn expire(&mut self, before: f64) {
+    fn expire(&mut self, before: f64, window_s: f64) {
         while self.attempts.front().is_some_and(|a| a.0 < before) {
             self.drop_oldest();
         }
-        self.answered.retain(|_, t| *t >= before);
-        self.answering.retain(|_, t| *t >= before);
+        if before - self.swept >= window_s {
+            self.answered.retain(|_, t| *t >= before);
+            self.answering.retain(|_, t| *t >= before);
+            self.swept = before;
+        }
         while self.probes.front().is_some_and(|&t| t < before) {
             self.probes.pop_front();
         }
@@ -333,17 +340,7 @@ mod tests {
     }
 
     fn out(peer: &str, port: u16, proto: u8, flags: u8) -> Context {
-        Context {
-            src_ip: Some("10.0.0.5".parse().unwrap()),
-            dst_ip: Some(peer.parse().unwrap()),
-            src_port: 40_000,
-            dst_port: port,
-            proto,
-            tcp_flags: flags,
-            bytes: 60,
-            direction: Some(Direction::Outbound),
-            device_mac: None,
-        }
+        Context::outbound(peer, port, proto, flags, 60)
     }
 
     fn back(c: &Context, flags: u8) -> Context {

@@ -772,19 +772,9 @@ mod tests {
         ));
     }
 
-    /// An outbound TCP packet of `bytes` from the device to `peer`:`port`.
+    /// An outbound TCP packet (ACK, PSH) of `bytes` from the device to `peer`:`port`.
     fn packet(peer: &str, port: u16, bytes: u32) -> Context {
-        Context {
-            src_ip: Some("10.0.0.5".parse().unwrap()),
-            dst_ip: Some(peer.parse().unwrap()),
-            src_port: 50_000,
-            dst_port: port,
-            proto: 6,
-            tcp_flags: 0x18,
-            bytes,
-            direction: Some(super::super::context::Direction::Outbound),
-            device_mac: None,
-        }
+        Context::outbound(peer, port, 6, 0x18, bytes)
     }
 
     /// Anomalous records of packets `c`, one per second of device time from `t0`.

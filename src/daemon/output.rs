@@ -239,7 +239,7 @@ impl IncidentReport {
         // "device cam: 5 of 9 records …" when the records carried no context.
         let what = traffic.as_ref().map_or_else(|| ":".to_string(), |t| format!(" {};", t.summary));
         let mut severity = Severity::of(i.anomalous, i.records, i.last_ts - i.first_ts, &i.traffic);
-        if i.look.is_some() || i.news.as_ref().is_some_and(|_| i.suppressed.is_none()) {
+        if i.look.is_some() || i.news.is_some() {
             // A scan or flood, or something new during an incident: look at it now.
             severity = severity.max(Severity::High);
         }
