@@ -270,7 +270,7 @@ fn incident_looks() {
                         features: &features,
                         context: Some(&c),
                     };
-                    std::hint::black_box(t.observe("d", decision, &rules, i as u64 * 1000, i as f64));
+                    std::hint::black_box(t.observe("d", decision, &rules, None, i as u64 * 1000, i as f64));
                     n += 1;
                 }
             }

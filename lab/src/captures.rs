@@ -109,7 +109,7 @@ fn device_stream(dir: &Path, name: &str) -> anyhow::Result<DeviceStream> {
         false => vec![Label::Positive; packets(&pcap)?],
     };
     let (task, ts, contexts) = labeled_device_task(&pcap, Device { name: name.to_string(), mac }, labels)?;
-    Ok(DeviceStream { task, ts, contexts })
+    Ok(DeviceStream { task, ts, contexts, kind: None })
 }
 
 fn packets(pcap: &Path) -> anyhow::Result<usize> {

@@ -169,7 +169,7 @@ fn fleet_incidents(a: FleetIncidentsArgs) -> anyhow::Result<()> {
             task.x = rows.features;
             task.labels =
                 rows.normal.iter().map(|&n| if n { Label::Positive } else { Label::Negative }).collect();
-            DeviceStream { task, ts: rows.ts, contexts: Vec::new() }
+            DeviceStream { task, ts: rows.ts, contexts: Vec::new(), kind: None }
         })
         .collect();
     let model = file::load(&a.model, default_device())?;

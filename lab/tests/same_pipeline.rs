@@ -31,7 +31,7 @@ fn infected_aria(dir: &Path) -> DeviceStream {
     task.x.truncate(keep * 115);
     task.labels.truncate(keep);
     ts.truncate(keep);
-    DeviceStream { task, ts, contexts: Vec::new() }
+    DeviceStream { task, ts, contexts: Vec::new(), kind: None }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -128,15 +128,23 @@ pub struct OnboardArgs {
     /// replacing what it held; no incident opens meanwhile.
     #[arg(long = "for", value_parser = super::traffic::parse_duration, default_value = "6h")]
     span: f64,
+    /// The device's kind (e.g. its make and model, `edimax-ic3115w`): what is onboarded
+    /// or dismissed on it is offered to every device of the kind, and theirs to it.
+    #[arg(long, value_parser = parse_kind)]
+    kind: Option<String>,
     #[command(flatten)]
     signed: Signed,
     #[command(flatten)]
     kafka: FeedbackTopic,
 }
 
+fn parse_kind(s: &str) -> Result<String, String> {
+    metapu::daemon::kinds::check_name(s).map(|()| s.to_string()).map_err(|e| e.to_string())
+}
+
 pub fn onboard(a: OnboardArgs) -> anyhow::Result<()> {
     let (by, note) = a.signed.into_parts();
-    let request = Onboard { device: a.device, onboard_for_s: a.span, by, note };
+    let request = Onboard { device: a.device, onboard_for_s: a.span, kind: a.kind, by, note };
     let value = serde_json::to_vec(&request).context("encoding the request")?;
     let topic = a.kafka.send(&request.device, &value)?;
     println!(

@@ -45,6 +45,9 @@ pub struct Dismissal {
     pub note: String,
     /// Unix seconds (the device's time) of the verdict.
     pub at: f64,
+    /// The device it was dismissed on, when that is a sibling of its kind (`kinds.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on: Option<String>,
 }
 
 /// A suppressed incident went beyond the behaviour it was of: why, and the record.
@@ -111,7 +114,11 @@ impl Beyond {
             }
             Beyond::Features { feature } => format!("feature {feature} outside its range"),
         };
-        format!("like the behaviour dismissed in incident {} by {:?}, but with {what}", d.incident_id, d.by)
+        let on = d.on.as_ref().map(|device| format!(" on {device}")).unwrap_or_default();
+        format!(
+            "like the behaviour dismissed in incident {}{on} by {:?}, but with {what}",
+            d.incident_id, d.by
+        )
     }
 }
 
@@ -248,6 +255,23 @@ impl Memory {
         self.behaviours.iter().rev().find(|b| b.admits(context, features).is_none())
     }
 
+    /// As [`Self::recognise`], among those the rules still keep at `now_unix` (a memory
+    /// this device only reads: its kind's).
+    pub fn recognise_kept(
+        &self,
+        context: Option<&Context>,
+        features: &[f32],
+        rules: &MemoryRules,
+        now_unix: f64,
+    ) -> Option<&Behaviour> {
+        let keep_s = rules.remember_ms as f64 / 1000.0;
+        self.behaviours
+            .iter()
+            .rev()
+            .filter(|b| now_unix - b.dismissal.at <= keep_s)
+            .find(|b| b.admits(context, features).is_none())
+    }
+
     pub fn find(&self, incident_id: &str) -> Option<&Behaviour> {
         self.behaviours.iter().find(|b| b.dismissal.incident_id == incident_id)
     }
@@ -271,7 +295,13 @@ mod tests {
     }
 
     fn dismissal() -> Dismissal {
-        Dismissal { incident_id: "i1".into(), by: "ana".into(), note: "nightly upload".into(), at: 1_000.0 }
+        Dismissal {
+            incident_id: "i1".into(),
+            by: "ana".into(),
+            note: "nightly upload".into(),
+            at: 1_000.0,
+            on: None,
+        }
     }
 
     fn upload() -> Behaviour {

@@ -40,6 +40,9 @@ pub struct KafkaConfig {
     pub incidents_topic: String,
     /// Analysts' verdicts on incidents (input, JSON, key = device).
     pub feedback_topic: String,
+    /// What members of a device kind share (`kinds.rs`): compacted, read whole by every
+    /// daemon.
+    pub kinds_topic: String,
     pub state_topic: String,
     pub scores_topic: String,
     pub publish_scores: bool,

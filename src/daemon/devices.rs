@@ -8,6 +8,7 @@ use crate::model::TaskState;
 use super::behaviours::MemoryRules;
 use super::clock::{unix_now, Now};
 use super::incidents::{Applied, Decision, Feedback, IncidentRules, IncidentTracker, Transition};
+use super::kinds::{KindError, Kinds, Share};
 use super::onboarding::{seed_of, Onboarding, MAX_SPAN_S};
 use super::output::PriorUpdate;
 use super::record::Source;
@@ -75,6 +76,11 @@ pub struct Device {
     pub next_adapt_ts: Option<f64>,
     /// Under the event clock, records since its last adaptation point.
     pub records_since_adaptation: usize,
+    /// Its kind, as the operator named it when onboarding it (`kinds.rs`).
+    pub kind: Option<String>,
+    /// Known-normal rows its kind offers it (its siblings'), while its own positive
+    /// window has room: adapted on after its own.
+    pub offered: Option<SharedRows>,
 }
 
 impl Device {
@@ -112,13 +118,35 @@ impl Device {
             clock: 0.0,
             next_adapt_ts: None,
             records_since_adaptation: 0,
+            kind: None,
+            offered: None,
         }
+    }
+
+    /// Known-normal rows of its own, or offered by its kind.
+    pub fn has_known_normal(&self) -> bool {
+        !self.positive.is_empty() || self.offered.is_some()
     }
 
     /// Something to adapt on: known-normal records and recent traffic (an idle device
     /// has only the first).
     pub fn adaptable(&self) -> bool {
-        !self.positive.is_empty() && !self.unlabeled.is_empty()
+        self.has_known_normal() && !self.unlabeled.is_empty()
+    }
+
+    /// The known-normal rows it is adapted on: its own, then as many of those its kind
+    /// offers as its window has room for.
+    fn known_normal_rows(&self) -> SharedRows {
+        let own = self.positive.shared();
+        let Some(offered) = &self.offered else { return own };
+        let room = (self.positive.capacity() - self.positive.len()) * self.positive.dim();
+        if room == 0 {
+            return own;
+        }
+        let mut rows = Vec::with_capacity(own.len() + room.min(offered.len()));
+        rows.extend_from_slice(&own);
+        rows.extend_from_slice(&offered[..room.min(offered.len())]);
+        SharedRows::new(rows)
     }
 
     /// The prior update of a device just adapted, as of now; `None` if it has no
@@ -198,6 +226,11 @@ pub struct DeviceTable {
     /// Each device runs on its records' own clock ([`Device::clock`]) rather than
     /// [`Self::time`]: onboarding spans, incidents and adaptation follow capture time.
     pub event_clock: bool,
+    /// What each kind's members shared (the kinds topic, read whole).
+    kinds: Kinds,
+    /// Shares of members held here, to publish on the kinds topic (see
+    /// [`Self::take_shares`]).
+    shares: Vec<Share>,
 }
 
 impl DeviceTable {
@@ -221,6 +254,8 @@ impl DeviceTable {
             onboarded: Vec::new(),
             time: None,
             event_clock: false,
+            kinds: Kinds::default(),
+            shares: Vec::new(),
         }
     }
 
@@ -360,19 +395,25 @@ impl DeviceTable {
         known_normal
             || match self.devices.get(id) {
                 None => k < bootstrap,
-                Some(d) => d.seen + k < bootstrap || d.onboarding.is_some() || !d.positive.is_empty(),
+                Some(d) => d.seen + k < bootstrap || d.onboarding.is_some() || d.has_known_normal(),
             }
     }
 
-    /// Start onboarding a tracked device for `span_s` seconds from `now` (Unix).
+    /// Start onboarding a tracked device for `span_s` seconds from `now` (Unix), as a
+    /// member of `kind` if one is named (it leaves the kind it was of, withdrawing what
+    /// it shared there).
     pub fn start_onboarding(
         &mut self,
         id: &str,
         span_s: f64,
+        kind: Option<&str>,
         by: String,
         note: String,
         now: f64,
     ) -> Result<Onboarding, String> {
+        if let Some(k) = kind {
+            super::kinds::check_name(k).map_err(|e| e.to_string())?;
+        }
         if !(span_s.is_finite() && span_s > 0.0 && span_s <= MAX_SPAN_S) {
             return Err(format!(
                 "an onboarding span must be more than 0 s and at most {MAX_SPAN_S} s, not {span_s}"
@@ -394,7 +435,26 @@ impl DeviceTable {
         d.onboarding = Some(o.clone());
         d.unsnapshotted = true;
         self.onboarding.insert(id.to_string());
+        if let Some(k) = kind {
+            self.join_kind(id, k, now)?;
+        }
         Ok(o)
+    }
+
+    /// The tracked device `id` is of `kind` from now (`now`: Unix seconds); it leaves
+    /// the kind it was of, withdrawing what it shared there.
+    pub fn join_kind(&mut self, id: &str, kind: &str, now: f64) -> Result<(), String> {
+        super::kinds::check_name(kind).map_err(|e| e.to_string())?;
+        let d = self.devices.get_mut(id).ok_or_else(|| format!("unknown device {id}"))?;
+        if d.kind.as_deref() == Some(kind) {
+            return Ok(());
+        }
+        d.unsnapshotted = true;
+        if let Some(old) = d.kind.replace(kind.to_string()) {
+            self.shares.push(Share::withdrawn(old, id, self.dim, now));
+        }
+        self.refresh_offered(id);
+        Ok(())
     }
 
     /// End the onboardings whose span is over at `service_ms` (devices that fell silent
@@ -427,8 +487,74 @@ impl DeviceTable {
     }
 
     /// Onboardings ended since the last call: device, the span, known-normal records.
+    /// A member's onboarded rows are shared with its kind.
     pub fn take_onboarded(&mut self) -> Vec<(String, Onboarding, usize)> {
-        std::mem::take(&mut self.onboarded)
+        let ended = std::mem::take(&mut self.onboarded);
+        for (id, ..) in &ended {
+            self.share(id);
+        }
+        ended
+    }
+
+    /// Queue what a member accepted for its kind: its known-normal rows if an operator
+    /// onboarded it, and the behaviours analysts dismissed on it.
+    fn share(&mut self, id: &str) {
+        let Some(d) = self.devices.get(id) else { return };
+        let Some(kind) = d.kind.clone() else { return };
+        let normal = if d.onboarded.is_some() { d.positive.rows().to_vec() } else { Vec::new() };
+        let behaviours = d
+            .incidents
+            .memory
+            .behaviours
+            .iter()
+            .cloned()
+            .map(|mut b| {
+                b.dismissal.on = Some(id.to_string());
+                b
+            })
+            .collect();
+        let at = if self.event_clock { d.clock } else { self.time() };
+        self.shares.push(Share { kind, device: id.to_string(), dim: self.dim, normal, behaviours, at });
+    }
+
+    /// Shares to publish on the kinds topic since the last call.
+    pub fn take_shares(&mut self) -> Vec<Share> {
+        std::mem::take(&mut self.shares)
+    }
+
+    /// A share read on the kinds topic (this daemon's own included): the kind's members
+    /// held here are offered what it now holds.
+    pub fn apply_share(&mut self, share: Share) -> Result<(), KindError> {
+        let kind = self.kinds.apply(share, self.dim)?;
+        let members: Vec<String> = self
+            .devices
+            .iter()
+            .filter(|(_, d)| d.kind.as_deref() == Some(kind.as_str()))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in members {
+            self.refresh_offered(&id);
+        }
+        Ok(())
+    }
+
+    /// What the device's kind offers it now; re-adapted if that changed what it is
+    /// adapted on.
+    fn refresh_offered(&mut self, id: &str) {
+        let Some(d) = self.devices.get_mut(id) else { return };
+        let offered =
+            d.kind.as_deref().and_then(|k| self.kinds.offered_rows(k, id, self.dim, self.sizes.positive));
+        if offered != d.offered {
+            d.offered = offered;
+            if d.positive.len() < d.positive.capacity() {
+                d.changed = d.changed.max(1);
+            }
+        }
+    }
+
+    /// Kinds and their members that shared something (for the metrics).
+    pub fn kind_counts(&self) -> Vec<(String, usize)> {
+        self.kinds.counts()
     }
 
     /// Make room among the active devices: the least recently seen goes idle, keeping its
@@ -448,7 +574,7 @@ impl DeviceTable {
     /// closes as evicted. False for a device with no known-normal record.
     fn go_idle(&mut self, id: &str) -> bool {
         let Some(d) = self.devices.get_mut(id) else { return false };
-        if d.positive.is_empty() {
+        if d.positive.is_empty() && d.kind.is_none() {
             return false;
         }
         if d.incidents.open.is_some() {
@@ -526,6 +652,10 @@ impl DeviceTable {
     pub fn forget(&mut self, id: &str) -> Option<usize> {
         let d = self.remove(id)?;
         let known_normal = d.positive.len();
+        if let Some(kind) = d.kind.clone() {
+            let at = if self.event_clock { d.clock } else { self.time() };
+            self.shares.push(Share::withdrawn(kind, id, self.dim, at));
+        }
         self.forget_evicted(id, d);
         Some(known_normal)
     }
@@ -567,7 +697,7 @@ impl DeviceTable {
         self.handovers += 1;
         Some(AdaptJob {
             device: id.to_string(),
-            positive: d.positive.shared(),
+            positive: d.known_normal_rows(),
             unlabeled: d.unlabeled.shared(),
             handover: self.handovers,
         })
@@ -612,6 +742,7 @@ impl DeviceTable {
         };
         d.onboarding = snapshot.onboarding.clone();
         d.onboarded = snapshot.onboarded.clone();
+        d.kind = snapshot.kind.clone();
         d.positive.pin(snapshot.pinned);
         if snapshot.rows_apart {
             // On the state topic as they are. (A whole snapshot's rows are written again,
@@ -625,6 +756,7 @@ impl DeviceTable {
         if let Some(old) = self.devices.insert(id.to_string(), d) {
             self.recency.remove(&old.lru_key);
         }
+        self.refresh_offered(id);
         self.touch(id, now_ms);
         while self.recency.len() > self.max_tracked {
             if self.evict_oldest().is_none() {
@@ -641,7 +773,7 @@ impl DeviceTable {
         let mut due = Vec::new();
         for (id, d) in self.devices.iter_mut() {
             let since = now_ms.saturating_sub(d.first_seen_ms);
-            if d.positive.is_empty() && d.seen > 0 && since >= after_ms {
+            if !d.has_known_normal() && d.seen > 0 && since >= after_ms {
                 count += 1;
                 if !d.unmonitored_reported {
                     d.unmonitored_reported = true;
@@ -671,7 +803,8 @@ impl DeviceTable {
         if d.onboarding.is_some() {
             return None;
         }
-        d.incidents.observe(id, decision, rules, now.ms, now.unix)
+        let kind = d.kind.as_deref().and_then(|k| self.kinds.memory(k));
+        d.incidents.observe(id, decision, rules, kind, now.ms, now.unix)
     }
 
     /// Time passes for the device's open incident: an update or a quiet close, if due.
@@ -696,6 +829,9 @@ impl DeviceTable {
         // The verdict, and what it made the device remember, are its state: snapshotted
         // at the next round, not only when the device next sends.
         d.unsnapshotted = true;
+        if matches!(applied, Applied::Dismissed(_)) && memory.remember_ms > 0 {
+            self.share(&fb.device);
+        }
         Ok(applied)
     }
 
@@ -864,6 +1000,52 @@ mod tests {
         assert_eq!(t.len(), 3);
     }
 
+    /// A kind's members: one onboarded shares its rows; a new sibling with none of its
+    /// own is offered them (so it can be scored at once) after its own, as its window has
+    /// room; one forgotten, or gone to another kind, withdraws what it shared.
+    #[test]
+    fn a_kinds_members_are_offered_what_their_siblings_were_onboarded_on() {
+        let sizes = WindowSizes { positive: 3, unlabeled: 8, bootstrap_positives: 0 };
+        let mut t = DeviceTable::new(1, sizes, 10);
+        t.set_time(100.0);
+        t.observe("cam-a", &[0.0], false, &at(0, 0), 0.0, 0);
+        t.start_onboarding("cam-a", 3600.0, Some("cam"), "ops".into(), "".into(), 100.0).unwrap();
+        assert!(t.start_onboarding("cam-a", 60.0, Some("a b"), "ops".into(), "".into(), 100.0).is_err());
+        for i in 1..=2 {
+            t.observe("cam-a", &[i as f32], false, &at(0, i), 0.0, 0);
+        }
+        assert!(t.take_shares().is_empty(), "nothing shared until the onboarding ends");
+        t.end_onboarding_due(0);
+        assert!(t.take_onboarded().is_empty());
+        t.get_mut("cam-a").unwrap().onboarding.as_mut().unwrap().until = 0.0;
+        t.end_onboarding_due(0);
+        assert_eq!(t.take_onboarded().len(), 1);
+        let shares = t.take_shares();
+        assert_eq!(shares.len(), 1);
+        assert_eq!((shares[0].key().as_str(), &shares[0].normal[..]), ("cam/cam-a", &[1.0, 2.0][..]));
+
+        // A sibling with no known-normal row of its own: unscored until its kind offers.
+        t.observe("cam-b", &[9.0], false, &at(0, 3), 0.0, 0);
+        t.join_kind("cam-b", "cam", 100.0).unwrap();
+        assert!(!t.get("cam-b").unwrap().adaptable());
+        t.apply_share(shares[0].clone()).unwrap();
+        assert!(t.get("cam-b").unwrap().adaptable() && t.may_take_as_normal("cam-b", false, 0));
+        assert!(t.get("cam-a").unwrap().offered.is_none(), "never offered its own");
+        // Its own rows first, then the offered ones its window has room for.
+        t.get_mut("cam-b").unwrap().positive.push(&[7.0]);
+        let job = t.take_windows("cam-b").unwrap();
+        assert_eq!(&job.positive[..], &[7.0, 2.0, 1.0]);
+        // Gone to another kind: what it shared is withdrawn from the first.
+        t.join_kind("cam-a", "plug", 100.0).unwrap();
+        let withdrawn = t.take_shares();
+        assert!(withdrawn.len() == 1 && withdrawn[0].is_empty() && withdrawn[0].kind == "cam");
+        t.apply_share(withdrawn[0].clone()).unwrap();
+        assert!(t.get("cam-b").unwrap().offered.is_none() && t.kind_counts().is_empty());
+        // Forgotten: withdrawn from its kind.
+        t.forget("cam-b");
+        assert_eq!(t.take_shares()[0].key(), "cam/cam-b");
+    }
+
     /// An operator's onboarding: refused for what cannot be onboarded; while it runs the
     /// device's records are known-normal whatever their label, and its decisions open
     /// no incident; it ends on time even for a silent device, once, with its count.
@@ -875,7 +1057,7 @@ mod tests {
         let mut t = DeviceTable::new(1, sizes, 10);
         let now = unix_now();
         let start = |t: &mut DeviceTable, id: &str, span: f64| {
-            t.start_onboarding(id, span, "ops".into(), "".into(), now)
+            t.start_onboarding(id, span, None, "ops".into(), "".into(), now)
         };
         assert!(start(&mut t, "cam", 60.0).unwrap_err().contains("unknown device cam"));
         t.observe("cam", &[0.0], false, &at(0, 0), 0.0, 0);
@@ -959,7 +1141,7 @@ mod tests {
             features: &[0.0],
             context: None,
         };
-        t.get_mut(id).unwrap().incidents.observe(id, d, &rules, 0, 0.0).expect("opened");
+        t.get_mut(id).unwrap().incidents.observe(id, d, &rules, None, 0, 0.0).expect("opened");
         assert!(t.get(id).unwrap().incidents.open.is_some());
     }
 

@@ -101,7 +101,8 @@ pub(crate) fn incident(metrics: &Metrics, device: &str, transition: &Transition)
         Transition::Suppressed(i) => {
             metrics.incidents.with_label_values(&["suppressed"]).inc();
             let dismissed = i.suppressed.as_ref().map_or("", |d| d.incident_id.as_str());
-            tracing::info!(device, incident = %i.id, dismissed, "incident suppressed: a dismissed behaviour");
+            let on = i.suppressed.as_ref().and_then(|d| d.on.as_deref()).unwrap_or(device);
+            tracing::info!(device, incident = %i.id, dismissed, on, "incident suppressed: a dismissed behaviour");
         }
         Transition::Reviewed(_) => metrics.incidents.with_label_values(&["reviewed"]).inc(),
         Transition::Closed(i, resolution) => {
@@ -117,6 +118,20 @@ pub(crate) fn incident(metrics: &Metrics, device: &str, transition: &Transition)
 pub(crate) fn feedback(metrics: &Metrics, device: &str, result: &str) {
     metrics.feedback.with_label_values(&[result]).inc();
     tracing::info!(device, result, "analyst feedback");
+}
+
+/// A share read on the kinds topic: `applied`, or `refused` (a dead letter says why).
+pub(crate) fn kind_share(metrics: &Metrics, result: &str) {
+    metrics.kind_shares.with_label_values(&[result]).inc();
+    if result != "applied" {
+        tracing::warn!(result, "kind share refused");
+    }
+}
+
+/// The kinds known now, and how many members shared something in them.
+pub(crate) fn kinds(metrics: &Metrics, counts: &[(String, usize)]) {
+    metrics.kinds.set(counts.len() as i64);
+    metrics.kind_members.set(counts.iter().map(|(_, n)| *n as i64).sum());
 }
 
 /// Devices newly found sending traffic with no known-normal record; the gauge holds all

@@ -98,6 +98,12 @@ async fn ensure_topics(cfg: &DaemonConfig) -> Result<(i32, i32), DaemonError> {
         TopicSpec::plain(&k.incidents_topic, 1),
         TopicSpec::plain(&k.feedback_topic, input_partitions),
         TopicSpec {
+            name: &k.kinds_topic,
+            partitions: 1,
+            replication,
+            configs: state_topic_configs(replication),
+        },
+        TopicSpec {
             name: &k.state_topic,
             partitions: input_partitions,
             replication,
@@ -212,6 +218,11 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         .set("message.timeout.ms", "30000")
         .create()?;
     let (state_partitions, input_partitions) = ensure_topics(&cfg).await?;
+    let kinds_partitions = kafka::topic_metadata_off_runtime(&cfg.kafka, &cfg.kafka.kinds_topic)
+        .await
+        .and_then(|m| m.partitions)
+        .unwrap_or(1);
+    let kinds = kafka::kinds_reader(&cfg.kafka, kinds_partitions)?;
     let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(std::path::PathBuf::from);
     let sinks =
         Sinks::start(&cfg.sinks, credentials.as_deref(), Arc::clone(&metrics)).map_err(DaemonError::Sink)?;
@@ -258,6 +269,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         health,
         metrics: Arc::clone(&metrics),
         consumer,
+        kinds,
         assignments,
         held: Vec::new(),
         producer,

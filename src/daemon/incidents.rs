@@ -201,6 +201,9 @@ pub struct Forget {
 pub struct Onboard {
     pub device: String,
     pub onboard_for_s: f64,
+    /// The device's kind (`kinds.rs`): its siblings are offered what it is onboarded on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     #[serde(default)]
     pub by: String,
     #[serde(default)]
@@ -317,12 +320,14 @@ pub fn incident_id(device: &str, source: &Source) -> String {
 }
 
 impl IncidentTracker {
-    /// Take one scored record; the incident opened, if it did.
+    /// Take one scored record; the incident opened, if it did. `kind`: the behaviours
+    /// dismissed on the device's siblings (`kinds.rs`), recognised as its own are.
     pub fn observe(
         &mut self,
         device: &str,
         d: Decision<'_>,
         rules: &IncidentRules,
+        kind: Option<&Memory>,
         now_ms: u64,
         now_unix: f64,
     ) -> Option<Transition> {
@@ -357,7 +362,7 @@ impl IncidentTracker {
                     Transition::Updated(open.clone())
                 });
             }
-            if d.anomalous && Self::becomes_news(open, &self.memory, &d, rules, now_ms) {
+            if d.anomalous && Self::becomes_news(open, &self.memory, kind, &d, rules, now_ms) {
                 return Some(Transition::Opened(open.clone()));
             }
             return None;
@@ -375,7 +380,7 @@ impl IncidentTracker {
             incident.last_update_ms = now_ms;
             incident.changed = false;
             incident.add_anomalous(&d, rules, now_ms);
-            let news = Self::becomes_news(&mut incident, &self.memory, &d, rules, now_ms);
+            let news = Self::becomes_news(&mut incident, &self.memory, kind, &d, rules, now_ms);
             self.open = Some(incident.clone());
             return Some(if news { Transition::Opened(incident) } else { Transition::Reopened(incident) });
         }
@@ -410,7 +415,11 @@ impl IncidentTracker {
         // A look's finding is raised whatever was dismissed: a scan is no behaviour.
         if rules.memory.remember_ms > 0 && incident.look.is_none() {
             self.memory.expire(&rules.memory, now_unix);
-            incident.suppressed = self.memory.recognise(d.context, d.features).map(|b| b.dismissal.clone());
+            incident.suppressed = self
+                .memory
+                .recognise(d.context, d.features)
+                .or_else(|| kind?.recognise_kept(d.context, d.features, &rules.memory, now_unix))
+                .map(|b| b.dismissal.clone());
         }
         self.open = Some(incident.clone());
         Some(match incident.suppressed {
@@ -425,12 +434,14 @@ impl IncidentTracker {
     fn becomes_news(
         open: &mut Incident,
         memory: &Memory,
+        kind: Option<&Memory>,
         d: &Decision<'_>,
         rules: &IncidentRules,
         now_ms: u64,
     ) -> bool {
         let Some(dismissal) = &open.suppressed else { return false };
-        let beyond = match memory.find(&dismissal.incident_id) {
+        let id = &dismissal.incident_id;
+        let beyond = match memory.find(id).or_else(|| kind?.find(id)) {
             Some(b) => b
                 .admits(d.context, d.features)
                 .or_else(|| b.admits_volume(&open.traffic, open.anomalous, rules.memory.volume_factor))
@@ -524,6 +535,7 @@ impl IncidentTracker {
                     by: fb.by.clone(),
                     note: fb.note.clone(),
                     at: now_unix,
+                    on: None,
                 };
                 let behaviour =
                     Behaviour::of(&incident.traffic, incident.anomalous, &incident.kept, dim, dismissal);
@@ -600,7 +612,7 @@ mod tests {
                 features: &[1.0, 2.0],
                 context: None,
             };
-            out.extend(t.observe("cam", d, &RULES, offset as u64 * 100, 0.0));
+            out.extend(t.observe("cam", d, &RULES, None, offset as u64 * 100, 0.0));
         }
         out
     }
@@ -704,7 +716,7 @@ mod tests {
                 features: &features,
                 context: None,
             };
-            out.extend(t.observe("cam", d, rules, offset as u64 * 100, now_unix));
+            out.extend(t.observe("cam", d, rules, None, offset as u64 * 100, now_unix));
         }
         out
     }
@@ -800,7 +812,7 @@ mod tests {
                 features: &[1.0, 2.0],
                 context: Some(c),
             };
-            out.extend(t.observe("cam", d, rules, (now * 1000.0) as u64, now));
+            out.extend(t.observe("cam", d, rules, None, (now * 1000.0) as u64, now));
         }
         out
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::statistics::Statistics;
@@ -274,23 +274,42 @@ pub fn topic_metadata(cfg: &KafkaConfig, topic: &str, timeout: Duration) -> Opti
     Some(TopicMetadata { partitions, brokers: md.brokers().len() })
 }
 
-/// The changelog reader's context: end-of-partition is what it waits for, not an
-/// error (some brokers report it as a client-level event).
-struct ChangelogContext;
+/// A changelog reader's context (the state and kinds topics): end-of-partition is what
+/// it waits for, not an error (some brokers report it as a client-level event).
+pub struct ChangelogContext;
 
 impl ClientContext for ChangelogContext {
     fn error(&self, error: KafkaError, reason: &str) {
         if matches!(error, KafkaError::PartitionEOF(_))
             || error.rdkafka_error_code() == Some(RDKafkaErrorCode::PartitionEOF)
         {
-            tracing::debug!(%error, reason, "state topic");
+            tracing::debug!(%error, reason, "changelog");
         } else {
-            tracing::warn!(%error, reason, "state topic reader");
+            tracing::warn!(%error, reason, "changelog reader");
         }
     }
 }
 
 impl ConsumerContext for ChangelogContext {}
+
+/// The kinds topic's reader: every partition from the beginning, assigned rather than
+/// subscribed (every daemon reads all of it, as Kafka Streams reads a global table),
+/// never committing.
+pub fn kinds_reader(
+    cfg: &KafkaConfig,
+    partitions: i32,
+) -> Result<StreamConsumer<ChangelogContext>, KafkaError> {
+    let consumer: StreamConsumer<ChangelogContext> = consumer_config(cfg)
+        .set("group.id", format!("{}-kinds", cfg.group_id))
+        .set("enable.auto.commit", "false")
+        .create_with_context(ChangelogContext)?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions.max(1) {
+        tpl.add_partition_offset(&cfg.kinds_topic, p, Offset::Beginning)?;
+    }
+    consumer.assign(&tpl)?;
+    Ok(consumer)
+}
 
 /// The state topic as a restore read it: the last value per key, grouped by device,
 /// and how much was read.

@@ -26,6 +26,9 @@ pub struct Metrics {
     pub incidents: IntCounterVec,
     pub incidents_open: IntGauge,
     pub feedback: IntCounterVec,
+    pub kind_shares: IntCounterVec,
+    pub kinds: IntGauge,
+    pub kind_members: IntGauge,
     pub incidents_closed: IntCounterVec,
     pub devices_evicted: IntCounterVec,
     pub consumer_lag: IntGauge,
@@ -156,6 +159,26 @@ impl Metrics {
                     &["result"],
                 )
                 .expect("valid metric"),
+            ),
+            kind_shares: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "metapu_kind_shares_total",
+                        "Shares read on the kinds topic (what one member of a kind accepted), by result.",
+                    ),
+                    &["result"],
+                )
+                .expect("valid metric"),
+            ),
+            kinds: register(
+                &r,
+                IntGauge::new("metapu_kinds", "Device kinds with something shared.").expect("valid metric"),
+            ),
+            kind_members: register(
+                &r,
+                IntGauge::new("metapu_kind_members", "Members of all kinds that shared something.")
+                    .expect("valid metric"),
             ),
             incidents_closed: register(
                 &r,
@@ -298,6 +321,9 @@ impl Metrics {
         }
         for result in ["false_positive", "confirmed", "refused"] {
             self.feedback.with_label_values(&[result]);
+        }
+        for result in ["applied", "refused"] {
+            self.kind_shares.with_label_values(&[result]);
         }
         for result in ["ok", "error"] {
             self.model_reloads.with_label_values(&[result]);

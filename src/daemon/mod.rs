@@ -49,6 +49,7 @@ pub(crate) mod http;
 pub mod incident_traffic;
 pub mod incidents;
 pub mod kafka;
+pub mod kinds;
 pub(crate) mod metrics;
 pub mod notify;
 pub mod onboarding;

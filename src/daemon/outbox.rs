@@ -28,6 +28,7 @@ pub(crate) struct Topics {
     deadletter: String,
     alerts: String,
     scores: String,
+    kinds: String,
 }
 
 impl Topics {
@@ -38,6 +39,7 @@ impl Topics {
             deadletter: kafka.deadletter_topic.clone(),
             alerts: kafka.alerts_topic.clone(),
             scores: kafka.scores_topic.clone(),
+            kinds: kafka.kinds_topic.clone(),
         }
     }
 
@@ -49,6 +51,7 @@ impl Topics {
             Emitted::Alert(a) => Output::json(&self.alerts, Some(&a.device), a),
             Emitted::Incident(i) => Output::json(&self.incidents, Some(i.device()), i),
             Emitted::Prior(p) => Output::json(&self.priors, Some(&p.device), p),
+            Emitted::Share(s) => Output::json(&self.kinds, Some(&s.key()), s),
             Emitted::DeadLetter { key, letter } => Output::json(&self.deadletter, key.as_deref(), letter),
         }
     }

@@ -74,6 +74,9 @@ pub enum IncidentEvent {
     /// sampled into the positive window, which it replaces; no incident opens meanwhile.
     Onboarding {
         device: String,
+        /// The kind it joins (`metapu onboard --kind`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
         from: f64,
         until: f64,
         by: String,

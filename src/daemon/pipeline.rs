@@ -14,6 +14,7 @@ use super::engine::{Engine, Verdict};
 use super::events;
 use super::explain::{feature_changes, FeatureChange};
 use super::incidents::{Applied, Decision, Feedback, Forget, Incident, IncidentRules, Onboard, Transition};
+use super::kinds::Share;
 use super::metrics::Metrics;
 use super::onboarding::Onboarding;
 use super::output::{
@@ -60,6 +61,8 @@ pub enum Emitted {
     Alert(Alert),
     Incident(IncidentEvent),
     Prior(PriorUpdate),
+    /// What a member shares with its kind (the kinds topic, key `kind/device`).
+    Share(Share),
     /// A refused message, under its own key.
     DeadLetter {
         key: Option<String>,
@@ -367,6 +370,7 @@ impl Pipeline {
                     events::onboarding(metrics, &request.device, "onboarding", 0, 0);
                     out.push(Emitted::Incident(IncidentEvent::Onboarding {
                         device: request.device,
+                        kind: request.kind,
                         from: o.from,
                         until: o.until,
                         by: o.by,
@@ -389,6 +393,28 @@ impl Pipeline {
                 }
             }
         }
+        out.extend(engine.devices.take_shares().into_iter().map(Emitted::Share));
+        out
+    }
+
+    /// Apply the kinds topic's messages (every daemon reads all of them): each member's
+    /// share replaces its last, and the kind's members held here are offered what the
+    /// kind now holds. A share that cannot be read is a dead letter.
+    pub fn shares(&self, engine: &mut Engine, messages: &[Received], metrics: &Metrics) -> Vec<Emitted> {
+        let mut out = Vec::new();
+        for m in messages {
+            let applied = serde_json::from_slice::<Share>(&m.payload)
+                .map_err(|e| format!("malformed kind share: {e}"))
+                .and_then(|share| engine.devices.apply_share(share).map_err(|e| e.to_string()));
+            match applied {
+                Ok(()) => events::kind_share(metrics, "applied"),
+                Err(reason) => {
+                    events::kind_share(metrics, "refused");
+                    out.push(dead_letter(m, "bad_share", reason));
+                }
+            }
+        }
+        events::kinds(metrics, &engine.devices.kind_counts());
         out
     }
 
@@ -405,6 +431,7 @@ impl Pipeline {
             let o = engine.devices.start_onboarding(
                 &request.device,
                 request.onboard_for_s,
+                request.kind.as_deref(),
                 request.by.clone(),
                 request.note.clone(),
                 self.time(engine, &request.device),
@@ -488,6 +515,7 @@ impl Pipeline {
                 time,
             }));
         }
+        out.extend(engine.devices.take_shares().into_iter().map(Emitted::Share));
         let open = engine.devices.with_open_incidents();
         for device in &open {
             let now = match self.clock {
@@ -655,6 +683,7 @@ mod tests {
                 Emitted::Alert(_) => "alert",
                 Emitted::Incident(_) => "incident",
                 Emitted::Prior(_) => "prior",
+                Emitted::Share(_) => "share",
                 Emitted::DeadLetter { .. } => "dead letter",
             })
             .collect()

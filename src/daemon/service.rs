@@ -19,7 +19,7 @@ use super::control::{Control, DaemonError};
 use super::detector::Detector;
 use super::events;
 use super::health::Health;
-use super::kafka::{AssignmentEvent, DaemonContext};
+use super::kafka::{AssignmentEvent, ChangelogContext, DaemonContext};
 use super::metrics::Metrics;
 use super::notify;
 use super::outbox::Outbox;
@@ -39,6 +39,8 @@ pub(crate) struct Service {
     pub(crate) health: Arc<Health>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) consumer: StreamConsumer<DaemonContext>,
+    /// The kinds topic, read whole (`kinds.rs`).
+    pub(crate) kinds: StreamConsumer<ChangelogContext>,
     pub(crate) assignments: mpsc::UnboundedReceiver<AssignmentEvent>,
     /// Messages the consumer handed out while a restore was read, to be scored next.
     pub(crate) held: Vec<Received>,
@@ -131,6 +133,17 @@ impl Service {
                 },
                 done = self.detector.adapted() => self.installed(done.ok_or(DaemonError::AdapterGone)?),
                 Some(event) = self.assignments.recv() => self.on_assignment(event).await,
+                m = self.kinds.recv() => match m {
+                    Ok(m) => {
+                        let share = [received(&m)];
+                        let refused = self.pipeline.shares(&mut self.detector.engine, &share, &self.metrics);
+                        self.outbox.add(&refused);
+                    }
+                    Err(e) => {
+                        events::consume_failed(&e);
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
                 _ = housekeeping.tick() => self.housekeeping(&mut timers).await,
                 // While a batch's worth of records waits for its turn, take no more.
                 m = self.consumer.recv(), if !self.pipeline.backlogged() => match m {

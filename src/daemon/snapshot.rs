@@ -42,6 +42,8 @@ pub struct Snapshot {
     /// An onboarding in progress, and the last one finished (none when absent).
     pub onboarding: Option<Onboarding>,
     pub onboarded: Option<Onboarding>,
+    /// The device's kind (`kinds.rs`; none when absent).
+    pub kind: Option<String>,
     /// Known-normal rows kept when verdicts add others (the window's first storage slots).
     pub pinned: usize,
     /// The input topic's partition count when the snapshot was written (0: unknown, in
@@ -62,6 +64,8 @@ struct Tail<T> {
     onboarding: Option<Onboarding>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     onboarded: Option<Onboarding>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kind: Option<String>,
     #[serde(default)]
     pinned: usize,
     #[serde(default)]
@@ -109,6 +113,7 @@ impl Snapshot {
             incidents: IncidentTracker::default(),
             onboarding: None,
             onboarded: None,
+            kind: None,
             pinned: 0,
             input_partitions: 0,
             rows_apart: false,
@@ -147,6 +152,7 @@ impl Snapshot {
             incidents: &self.incidents,
             onboarding: self.onboarding.clone(),
             onboarded: self.onboarded.clone(),
+            kind: self.kind.clone(),
             pinned: self.pinned,
             input_partitions: self.input_partitions,
         };
@@ -234,6 +240,7 @@ impl Snapshot {
             incidents: tail.incidents,
             onboarding: tail.onboarding,
             onboarded: tail.onboarded,
+            kind: tail.kind,
             pinned: tail.pinned,
             input_partitions: tail.input_partitions,
             rows_apart: version == 4,
@@ -418,7 +425,7 @@ mod tests {
             features: &[1.0, 2.0],
             context: None,
         };
-        assert!(with_incident.incidents.observe("a", d, &rules, 0, 1.5e9).is_some());
+        assert!(with_incident.incidents.observe("a", d, &rules, None, 0, 1.5e9).is_some());
         assert_eq!(Snapshot::decode(&with_incident.encode()).unwrap(), with_incident);
         // So do the behaviours analysts dismissed.
         let mut remembered = with_incident.clone();
@@ -440,10 +447,13 @@ mod tests {
         let onboarding =
             Snapshot { onboarding: Some(span.clone()), onboarded: Some(span), pinned: 2, ..s.clone() };
         assert_eq!(Snapshot::decode(&onboarding.encode()).unwrap(), onboarding);
+        let member = Snapshot { kind: Some("edimax-cam".into()), ..onboarding.clone() };
+        assert_eq!(Snapshot::decode(&member.encode()).unwrap(), member);
         let tail = 4 + serde_json::to_vec(&Tail {
             incidents: &s.incidents,
             onboarding: None,
             onboarded: None,
+            kind: None,
             pinned: 0,
             input_partitions: 0,
         })

@@ -187,6 +187,7 @@ impl StateStore {
                 incidents: d.incidents.clone(),
                 onboarding: d.onboarding.clone(),
                 onboarded: d.onboarded.clone(),
+                kind: d.kind.clone(),
                 pinned: d.positive.pinned(),
                 input_partitions: self.input_partitions as u32,
                 rows_apart: true,

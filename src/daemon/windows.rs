@@ -65,6 +65,11 @@ impl RowWindow {
         self.capacity
     }
 
+    /// Features per row.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
     /// Add a row (`dim` values), replacing the oldest when full.
     pub fn push(&mut self, row: &[f32]) {
         debug_assert_eq!(row.len(), self.dim);

@@ -12,6 +12,7 @@ mod event_time;
 mod faults;
 mod fleet_restart;
 mod idle;
+mod kinds;
 mod looks;
 mod mock;
 mod onboard;

@@ -238,6 +238,7 @@ pub fn daemon_config(bootstrap: &str, tag: &str) -> DaemonConfig {
     cfg.kafka.scores_topic = format!("{tag}.scores");
     cfg.kafka.incidents_topic = format!("{tag}.incidents");
     cfg.kafka.feedback_topic = format!("{tag}.feedback");
+    cfg.kafka.kinds_topic = format!("{tag}.kinds");
     cfg.kafka.publish_scores = true;
     cfg.kafka.publish_alerts = true;
     cfg.kafka.consumer_options.insert("session.timeout.ms".into(), "6000".into());

@@ -11,6 +11,7 @@ use metapu::daemon::config::DaemonConfig;
 use metapu::daemon::engine::WindowSizes;
 use metapu::daemon::engine::{Engine, EventCadence};
 use metapu::daemon::incidents::IncidentRules;
+use metapu::daemon::kinds::Share;
 use metapu::daemon::output::{IncidentEvent, Source};
 use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Pipeline, Received, RecordOutputs};
 use metapu::daemon::record::{Context, FeatureRecord};
@@ -25,6 +26,9 @@ pub struct DeviceStream {
     pub ts: Vec<f64>,
     /// Each record's packet (as `metapu extract` puts it beside the features), or none.
     pub contexts: Vec<Context>,
+    /// The device's kind, named as it is onboarded (`metapu onboard --kind`): what was
+    /// accepted on the kind's devices before it is offered to it.
+    pub kind: Option<String>,
 }
 
 /// The daemon's settings that shape what it decides, and the onboarding.
@@ -255,10 +259,16 @@ fn run_device(
         if let (0, Some(span)) = (start, cfg.onboard_for_s) {
             // The device is tracked from its first batch on: onboard it from its first record.
             let first = d.ts.first().copied().unwrap_or(0.0);
+            let kind = d.kind.as_deref();
             if let Err(e) =
-                engine.devices.start_onboarding(&task.id, span, "lab".into(), String::new(), first)
+                engine.devices.start_onboarding(&task.id, span, kind, "lab".into(), String::new(), first)
             {
                 panic!("onboarding {}: {e}", task.id);
+            }
+        } else if let (0, Some(kind)) = (start, &d.kind) {
+            let first = d.ts.first().copied().unwrap_or(0.0);
+            if let Err(e) = engine.devices.join_kind(&task.id, kind, first) {
+                panic!("{} joining {kind}: {e}", task.id);
             }
         }
         let mut verdicts: Vec<Option<bool>> = vec![None; end - start];
@@ -386,20 +396,32 @@ fn run_device(
         // Updates and quiet closes, on the capture clock. Devices run one after the
         // other, each on its own clock: what the tick does to an earlier device's
         // incident is no event of this one.
+        let mut shares = Vec::new();
         let ticked: Vec<Emitted> = pipeline
             .incident_ticks(engine, 0, "lab", metrics)
             .into_iter()
-            .filter(|e| matches!(e, Emitted::Incident(i) if i.device() == task.id))
+            .filter(|e| match e {
+                Emitted::Share(s) => {
+                    shares.push(s.clone());
+                    false
+                }
+                Emitted::Incident(i) => i.device() == task.id,
+                _ => false,
+            })
             .collect();
         out.incident_events += ticked.len();
         // The analyst reviews each false incident once it has closed.
         for e in emitted.iter().chain(&ticked) {
             if let Emitted::Incident(IncidentEvent::Closed(r)) = e {
                 if false_incidents.remove(&r.incident_id) {
-                    out.incident_events += dismiss(engine, pipeline, metrics, &task.id, &r.incident_id);
+                    out.incident_events +=
+                        dismiss(engine, pipeline, metrics, &task.id, &r.incident_id, &mut shares);
                 }
             }
         }
+        // What the device shares with its kind comes back as the kinds topic would
+        // bring it (every daemon reads it, this one included).
+        share_back(engine, pipeline, metrics, shares);
         start = end;
     }
     out
@@ -413,6 +435,7 @@ fn dismiss(
     metrics: &Metrics,
     device: &str,
     incident_id: &str,
+    shares: &mut Vec<Share>,
 ) -> usize {
     let verdict = serde_json::json!({
         "device": device, "incident_id": incident_id, "verdict": "false_positive", "by": "lab analyst"
@@ -428,5 +451,24 @@ fn dismiss(
     {
         panic!("the analyst's verdict on {incident_id} was refused: {}", letter.reason);
     }
+    shares.extend(emitted.iter().filter_map(|e| match e {
+        Emitted::Share(s) => Some(s.clone()),
+        _ => None,
+    }));
     emitted.iter().filter(|e| matches!(e, Emitted::Incident(i) if i.device() == device)).count()
+}
+
+/// Shares a device published, read back as the kinds topic's messages.
+fn share_back(engine: &mut Engine, pipeline: &Pipeline, metrics: &Metrics, shares: Vec<Share>) {
+    let messages: Vec<Received> = shares
+        .iter()
+        .map(|s| Received {
+            source: source(-1),
+            key: Some(s.key().into_bytes()),
+            payload: serde_json::to_vec(s).expect("a share serialises"),
+        })
+        .collect();
+    if let Some(Emitted::DeadLetter { letter, .. }) = pipeline.shares(engine, &messages, metrics).first() {
+        panic!("a share was refused: {}", letter.reason);
+    }
 }
