@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 
 use metapu::daemon::config::DaemonConfig;
-use metapu::data::Label;
+use metapu::data::{Label, Task};
 use metapu::traffic::capture::CaptureReader;
 use metapu::traffic::devices::{parse_mac, Device};
 use metapu::traffic::extract::{labeled_device_task, read_labels};
@@ -53,9 +53,45 @@ pub struct CaptureRun {
     pub scan_window_s: Option<u64>,
     #[arg(long)]
     pub flood_packets: Option<u32>,
+    /// PREFIX=KIND: the captures whose name starts with PREFIX are devices of KIND
+    /// (`metapu onboard --kind`), run in name order: what was onboarded and dismissed on
+    /// the earlier ones is offered to the later ones. Repeatable.
+    #[arg(long = "kind", value_parser = parse_kind)]
+    pub kinds: Vec<(String, String)>,
+    /// NAME: the capture NAME split at its middle (in capture time) into two devices,
+    /// NAME.1 and NAME.2, the second arriving as the first leaves (with --kind, one
+    /// model's second device, say).
+    #[arg(long)]
+    pub split: Option<String>,
+}
+
+fn parse_kind(s: &str) -> Result<(String, String), String> {
+    let (prefix, kind) = s.split_once('=').ok_or("PREFIX=KIND")?;
+    metapu::daemon::kinds::check_name(kind).map_err(|e| e.to_string())?;
+    Ok((prefix.to_string(), kind.to_string()))
 }
 
 impl CaptureRun {
+    /// The folder's device streams, split and of the kinds this run says.
+    pub fn streams(&self) -> anyhow::Result<Vec<DeviceStream>> {
+        let mut streams = device_streams(&self.captures)?;
+        if let Some(name) = &self.split {
+            let i = streams
+                .iter()
+                .position(|s| &s.task.id == name)
+                .with_context(|| format!("no capture {name}"))?;
+            let whole = streams.remove(i);
+            let (first, second) = split_at_middle(whole);
+            streams.insert(i, second);
+            streams.insert(i, first);
+        }
+        for s in &mut streams {
+            s.kind =
+                self.kinds.iter().find(|(p, _)| s.task.id.starts_with(p.as_str())).map(|(_, k)| k.clone());
+        }
+        Ok(streams)
+    }
+
     /// The daemon's defaults with this run's onboarding and window.
     pub fn stream_config(&self) -> StreamConfig {
         let mut daemon = DaemonConfig::defaults();
@@ -110,6 +146,21 @@ fn device_stream(dir: &Path, name: &str) -> anyhow::Result<DeviceStream> {
     };
     let (task, ts, contexts) = labeled_device_task(&pcap, Device { name: name.to_string(), mac }, labels)?;
     Ok(DeviceStream { task, ts, contexts, kind: None })
+}
+
+/// A device's stream cut at the middle of its capture time: two devices.
+fn split_at_middle(s: DeviceStream) -> (DeviceStream, DeviceStream) {
+    let (t0, t1) = (s.ts.first().copied().unwrap_or(0.0), s.ts.last().copied().unwrap_or(0.0));
+    let cut = s.ts.partition_point(|&t| t < (t0 + t1) / 2.0);
+    let dim = if s.task.is_empty() { 0 } else { s.task.x.len() / s.task.len() };
+    let part = |range: std::ops::Range<usize>, n: u8| {
+        let mut task = Task::new(format!("{}.{n}", s.task.id));
+        task.x = s.task.x[range.start * dim..range.end * dim].to_vec();
+        task.labels = s.task.labels[range.clone()].to_vec();
+        let contexts = if s.contexts.is_empty() { Vec::new() } else { s.contexts[range.clone()].to_vec() };
+        DeviceStream { task, ts: s.ts[range].to_vec(), contexts, kind: s.kind.clone() }
+    };
+    (part(0..cut, 1), part(cut..s.ts.len(), 2))
 }
 
 fn packets(pcap: &Path) -> anyhow::Result<usize> {

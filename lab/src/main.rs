@@ -26,8 +26,6 @@ use metapu::model::{default_device, file};
 use metapu::traffic::feature_names;
 use metapu_lab::eval::stream::{self, DeviceOutcome, DeviceStream, StreamConfig};
 
-use captures::device_streams;
-
 #[derive(Debug, Parser)]
 #[command(name = "metapu-lab", version, about = "Experiments that measure metapu (not for operators)")]
 struct Lab {
@@ -109,7 +107,7 @@ fn count(s: &DeviceStream, l: Label) -> usize {
 
 fn real_traffic(args: RealTrafficArgs) -> anyhow::Result<()> {
     let (a, min_rows) = (&args.run, args.min_rows);
-    let streams = device_streams(&a.captures)?;
+    let streams = a.streams()?;
     std::fs::create_dir_all(&a.out)?;
     write_rows(&a.out.join("real.csv"), &streams)?;
     let (targets, streaming_only): (Vec<&DeviceStream>, Vec<&DeviceStream>) = streams

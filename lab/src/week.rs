@@ -13,7 +13,7 @@ use metapu::data::Label;
 use metapu::model::{default_device, file};
 use metapu_lab::eval::stream::{self, DeviceOutcome, DeviceStream};
 
-use crate::captures::{device_streams, CaptureRun};
+use crate::captures::CaptureRun;
 
 /// Writes week.json to `--out`.
 #[derive(Debug, Args)]
@@ -119,7 +119,7 @@ fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
 
 pub fn run(args: WeekArgs) -> anyhow::Result<()> {
     let a = &args.run;
-    let streams = device_streams(&a.captures)?;
+    let streams = a.streams()?;
     let model = file::load(&a.model, default_device())?;
     let cfg = a.stream_config();
     let outcomes = stream::run(model, &streams, &cfg);

@@ -81,6 +81,9 @@ pub struct Device {
     /// Known-normal rows its kind offers it (its siblings'), while its own positive
     /// window has room: adapted on after its own.
     pub offered: Option<SharedRows>,
+    /// Its known-normal rows are what an operator accepted (an onboarding, or records
+    /// labeled normal by a trusted producer): shared with its kind.
+    pub rows_accepted: bool,
 }
 
 impl Device {
@@ -120,6 +123,7 @@ impl Device {
             records_since_adaptation: 0,
             kind: None,
             offered: None,
+            rows_accepted: false,
         }
     }
 
@@ -231,6 +235,8 @@ pub struct DeviceTable {
     /// Shares of members held here, to publish on the kinds topic (see
     /// [`Self::take_shares`]).
     shares: Vec<Share>,
+    /// Members whose accepted rows changed since the last shares were taken.
+    share_due: BTreeSet<String>,
 }
 
 impl DeviceTable {
@@ -256,6 +262,7 @@ impl DeviceTable {
             event_clock: false,
             kinds: Kinds::default(),
             shares: Vec::new(),
+            share_due: BTreeSet::new(),
         }
     }
 
@@ -374,6 +381,14 @@ impl DeviceTable {
                 } else if known_normal || d.seen < bootstrap {
                     d.positive.push(features);
                     out.taken_as_normal = true;
+                    // Labeled by a producer the operator trusts: accepted, as an
+                    // onboarding is (a bootstrap's first records are merely first).
+                    if known_normal {
+                        d.rows_accepted = true;
+                        if d.kind.is_some() {
+                            self.share_due.insert(id.to_string());
+                        }
+                    }
                 }
                 d.unlabeled.push(features);
                 d.seen += 1;
@@ -450,6 +465,9 @@ impl DeviceTable {
             return Ok(());
         }
         d.unsnapshotted = true;
+        if d.rows_accepted || !d.incidents.memory.is_empty() {
+            self.share_due.insert(id.to_string());
+        }
         if let Some(old) = d.kind.replace(kind.to_string()) {
             self.shares.push(Share::withdrawn(old, id, self.dim, now));
         }
@@ -481,6 +499,7 @@ impl DeviceTable {
         if let Some(o) = d.onboarding.take() {
             ended.push((id.to_string(), o.clone(), d.positive.len()));
             d.onboarded = Some(o);
+            d.rows_accepted = true;
             d.unsnapshotted = true;
             d.changed = d.changed.max(1);
         }
@@ -501,7 +520,7 @@ impl DeviceTable {
     fn share(&mut self, id: &str) {
         let Some(d) = self.devices.get(id) else { return };
         let Some(kind) = d.kind.clone() else { return };
-        let normal = if d.onboarded.is_some() { d.positive.rows().to_vec() } else { Vec::new() };
+        let normal = if d.rows_accepted { d.positive.rows().to_vec() } else { Vec::new() };
         let behaviours = d
             .incidents
             .memory
@@ -517,8 +536,12 @@ impl DeviceTable {
         self.shares.push(Share { kind, device: id.to_string(), dim: self.dim, normal, behaviours, at });
     }
 
-    /// Shares to publish on the kinds topic since the last call.
+    /// Shares to publish on the kinds topic since the last call (a member labeled
+    /// records of shares once per call, however many it labeled).
     pub fn take_shares(&mut self) -> Vec<Share> {
+        for id in std::mem::take(&mut self.share_due) {
+            self.share(&id);
+        }
         std::mem::take(&mut self.shares)
     }
 
@@ -743,6 +766,7 @@ impl DeviceTable {
         d.onboarding = snapshot.onboarding.clone();
         d.onboarded = snapshot.onboarded.clone();
         d.kind = snapshot.kind.clone();
+        d.rows_accepted = snapshot.rows_accepted;
         d.positive.pin(snapshot.pinned);
         if snapshot.rows_apart {
             // On the state topic as they are. (A whole snapshot's rows are written again,
@@ -1037,13 +1061,29 @@ mod tests {
         assert_eq!(&job.positive[..], &[7.0, 2.0, 1.0]);
         // Gone to another kind: what it shared is withdrawn from the first.
         t.join_kind("cam-a", "plug", 100.0).unwrap();
-        let withdrawn = t.take_shares();
-        assert!(withdrawn.len() == 1 && withdrawn[0].is_empty() && withdrawn[0].kind == "cam");
-        t.apply_share(withdrawn[0].clone()).unwrap();
+        let moved = t.take_shares();
+        let keys: Vec<(String, bool)> = moved.iter().map(|s| (s.key(), s.is_empty())).collect();
+        assert_eq!(
+            keys,
+            [("cam/cam-a".into(), true), ("plug/cam-a".into(), false)],
+            "withdrawn, then shared"
+        );
+        t.apply_share(moved[0].clone()).unwrap();
         assert!(t.get("cam-b").unwrap().offered.is_none() && t.kind_counts().is_empty());
+        t.apply_share(moved[1].clone()).unwrap();
+        assert_eq!(t.kind_counts(), [("plug".to_string(), 1)]);
         // Forgotten: withdrawn from its kind.
         t.forget("cam-b");
         assert_eq!(t.take_shares()[0].key(), "cam/cam-b");
+        // Records labeled normal by a trusted producer are accepted rows too: one share
+        // however many arrive; a bootstrap's first records are not.
+        t.observe("cam-c", &[5.0], false, &at(0, 4), 0.0, 0);
+        t.join_kind("cam-c", "cam", 100.0).unwrap();
+        assert!(t.take_shares().is_empty(), "nothing accepted on it yet");
+        t.observe("cam-c", &[6.0], true, &at(0, 5), 0.0, 0);
+        t.observe("cam-c", &[7.0], true, &at(0, 6), 0.0, 0);
+        let labeled = t.take_shares();
+        assert_eq!((labeled.len(), &labeled[0].normal[..]), (1, &[6.0, 7.0][..]));
     }
 
     /// An operator's onboarding: refused for what cannot be onboarded; while it runs the

@@ -42,8 +42,10 @@ pub struct Snapshot {
     /// An onboarding in progress, and the last one finished (none when absent).
     pub onboarding: Option<Onboarding>,
     pub onboarded: Option<Onboarding>,
-    /// The device's kind (`kinds.rs`; none when absent).
+    /// The device's kind (`kinds.rs`; none when absent), and whether its known-normal
+    /// rows are what an operator accepted (shared with the kind).
     pub kind: Option<String>,
+    pub rows_accepted: bool,
     /// Known-normal rows kept when verdicts add others (the window's first storage slots).
     pub pinned: usize,
     /// The input topic's partition count when the snapshot was written (0: unknown, in
@@ -66,6 +68,8 @@ struct Tail<T> {
     onboarded: Option<Onboarding>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     kind: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    rows_accepted: bool,
     #[serde(default)]
     pinned: usize,
     #[serde(default)]
@@ -114,6 +118,7 @@ impl Snapshot {
             onboarding: None,
             onboarded: None,
             kind: None,
+            rows_accepted: false,
             pinned: 0,
             input_partitions: 0,
             rows_apart: false,
@@ -153,6 +158,7 @@ impl Snapshot {
             onboarding: self.onboarding.clone(),
             onboarded: self.onboarded.clone(),
             kind: self.kind.clone(),
+            rows_accepted: self.rows_accepted,
             pinned: self.pinned,
             input_partitions: self.input_partitions,
         };
@@ -241,6 +247,7 @@ impl Snapshot {
             onboarding: tail.onboarding,
             onboarded: tail.onboarded,
             kind: tail.kind,
+            rows_accepted: tail.rows_accepted,
             pinned: tail.pinned,
             input_partitions: tail.input_partitions,
             rows_apart: version == 4,
@@ -447,13 +454,14 @@ mod tests {
         let onboarding =
             Snapshot { onboarding: Some(span.clone()), onboarded: Some(span), pinned: 2, ..s.clone() };
         assert_eq!(Snapshot::decode(&onboarding.encode()).unwrap(), onboarding);
-        let member = Snapshot { kind: Some("edimax-cam".into()), ..onboarding.clone() };
+        let member = Snapshot { kind: Some("edimax-cam".into()), rows_accepted: true, ..onboarding.clone() };
         assert_eq!(Snapshot::decode(&member.encode()).unwrap(), member);
         let tail = 4 + serde_json::to_vec(&Tail {
             incidents: &s.incidents,
             onboarding: None,
             onboarded: None,
             kind: None,
+            rows_accepted: false,
             pinned: 0,
             input_partitions: 0,
         })

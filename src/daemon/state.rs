@@ -188,6 +188,7 @@ impl StateStore {
                 onboarding: d.onboarding.clone(),
                 onboarded: d.onboarded.clone(),
                 kind: d.kind.clone(),
+                rows_accepted: d.rows_accepted,
                 pinned: d.positive.pinned(),
                 input_partitions: self.input_partitions as u32,
                 rows_apart: true,
