@@ -5,7 +5,7 @@ RUNS  ?= runs
 METAPU := target/release/metapu
 LAB    := target/release/metapu-lab
 
-.PHONY: setup build demo train-synthetic results-synthetic iot-model iot-results real-results week-results test lint bench soak clean-runs \
+.PHONY: setup build demo train-synthetic results-synthetic iot-model iot-results real-results week-results kinds-results test lint bench soak clean-runs \
 	package package-test cuda-check
 
 setup:
@@ -94,6 +94,12 @@ week-results: build | $(RUNS)
 	$(LAB) week --captures $(WEEK)/attacked --model $(IOT_MODEL) --out $(WEEK)/attacked-analyst --analyst
 	python3 scripts/week-results.py $(WEEK)/clean-out/week.json $(WEEK)/attacked-out/week.json \
 	  $(WEEK)/clean-analyst/week.json $(WEEK)/attacked-analyst/week.json
+
+# Device kinds (scripts/kinds-results.sh): a camera fleet of one kind and IoT Sentinel's
+# pairs of one model, without and with the kind; needs week-results' inputs (1 min).
+kinds-results: build | $(RUNS)
+	bash scripts/week-data.sh $(WEEK)
+	bash scripts/kinds-results.sh $(WEEK) $(RUNS)/kinds
 
 # Four test threads on two cores: most integration tests spend their time waiting on a
 # broker, a child process or a timer (cargo test --test integration: 205 s with two
