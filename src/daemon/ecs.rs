@@ -30,10 +30,11 @@ pub fn document(event: &IncidentEvent) -> Value {
             format!("device {device} forgotten by {by:?}: {known_normal} known-normal records dropped"),
             device_event("forgotten", "configuration", "deletion"),
         ),
-        IncidentEvent::Onboarding { device, from, until, by, time, .. } => (
+        IncidentEvent::Onboarding { device, kind, from, until, by, time, .. } => (
             *time,
             format!(
-                "device {device} onboarding by {by:?}: its traffic for {:.0} s is known-normal",
+                "device {device} onboarding{} by {by:?}: its traffic for {:.0} s is known-normal",
+                kind.as_ref().map(|k| format!(" as a {k}")).unwrap_or_default(),
                 until - from
             ),
             device_event("onboarding", "configuration", "change"),
