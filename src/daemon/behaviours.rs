@@ -28,12 +28,18 @@ pub struct MemoryRules {
     /// An incident of a remembered behaviour with more than this many times its bytes
     /// (or, without packet context, its anomalous records) is news.
     pub volume_factor: f64,
+    /// An incident that closed quietly, without a verdict, is remembered as if
+    /// dismissed (by the daemon, `Dismissal::learned`): its returns are suppressed.
+    pub learn_quiet: bool,
 }
 
 impl MemoryRules {
     /// Nothing remembered (tests of other parts).
-    pub const OFF: Self = Self { remember_ms: 0, volume_factor: 3.0 };
+    pub const OFF: Self = Self { remember_ms: 0, volume_factor: 3.0, learn_quiet: false };
 }
+
+/// Who a behaviour the daemon learned by itself was dismissed by.
+pub const LEARNED_BY: &str = "metapu";
 
 /// Who dismissed a behaviour, when and why: carried by the incidents it suppresses.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +54,10 @@ pub struct Dismissal {
     /// The device it was dismissed on, when that is a sibling of its kind (`kinds.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on: Option<String>,
+    /// Nobody dismissed it: the incident closed quietly without a verdict and the daemon
+    /// remembered it (`incidents.learn_quiet`); a `confirmed` verdict undoes it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub learned: bool,
 }
 
 /// A suppressed incident went beyond the behaviour it was of: why, and the record.
@@ -237,7 +247,10 @@ pub struct Memory {
 }
 
 impl Memory {
+    /// Remember `b` (in place of what its incident left before: a reopened incident
+    /// closes again).
     pub fn remember(&mut self, b: Behaviour) {
+        self.behaviours.retain(|old| old.dismissal.incident_id != b.dismissal.incident_id);
         if self.behaviours.len() >= MAX_REMEMBERED {
             self.behaviours.remove(0);
         }
@@ -272,6 +285,13 @@ impl Memory {
             .find(|b| b.admits(context, features).is_none())
     }
 
+    /// Forget what incident `incident_id` left (an analyst confirmed it was an attack).
+    pub fn forget(&mut self, incident_id: &str) -> bool {
+        let before = self.behaviours.len();
+        self.behaviours.retain(|b| b.dismissal.incident_id != incident_id);
+        self.behaviours.len() < before
+    }
+
     pub fn find(&self, incident_id: &str) -> Option<&Behaviour> {
         self.behaviours.iter().find(|b| b.dismissal.incident_id == incident_id)
     }
@@ -301,6 +321,7 @@ mod tests {
             note: "nightly upload".into(),
             at: 1_000.0,
             on: None,
+            learned: false,
         }
     }
 
@@ -373,7 +394,7 @@ mod tests {
         let seen =
             m.recognise(Some(&packet("52.1.2.3", 443, 10)), &[]).map(|b| b.dismissal.incident_id.clone());
         assert_eq!(seen.as_deref(), Some(format!("i{}", MAX_REMEMBERED + 2).as_str()));
-        m.expire(&MemoryRules { remember_ms: 10_000, volume_factor: 3.0 }, 40.0);
+        m.expire(&MemoryRules { remember_ms: 10_000, volume_factor: 3.0, learn_quiet: false }, 40.0);
         assert_eq!(m.len(), 5, "dismissed at 30..=34, within 10 s of 40");
     }
 }

@@ -87,6 +87,9 @@ pub struct IncidentsConfig {
     pub remember_dismissed_s: u64,
     /// ...unless it grows past this many times the dismissed incident's bytes.
     pub dismissed_volume_factor: f64,
+    /// An incident that closed quietly without a verdict is remembered as dismissed by
+    /// the daemon itself (its returns are suppressed; a `confirmed` verdict undoes it).
+    pub learn_quiet_closes: bool,
     /// The fan-out look (`fanout.rs`): within `scan_window_s` of a device's time,
     /// unanswered attempts to `scan_hosts` hosts on one service, to `scan_ports` ports
     /// of one host, or `flood_packets` to one new host raise an incident. 0 = off.
@@ -255,6 +258,7 @@ impl DaemonConfig {
             memory: crate::daemon::behaviours::MemoryRules {
                 remember_ms: i.remember_dismissed_s.saturating_mul(1000),
                 volume_factor: i.dismissed_volume_factor,
+                learn_quiet: i.learn_quiet_closes,
             },
             fan_out: crate::daemon::fanout::FanOutRules {
                 window_ms: i.scan_window_s.saturating_mul(1000),

@@ -521,11 +521,13 @@ impl DeviceTable {
         let Some(d) = self.devices.get(id) else { return };
         let Some(kind) = d.kind.clone() else { return };
         let normal = if d.rows_accepted { d.positive.rows().to_vec() } else { Vec::new() };
+        // What people dismissed, not what the daemon learned by itself.
         let behaviours = d
             .incidents
             .memory
             .behaviours
             .iter()
+            .filter(|b| !b.dismissal.learned)
             .cloned()
             .map(|mut b| {
                 b.dismissal.on = Some(id.to_string());
@@ -833,7 +835,7 @@ impl DeviceTable {
 
     /// Time passes for the device's open incident: an update or a quiet close, if due.
     pub fn tick_incident(&mut self, id: &str, rules: &IncidentRules, now: Now) -> Option<Transition> {
-        self.devices.get_mut(id)?.incidents.tick(rules, now.ms, now.unix)
+        self.devices.get_mut(id)?.incidents.tick(rules, self.dim, now.ms, now.unix)
     }
 
     /// An analyst's verdict on one of the device's incidents.
@@ -936,7 +938,7 @@ mod tests {
             by: "ana".into(),
             note: String::new(),
         };
-        let memory = MemoryRules { remember_ms: 1_000, volume_factor: 3.0 };
+        let memory = MemoryRules { remember_ms: 1_000, volume_factor: 3.0, learn_quiet: false };
         t.apply_feedback(&fb, 1.0, 60, &memory).expect("dismissed");
         let d = t.get("cam").unwrap();
         assert!(d.unsnapshotted && d.incidents.memory.len() == 1);

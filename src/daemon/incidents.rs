@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::behaviours::{Behaviour, Dismissal, Memory, MemoryRules, News};
+use super::behaviours::{Behaviour, Dismissal, Memory, MemoryRules, News, LEARNED_BY};
 use super::context::Context;
 use super::fanout::{FanOut, FanOutRules, Finding};
 use super::incident_traffic::Traffic;
@@ -90,6 +90,10 @@ pub struct Incident {
     /// look, why, and the record.
     #[serde(default)]
     pub look: Option<Finding>,
+    /// It closed quietly without a verdict and its behaviour was remembered
+    /// (`MemoryRules::learn_quiet`).
+    #[serde(default)]
+    pub learned: bool,
 }
 
 impl Incident {
@@ -123,6 +127,7 @@ impl Incident {
             suppressed: None,
             news: None,
             look: None,
+            learned: false,
         }
     }
 
@@ -408,6 +413,7 @@ impl IncidentTracker {
             suppressed: None,
             news: None,
             look: finding,
+            learned: false,
         };
         if let Some(c) = d.context {
             incident.traffic.add(c, d.ts);
@@ -526,6 +532,10 @@ impl IncidentTracker {
             return Err(FeedbackError::AlreadyDismissed(fb.incident_id.clone()));
         }
         incident.feedback.push(fb.clone());
+        if fb.verdict == Verdict::Confirmed && self.memory.forget(&fb.incident_id) {
+            // An attack after all: what the daemon learned of it goes.
+            incident.learned = false;
+        }
         match (fb.verdict, is_open) {
             (Verdict::Confirmed, true) => Ok(Applied::Confirmed(Transition::Updated(incident.clone()))),
             (Verdict::Confirmed, false) => Ok(Applied::Confirmed(Transition::Reviewed(incident.clone()))),
@@ -536,6 +546,7 @@ impl IncidentTracker {
                     note: fb.note.clone(),
                     at: now_unix,
                     on: None,
+                    learned: false,
                 };
                 let behaviour =
                     Behaviour::of(&incident.traffic, incident.anomalous, &incident.kept, dim, dismissal);
@@ -553,16 +564,45 @@ impl IncidentTracker {
         }
     }
 
-    /// Time passes: an update is due, or the incident has been quiet long enough.
-    pub fn tick(&mut self, rules: &IncidentRules, now_ms: u64, now_unix: f64) -> Option<Transition> {
+    /// Time passes: an update is due, or the incident has been quiet long enough (rows
+    /// of `dim` features: what a quiet close leaves in the memory).
+    pub fn tick(
+        &mut self,
+        rules: &IncidentRules,
+        dim: usize,
+        now_ms: u64,
+        now_unix: f64,
+    ) -> Option<Transition> {
         let open = self.open.as_mut()?;
         let quiet_for = now_ms.saturating_sub(open.last_anomalous_ms);
         if quiet_for >= rules.quiet_ms {
             // It closed when the quiet ran out. On the event clock a device's time moves
             // with its records only until the service ticks it, so a replay can see a
             // silent device's close late; its time is the same either way.
-            let late_s = (quiet_for - rules.quiet_ms) as f64 / 1000.0;
-            return self.close(Resolution::Quiet, now_unix - late_s);
+            let closed_at = now_unix - (quiet_for - rules.quiet_ms) as f64 / 1000.0;
+            let m = &rules.memory;
+            // Nobody said anything and it went away: what the device does now and then.
+            // A look's finding is never a behaviour; a suppressed one is remembered already.
+            if m.learn_quiet
+                && m.remember_ms > 0
+                && open.look.is_none()
+                && open.suppressed.is_none()
+                && open.feedback.is_empty()
+            {
+                let dismissal = Dismissal {
+                    incident_id: open.id.clone(),
+                    by: LEARNED_BY.into(),
+                    note: "closed quietly without a verdict".into(),
+                    at: closed_at,
+                    on: None,
+                    learned: true,
+                };
+                open.learned = true;
+                let behaviour = Behaviour::of(&open.traffic, open.anomalous, &open.kept, dim, dismissal);
+                self.memory.expire(m, closed_at);
+                self.memory.remember(behaviour);
+            }
+            return self.close(Resolution::Quiet, closed_at);
         }
         // A suppressed incident is recorded, not followed: its updates are not sent.
         if open.suppressed.is_none()
@@ -632,15 +672,15 @@ mod tests {
     fn counts_while_open_updates_at_most_every_interval_and_closes_when_quiet() {
         let mut t = IncidentTracker::default();
         feed(&mut t, &[true, true, true], 0);
-        assert!(t.tick(&RULES, 250, 0.0).is_none(), "nothing new since opening");
+        assert!(t.tick(&RULES, 2, 250, 0.0).is_none(), "nothing new since opening");
         feed(&mut t, &[true, false, true, true], 3);
-        assert!(t.tick(&RULES, 1_199, 0.0).is_none(), "an update within the interval after opening");
-        let Some(Transition::Updated(u)) = t.tick(&RULES, 1_200, 0.0) else { panic!("no update") };
+        assert!(t.tick(&RULES, 2, 1_199, 0.0).is_none(), "an update within the interval after opening");
+        let Some(Transition::Updated(u)) = t.tick(&RULES, 2, 1_200, 0.0) else { panic!("no update") };
         assert_eq!((u.records, u.anomalous, u.last_ts), (5, 4, 6.0));
         assert_eq!(u.kept, [1.0, 2.0, 1.0, 2.0], "two records kept");
-        assert!(t.tick(&RULES, 2_500, 0.0).is_none(), "no new records: no update");
-        assert!(t.tick(&RULES, 600 + 9_999, 0.0).is_none(), "quiet not yet over");
-        let Some(Transition::Closed(c, Resolution::Quiet)) = t.tick(&RULES, 600 + 10_000, 0.0) else {
+        assert!(t.tick(&RULES, 2, 2_500, 0.0).is_none(), "no new records: no update");
+        assert!(t.tick(&RULES, 2, 600 + 9_999, 0.0).is_none(), "quiet not yet over");
+        let Some(Transition::Closed(c, Resolution::Quiet)) = t.tick(&RULES, 2, 600 + 10_000, 0.0) else {
             panic!()
         };
         assert_eq!(c.id, u.id);
@@ -729,7 +769,7 @@ mod tests {
         let [Transition::Opened(first)] = opened.as_slice() else { panic!("{opened:?}") };
         // Seen 89.8 s after the quiet ran out (the last anomalous record at 200 ms):
         // closed when it ran out.
-        let Some(Transition::Closed(c, Resolution::Quiet)) = t.tick(&rules, 100_000, 1_100.0) else {
+        let Some(Transition::Closed(c, Resolution::Quiet)) = t.tick(&rules, 2, 100_000, 1_100.0) else {
             panic!()
         };
         assert!((c.closed_at.unwrap() - 1_010.2).abs() < 1e-6, "{:?}", c.closed_at);
@@ -745,7 +785,7 @@ mod tests {
         );
         assert!(t.last_closed.is_none() && t.open.is_some());
         // Closed again (at 1,800 − 188.8 s), and past the window: a new incident.
-        t.tick(&rules, 200_000, 1_800.0).expect("closed");
+        t.tick(&rules, 2, 200_000, 1_800.0).expect("closed");
         let later = feed_at(&mut t, &rules, &[true, true, true], 20, 1_611.2 + 601.0);
         assert!(matches!(later.as_slice(), [Transition::Opened(i)] if i.id != first.id), "{later:?}");
         // Dismissed, then back within the window: news, so a new incident.
@@ -754,7 +794,7 @@ mod tests {
         let after_verdict = feed_at(&mut t, &rules, &[true, true, true], 30, 2_410.0);
         assert!(matches!(after_verdict.as_slice(), [Transition::Opened(_)]), "{after_verdict:?}");
         // Dismissed after a quiet close: the same.
-        t.tick(&rules, 400_000, 2_500.0).expect("closed");
+        t.tick(&rules, 2, 400_000, 2_500.0).expect("closed");
         let fb = verdict(&t, Verdict::FalsePositive);
         assert!(t.feedback(&fb, 2_501.0, 3_600, &RULES.memory, 2).is_ok());
         assert!(matches!(
@@ -767,7 +807,7 @@ mod tests {
     fn late_feedback_reaches_a_recently_closed_incident_and_no_other() {
         let mut t = IncidentTracker::default();
         feed(&mut t, &[true, true, true], 0);
-        t.tick(&RULES, 10_200, 1_000.0).expect("closed when quiet");
+        t.tick(&RULES, 2, 10_200, 1_000.0).expect("closed when quiet");
         let fb = verdict(&t, Verdict::FalsePositive);
         let Ok(Applied::Dismissed(Transition::Reviewed(i))) =
             t.clone().feedback(&fb, 1_050.0, 60, &RULES.memory, 2)
@@ -820,7 +860,7 @@ mod tests {
     #[test]
     fn a_dismissed_behaviour_that_returns_is_suppressed_until_it_goes_beyond() {
         let rules = IncidentRules {
-            memory: MemoryRules { remember_ms: 200_000_000, volume_factor: 3.0 },
+            memory: MemoryRules { remember_ms: 200_000_000, volume_factor: 3.0, learn_quiet: false },
             keep_records: 2,
             ..RULES
         };
@@ -838,9 +878,9 @@ mod tests {
             i.suppressed.as_ref().map(|d| (d.incident_id.as_str(), d.by.as_str())),
             Some((fb.incident_id.as_str(), "ana"))
         );
-        assert!(t.tick(&rules, 80_025_000, 80_025.0).is_none(), "no update of a suppressed incident");
+        assert!(t.tick(&rules, 2, 80_025_000, 80_025.0).is_none(), "no update of a suppressed incident");
         // It closes, and is recorded as it was.
-        let Some(Transition::Closed(c, Resolution::Quiet)) = t.tick(&rules, 80_200_000, 80_200.0) else {
+        let Some(Transition::Closed(c, Resolution::Quiet)) = t.tick(&rules, 2, 80_200_000, 80_200.0) else {
             panic!()
         };
         assert!(c.suppressed.is_some());
@@ -853,17 +893,64 @@ mod tests {
         // The dismissed incident had 8 packets (from its third record on): 8,000 bytes.
         assert_eq!(n.by.offset, 1_002 + 24, "its 25th packet passed 3× 8,000 bytes");
         assert!(n.why.contains("bytes") && news.suppressed.is_none(), "{}", n.why);
-        t.tick(&rules, 90_400_000, 90_400.0).expect("closed");
+        t.tick(&rules, 2, 90_400_000, 90_400.0).expect("closed");
         // A new peer during a suppressed incident: news at once.
         feed_packets(&mut t, &rules, &upload, 5, 2_000, 100_000.0);
         let other = feed_packets(&mut t, &rules, &packet("203.0.113.9", 443, 60), 1, 2_005, 100_005.0);
         let [Transition::Opened(news)] = other.as_slice() else { panic!("{other:?}") };
         assert!(news.news.as_ref().unwrap().why.contains("a new peer, 203.0.113.9"), "{news:?}");
-        t.tick(&rules, 100_400_000, 100_400.0).expect("closed");
+        t.tick(&rules, 2, 100_400_000, 100_400.0).expect("closed");
         // Past the memory's expiry: an incident again.
         let later = feed_packets(&mut t, &rules, &upload, 10, 3_000, 1_010.0 + 200_001.0);
         assert!(matches!(later.as_slice(), [Transition::Opened(i)] if i.news.is_none()), "{later:?}");
         assert!(t.memory.is_empty());
+    }
+
+    /// Without an analyst: an incident that closes quietly, unanswered, is remembered as
+    /// the daemon's own dismissal (said on its close); its return is suppressed; a new
+    /// peer is news; a `confirmed` verdict undoes what was learned; a look's finding and
+    /// an incident with a verdict are never learned, nor anything with the rule off.
+    #[test]
+    fn an_unanswered_quiet_close_is_learned_and_a_confirmed_verdict_undoes_it() {
+        let memory = MemoryRules { remember_ms: 200_000_000, volume_factor: 3.0, learn_quiet: true };
+        let rules = IncidentRules { memory, keep_records: 2, ..RULES };
+        let upload = packet("52.1.2.3", 443, 1_000);
+        let mut t = IncidentTracker::default();
+        feed_packets(&mut t, &rules, &upload, 10, 0, 1_000.0);
+        let Some(Transition::Closed(c, Resolution::Quiet)) = t.tick(&rules, 2, 1_200_000, 1_200.0) else {
+            panic!()
+        };
+        assert!(c.learned);
+        let learned = &t.memory.behaviours[0].dismissal;
+        assert!(learned.learned && learned.by == LEARNED_BY && learned.incident_id == c.id);
+        // The next evening: suppressed, as the daemon's own dismissal.
+        let again = feed_packets(&mut t, &rules, &upload, 10, 100, 80_000.0);
+        let [Transition::Suppressed(i)] = again.as_slice() else { panic!("{again:?}") };
+        assert_eq!(i.suppressed.as_ref().map(|d| d.incident_id.as_str()), Some(c.id.as_str()));
+        // A suppressed incident closing adds nothing; a new peer in it is news.
+        let other = feed_packets(&mut t, &rules, &packet("203.0.113.9", 443, 60), 1, 110, 80_010.0);
+        assert!(matches!(other.as_slice(), [Transition::Opened(n)] if n.news.is_some()), "{other:?}");
+        let Some(Transition::Closed(news, Resolution::Quiet)) = t.tick(&rules, 2, 80_400_000, 80_400.0)
+        else {
+            panic!()
+        };
+        // The news closed quietly too: learned in its turn (two behaviours now).
+        assert!(news.learned && t.memory.len() == 2);
+        // An analyst confirms it was an attack: what was learned of it goes.
+        let confirmed = verdict(&t, Verdict::Confirmed);
+        let Ok(Applied::Confirmed(Transition::Reviewed(r))) =
+            t.feedback(&confirmed, 80_030.0, 60, &rules.memory, 2)
+        else {
+            panic!()
+        };
+        assert!(!r.learned && t.memory.find(&news.id).is_none() && t.memory.len() == 1);
+
+        // Rule off: nothing learned.
+        let off = IncidentRules { memory: MemoryRules { learn_quiet: false, ..memory }, ..rules };
+        let mut t = IncidentTracker::default();
+        feed_packets(&mut t, &off, &upload, 10, 0, 1_000.0);
+        let Some(Transition::Closed(c, _)) = t.tick(&off, 2, 1_200_000, 1_200.0) else { panic!() };
+        assert!(!c.learned && t.memory.is_empty());
     }
 
     #[test]

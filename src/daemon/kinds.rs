@@ -190,6 +190,7 @@ mod tests {
                     note: String::new(),
                     at: i as f64,
                     on: Some(device.into()),
+                    learned: false,
                 },
                 peers: BTreeSet::from(["52.1.2.3".to_string()]),
                 services: BTreeSet::from(["443/tcp".to_string()]),

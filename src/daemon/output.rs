@@ -210,6 +210,11 @@ pub struct IncidentReport {
     pub raised_by: super::fanout::RaisedBy,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub look: Option<Box<super::fanout::Finding>>,
+    /// It closed quietly without a verdict, and the daemon now remembers its behaviour
+    /// (`incidents.learn_quiet_closes`): its returns are suppressed; a `confirmed`
+    /// verdict on it undoes that.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub learned: bool,
 }
 
 impl IncidentReport {
@@ -248,18 +253,29 @@ impl IncidentReport {
         }
         let raised = i.look.as_ref().map(|f| format!("; raised by the {}", f.why)).unwrap_or_default();
         let known = match (&i.suppressed, &i.news) {
+            (Some(d), _) if d.learned => format!(
+                "; suppressed: the behaviour of incident {}, which closed quietly without a verdict",
+                d.incident_id
+            ),
             (Some(d), _) => format!(
-                "; suppressed: the behaviour dismissed in incident {} by {:?}{}",
+                "; suppressed: the behaviour dismissed in incident {}{} by {:?}{}",
                 d.incident_id,
+                d.on.as_ref().map(|on| format!(" on {on}")).unwrap_or_default(),
                 d.by,
                 if d.note.is_empty() { String::new() } else { format!(" ({})", d.note) }
             ),
             (None, Some(news)) => format!("; news: {}", news.why),
             (None, None) => String::new(),
         };
+        let learned = if i.learned {
+            "; closed quietly without a verdict: its behaviour is remembered and its returns are \
+             suppressed (a confirmed verdict undoes it)"
+        } else {
+            ""
+        };
         let summary = format!(
             "device {device}{what} {} of {} records anomalous ({:.0} %) since the incident opened, peak \
-             score {:.2}; {state}{raised}{known}{most}",
+             score {:.2}; {state}{raised}{known}{learned}{most}",
             i.anomalous,
             i.records,
             100.0 * share,
@@ -292,6 +308,7 @@ impl IncidentReport {
             news: i.news.clone().map(Box::new),
             raised_by: i.look.as_ref().map_or_else(Default::default, |f| f.look),
             look: i.look.clone().map(Box::new),
+            learned: i.learned,
         }
     }
 }

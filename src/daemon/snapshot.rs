@@ -444,7 +444,11 @@ mod tests {
             by: "ana".into(),
             note: "nightly upload".into(),
         };
-        let memory = crate::daemon::behaviours::MemoryRules { remember_ms: 1_000, volume_factor: 3.0 };
+        let memory = crate::daemon::behaviours::MemoryRules {
+            remember_ms: 1_000,
+            volume_factor: 3.0,
+            learn_quiet: false,
+        };
         remembered.incidents.feedback(&fb, 1.5e9, 60, &memory, 2).expect("dismissed");
         assert_eq!(remembered.incidents.memory.len(), 1);
         assert_eq!(Snapshot::decode(&remembered.encode()).unwrap(), remembered);

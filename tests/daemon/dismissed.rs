@@ -128,3 +128,89 @@ async fn a_dismissed_behaviour_returns_suppressed_and_ten_times_its_volume_is_ra
     assert_eq!(metric(&body, "metapu_incident_events_total{event=\"opened\"}"), Some(1.0), "the news");
     daemon.shutdown().await.unwrap();
 }
+
+/// Without an analyst: an incident that closes quietly, unanswered, is learned (its close
+/// says so), and a `confirmed` verdict on it undoes that: its return is raised. Learned
+/// again, the next return is recorded as suppressed by "metapu".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_behaviour_is_learned_said_so_and_undone_by_a_confirmed_verdict() {
+    let fx = fixture();
+    let broker = Broker::start();
+    let boot = broker.bootstrap();
+    let tag = "learned";
+    let mut cfg = daemon_config(&boot, tag);
+    cfg.incidents.open_k = 3;
+    cfg.incidents.open_n = 5;
+    cfg.incidents.quiet_s = 5;
+    cfg.incidents.reopen_s = 0;
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
+    let p = producer(&boot);
+    let input = cfg.kafka.input_topics[0].clone();
+    let (normal, upload) = (fx.rows(0, Label::Positive), fx.rows(0, Label::Negative));
+    let mut ts = 1.7e9;
+    let mut send_rows = |rows: &[Vec<f32>], known: bool, bytes: u32, gap: f64| {
+        ts += gap;
+        let values: Vec<Vec<u8>> = rows
+            .iter()
+            .map(|r| {
+                ts += 1.0;
+                record(ts, r, known, "52.1.2.3", bytes)
+            })
+            .collect();
+        let (p, input) = (&p, &input);
+        async move {
+            for v in values {
+                send(p, input, Some("cam"), &v).await;
+            }
+        }
+    };
+    let incidents = |done: &dyn Fn(&Messages) -> bool| {
+        read_topic(&boot, &cfg.kafka.incidents_topic, Duration::from_secs(30), done)
+    };
+    send_rows(&normal[..10], true, 200, 0.0).await;
+    send_rows(&normal[10..30], false, 200, 0.0).await;
+    send_rows(&upload[..15], false, 1_000, 0.0).await;
+    // Quiet afterwards (its time moves on with normal records): it closes, learned.
+    send_rows(&normal[30..35], false, 200, 60.0).await;
+    let got = incidents(&|m| !events(m, "closed").is_empty());
+    let closed = &events(&got, "closed")[0];
+    assert_eq!(
+        (closed["resolution"].as_str(), closed["learned"].as_bool()),
+        (Some("quiet"), Some(true)),
+        "{closed}"
+    );
+    let first = closed["incident_id"].as_str().unwrap().to_string();
+
+    // An analyst says it was an attack: what was learned goes, and its return is raised.
+    metapu(&[
+        "feedback",
+        "--incident",
+        &first,
+        "--device",
+        "cam",
+        "--confirmed",
+        "--brokers",
+        &boot,
+        "--topic",
+        &cfg.kafka.feedback_topic,
+    ]);
+    let got = incidents(&|m| !events(m, "reviewed").is_empty());
+    assert!(events(&got, "reviewed")[0].get("learned").is_none(), "undone");
+    send_rows(&upload[15..30], false, 1_000, 600.0).await;
+    let got = incidents(&|m| events(m, "opened").len() >= 2);
+    assert!(events(&got, "suppressed").is_empty());
+    // Unanswered this time: learned, and the next return is recorded, not raised.
+    send_rows(&normal[35..40], false, 200, 60.0).await;
+    let got = incidents(&|m| events(m, "closed").len() >= 2);
+    let second = events(&got, "closed")[1]["incident_id"].as_str().unwrap().to_string();
+    send_rows(&upload[30..45], false, 1_000, 600.0).await;
+    let got = incidents(&|m| !events(m, "suppressed").is_empty());
+    let s = &events(&got, "suppressed")[0];
+    assert_eq!(s["suppressed"]["incident_id"], second.as_str(), "{s}");
+    assert_eq!(
+        (s["suppressed"]["by"].as_str(), s["suppressed"]["learned"].as_bool()),
+        (Some("metapu"), Some(true))
+    );
+    assert_eq!(events(&got, "opened").len(), 2, "nothing else raised");
+    daemon.shutdown().await.unwrap();
+}
