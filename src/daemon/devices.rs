@@ -855,7 +855,8 @@ impl DeviceTable {
         // The verdict, and what it made the device remember, are its state: snapshotted
         // at the next round, not only when the device next sends.
         d.unsnapshotted = true;
-        if matches!(applied, Applied::Dismissed(_)) && memory.remember_ms > 0 {
+        // Any verdict may change what it remembers (a confirmed one forgets): its kind hears.
+        if memory.remember_ms > 0 {
             self.share(&fb.device);
         }
         Ok(applied)

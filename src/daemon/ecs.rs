@@ -30,6 +30,14 @@ pub fn document(event: &IncidentEvent) -> Value {
             format!("device {device} forgotten by {by:?}: {known_normal} known-normal records dropped"),
             device_event("forgotten", "configuration", "deletion"),
         ),
+        IncidentEvent::Unlearned { device, incident_id, by, time, .. } => (
+            *time,
+            format!(
+                "device {device}: the behaviour of incident {incident_id} is no longer remembered \
+                 ({by:?} confirmed it): its returns are raised"
+            ),
+            device_event("unlearned", "configuration", "deletion"),
+        ),
         IncidentEvent::Onboarding { device, kind, from, until, by, time, .. } => (
             *time,
             format!(

@@ -75,6 +75,12 @@ pub(crate) fn forgotten(metrics: &Metrics, device: &str, known_normal: usize, by
     tracing::info!(device, known_normal, by, "device forgotten");
 }
 
+/// A confirmed verdict made a device forget a remembered behaviour.
+pub(crate) fn unlearned(metrics: &Metrics, device: &str, incident: &str, by: &str) {
+    metrics.incidents.with_label_values(&["unlearned"]).inc();
+    tracing::info!(device, incident, by, "remembered behaviour forgotten on a confirmed verdict");
+}
+
 /// An onboarding started or ended.
 pub(crate) fn onboarding(metrics: &Metrics, device: &str, event: &str, records: u64, known_normal: usize) {
     metrics.incidents.with_label_values(&[event]).inc();

@@ -241,6 +241,9 @@ pub enum Applied {
     Dismissed(Transition),
     /// Recorded on the incident.
     Confirmed(Transition),
+    /// A `confirmed` verdict on an incident no longer at hand (closed long ago, or not the
+    /// last) whose behaviour is remembered: it is forgotten (its returns are raised again).
+    Unlearned,
 }
 
 /// What happened to a device's incident.
@@ -520,6 +523,13 @@ impl IncidentTracker {
             incident: fb.incident_id.clone(),
             max_age_s,
         };
+        if !is_open
+            && !recent_closed
+            && fb.verdict == Verdict::Confirmed
+            && self.memory.forget(&fb.incident_id)
+        {
+            return Ok(Applied::Unlearned);
+        }
         let incident = if is_open {
             self.open.as_mut()
         } else if recent_closed {
@@ -528,12 +538,13 @@ impl IncidentTracker {
             None
         }
         .ok_or_else(unknown)?;
-        if incident.feedback.iter().any(|f| f.verdict == Verdict::FalsePositive) {
+        let dismissed = incident.feedback.iter().any(|f| f.verdict == Verdict::FalsePositive);
+        if dismissed && fb.verdict == Verdict::FalsePositive {
             return Err(FeedbackError::AlreadyDismissed(fb.incident_id.clone()));
         }
         incident.feedback.push(fb.clone());
         if fb.verdict == Verdict::Confirmed && self.memory.forget(&fb.incident_id) {
-            // An attack after all: what the daemon learned of it goes.
+            // An attack after all: what was remembered of it (learned or dismissed) goes.
             incident.learned = false;
         }
         match (fb.verdict, is_open) {
@@ -944,6 +955,13 @@ mod tests {
             panic!()
         };
         assert!(!r.learned && t.memory.find(&news.id).is_none() && t.memory.len() == 1);
+        // The first incident is long gone (another closed since): a confirmed verdict on it
+        // still makes the device forget what it learned of it.
+        let first = Feedback { incident_id: c.id.clone(), ..confirmed.clone() };
+        assert_eq!(t.feedback(&first, 90_000.0, 60, &rules.memory, 2), Ok(Applied::Unlearned));
+        assert!(t.memory.is_empty());
+        let unknown = t.feedback(&first, 90_001.0, 60, &rules.memory, 2);
+        assert!(matches!(unknown, Err(FeedbackError::UnknownIncident { .. })), "{unknown:?}");
 
         // Rule off: nothing learned.
         let off = IncidentRules { memory: MemoryRules { learn_quiet: false, ..memory }, ..rules };

@@ -313,7 +313,9 @@ impl Metrics {
         for reason in ["capacity", "idle", "revoked"] {
             self.devices_evicted.with_label_values(&[reason]);
         }
-        for event in ["opened", "updated", "reopened", "closed", "reviewed", "unmonitored", "forgotten"] {
+        for event in
+            ["opened", "updated", "reopened", "closed", "reviewed", "unmonitored", "forgotten", "unlearned"]
+        {
             self.incidents.with_label_values(&[event]);
         }
         for resolution in ["quiet", "dismissed", "evicted"] {

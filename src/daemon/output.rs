@@ -60,6 +60,16 @@ pub enum IncidentEvent {
     Reviewed(IncidentReport),
     /// An operator had the device forgotten (`metapu forget`): its known-normal
     /// records, windows and snapshot are gone; it is unmonitored until onboarded again.
+    /// A `confirmed` verdict undid what the daemon remembered of an incident no longer
+    /// at hand (learned, or dismissed): its behaviour's returns are raised again.
+    Unlearned {
+        device: String,
+        incident_id: String,
+        by: String,
+        note: String,
+        /// Unix seconds.
+        time: f64,
+    },
     Forgotten {
         device: String,
         /// Known-normal records dropped.
@@ -121,6 +131,7 @@ impl IncidentEvent {
             Self::Closed(_) => "closed",
             Self::Reviewed(_) => "reviewed",
             Self::Forgotten { .. } => "forgotten",
+            Self::Unlearned { .. } => "unlearned",
             Self::Onboarding { .. } => "onboarding",
             Self::Onboarded { .. } => "onboarded",
             Self::Unmonitored { .. } => "unmonitored",
@@ -138,6 +149,7 @@ impl IncidentEvent {
             | Self::Reviewed(r) => &r.device,
             Self::Unmonitored { device, .. }
             | Self::Forgotten { device, .. }
+            | Self::Unlearned { device, .. }
             | Self::Onboarding { device, .. }
             | Self::Onboarded { device, .. } => device,
         }

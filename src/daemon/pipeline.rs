@@ -382,6 +382,18 @@ impl Pipeline {
                     let (transition, result) = match *applied {
                         Applied::Confirmed(t) => (t, "confirmed"),
                         Applied::Dismissed(t) => (t, "false_positive"),
+                        Applied::Unlearned => {
+                            events::feedback(metrics, &fb.device, "confirmed");
+                            events::unlearned(metrics, &fb.device, &fb.incident_id, &fb.by);
+                            out.push(Emitted::Incident(IncidentEvent::Unlearned {
+                                time: self.time(engine, &fb.device),
+                                device: fb.device,
+                                incident_id: fb.incident_id,
+                                by: fb.by,
+                                note: fb.note,
+                            }));
+                            continue;
+                        }
                     };
                     events::feedback(metrics, &fb.device, result);
                     events::incident(metrics, &fb.device, &transition);

@@ -212,5 +212,28 @@ async fn an_unanswered_behaviour_is_learned_said_so_and_undone_by_a_confirmed_ve
         (Some("metapu"), Some(true))
     );
     assert_eq!(events(&got, "opened").len(), 2, "nothing else raised");
+    // Days later, after the suppressed one closed too: confirmed, what was learned goes.
+    send_rows(&normal[40..45], false, 200, 60.0).await;
+    incidents(&|m| events(m, "closed").len() >= 3);
+    metapu(&[
+        "feedback",
+        "--incident",
+        &second,
+        "--device",
+        "cam",
+        "--confirmed",
+        "--by",
+        "ana",
+        "--brokers",
+        &boot,
+        "--topic",
+        &cfg.kafka.feedback_topic,
+    ]);
+    let got = incidents(&|m| !events(m, "unlearned").is_empty());
+    let u = &events(&got, "unlearned")[0];
+    assert_eq!((u["incident_id"].as_str(), u["by"].as_str()), (Some(second.as_str()), Some("ana")), "{u}");
+    send_rows(&upload[45..60], false, 1_000, 600.0).await;
+    let got = incidents(&|m| events(m, "opened").len() >= 3);
+    assert!(events(&got, "opened")[2].get("suppressed").is_none());
     daemon.shutdown().await.unwrap();
 }

@@ -99,6 +99,7 @@ impl Syslog {
                 (s, r.time)
             }
             IncidentEvent::Forgotten { time, .. }
+            | IncidentEvent::Unlearned { time, .. }
             | IncidentEvent::Onboarding { time, .. }
             | IncidentEvent::Onboarded { time, .. }
             | IncidentEvent::Unmonitored { time, .. } => (6, *time),
