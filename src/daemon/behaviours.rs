@@ -263,14 +263,9 @@ impl Memory {
         self.behaviours.retain(|b| now_unix - b.dismissal.at <= keep_s);
     }
 
-    /// The newest remembered behaviour the record is of.
-    pub fn recognise(&self, context: Option<&Context>, features: &[f32]) -> Option<&Behaviour> {
-        self.behaviours.iter().rev().find(|b| b.admits(context, features).is_none())
-    }
-
-    /// As [`Self::recognise`], among those the rules still keep at `now_unix` (a memory
-    /// this device only reads: its kind's).
-    pub fn recognise_kept(
+    /// The newest remembered behaviour the record is of, among those the rules still
+    /// keep at `now_unix` (a memory the device only reads, its kind's, is never expired).
+    pub fn recognise(
         &self,
         context: Option<&Context>,
         features: &[f32],
@@ -391,10 +386,12 @@ mod tests {
         }
         assert_eq!(m.len(), MAX_REMEMBERED);
         assert!(m.find("i0").is_none() && m.find("i3").is_some());
-        let seen =
-            m.recognise(Some(&packet("52.1.2.3", 443, 10)), &[]).map(|b| b.dismissal.incident_id.clone());
+        let rules = MemoryRules { remember_ms: 10_000, volume_factor: 3.0, learn_quiet: false };
+        let upload = packet("52.1.2.3", 443, 10);
+        let seen = m.recognise(Some(&upload), &[], &rules, 40.0).map(|b| b.dismissal.incident_id.clone());
         assert_eq!(seen.as_deref(), Some(format!("i{}", MAX_REMEMBERED + 2).as_str()));
-        m.expire(&MemoryRules { remember_ms: 10_000, volume_factor: 3.0, learn_quiet: false }, 40.0);
+        assert!(m.recognise(Some(&upload), &[], &rules, 60.0).is_none(), "none kept at 60");
+        m.expire(&rules, 40.0);
         assert_eq!(m.len(), 5, "dismissed at 30..=34, within 10 s of 40");
     }
 }

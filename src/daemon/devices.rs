@@ -534,8 +534,18 @@ impl DeviceTable {
                 b
             })
             .collect();
-        let at = if self.event_clock { d.clock } else { self.time() };
+        let at = self.time_of(d);
         self.shares.push(Share { kind, device: id.to_string(), dim: self.dim, normal, behaviours, at });
+    }
+
+    /// Now for device `d`, Unix seconds: its own clock on the event clock, the table's
+    /// otherwise.
+    fn time_of(&self, d: &Device) -> f64 {
+        if self.event_clock {
+            d.clock
+        } else {
+            self.time()
+        }
     }
 
     /// Shares to publish on the kinds topic since the last call (a member labeled
@@ -678,8 +688,7 @@ impl DeviceTable {
         let d = self.remove(id)?;
         let known_normal = d.positive.len();
         if let Some(kind) = d.kind.clone() {
-            let at = if self.event_clock { d.clock } else { self.time() };
-            self.shares.push(Share::withdrawn(kind, id, self.dim, at));
+            self.shares.push(Share::withdrawn(kind, id, self.dim, self.time_of(&d)));
         }
         self.forget_evicted(id, d);
         Some(known_normal)

@@ -424,10 +424,11 @@ impl IncidentTracker {
         // A look's finding is raised whatever was dismissed: a scan is no behaviour.
         if rules.memory.remember_ms > 0 && incident.look.is_none() {
             self.memory.expire(&rules.memory, now_unix);
+            let (m, c, f) = (&rules.memory, d.context, d.features);
             incident.suppressed = self
                 .memory
-                .recognise(d.context, d.features)
-                .or_else(|| kind?.recognise_kept(d.context, d.features, &rules.memory, now_unix))
+                .recognise(c, f, m, now_unix)
+                .or_else(|| kind?.recognise(c, f, m, now_unix))
                 .map(|b| b.dismissal.clone());
         }
         self.open = Some(incident.clone());

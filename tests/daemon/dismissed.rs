@@ -13,18 +13,7 @@ use metapu::data::Label;
 
 /// A record of `row` whose packet went from the camera to `peer`:443 with `bytes`.
 fn record(ts: f64, row: &[f32], normal: bool, peer: &str, bytes: u32) -> Vec<u8> {
-    let mut v = serde_json::json!({
-        "ts": ts,
-        "features": row,
-        "context": {
-            "src_ip": "10.0.0.5", "dst_ip": peer, "src_port": 50_000, "dst_port": 443, "proto": 6,
-            "tcp_flags": 24, "bytes": bytes, "direction": "outbound"
-        }
-    });
-    if normal {
-        v["label"] = "normal".into();
-    }
-    serde_json::to_vec(&v).unwrap()
+    outbound_record(ts, row, normal, ("10.0.0.5", peer, 443), bytes)
 }
 
 /// A topic's messages as `read_topic` returns them: (key, value).
@@ -76,22 +65,14 @@ async fn a_dismissed_behaviour_returns_suppressed_and_ten_times_its_volume_is_ra
     let id = events(&got, "opened")[0]["incident_id"].as_str().expect("an incident").to_string();
 
     // The analyst dismisses it.
-    metapu(&[
-        "feedback",
-        "--incident",
-        &id,
-        "--device",
+    metapu_verdict(
+        (&boot, &cfg.kafka.feedback_topic),
         "cam",
+        &id,
         "--false-positive",
-        "--by",
         "ana",
-        "--note",
         "nightly upload",
-        "--brokers",
-        &boot,
-        "--topic",
-        &cfg.kafka.feedback_topic,
-    ]);
+    );
     let got = incidents(&|m| !events(m, "closed").is_empty());
     assert_eq!(events(&got, "closed")[0]["resolution"], "dismissed");
     // A restart: the device's state, the memory with it, comes back from the state topic.
@@ -182,18 +163,7 @@ async fn an_unanswered_behaviour_is_learned_said_so_and_undone_by_a_confirmed_ve
     let first = closed["incident_id"].as_str().unwrap().to_string();
 
     // An analyst says it was an attack: what was learned goes, and its return is raised.
-    metapu(&[
-        "feedback",
-        "--incident",
-        &first,
-        "--device",
-        "cam",
-        "--confirmed",
-        "--brokers",
-        &boot,
-        "--topic",
-        &cfg.kafka.feedback_topic,
-    ]);
+    metapu_verdict((&boot, &cfg.kafka.feedback_topic), "cam", &first, "--confirmed", "ana", "");
     let got = incidents(&|m| !events(m, "reviewed").is_empty());
     assert!(events(&got, "reviewed")[0].get("learned").is_none(), "undone");
     send_rows(&upload[15..30], false, 1_000, 600.0).await;
@@ -215,20 +185,7 @@ async fn an_unanswered_behaviour_is_learned_said_so_and_undone_by_a_confirmed_ve
     // Days later, after the suppressed one closed too: confirmed, what was learned goes.
     send_rows(&normal[40..45], false, 200, 60.0).await;
     incidents(&|m| events(m, "closed").len() >= 3);
-    metapu(&[
-        "feedback",
-        "--incident",
-        &second,
-        "--device",
-        "cam",
-        "--confirmed",
-        "--by",
-        "ana",
-        "--brokers",
-        &boot,
-        "--topic",
-        &cfg.kafka.feedback_topic,
-    ]);
+    metapu_verdict((&boot, &cfg.kafka.feedback_topic), "cam", &second, "--confirmed", "ana", "");
     let got = incidents(&|m| !events(m, "unlearned").is_empty());
     let u = &events(&got, "unlearned")[0];
     assert_eq!((u["incident_id"].as_str(), u["by"].as_str()), (Some(second.as_str()), Some("ana")), "{u}");

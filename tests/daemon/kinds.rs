@@ -10,19 +10,6 @@ use crate::support::*;
 use metapu::daemon;
 use metapu::data::Label;
 
-/// A record of `row` whose packet went from `device_ip` to `peer`:`port` with `bytes`.
-fn record(ts: f64, row: &[f32], device_ip: &str, peer: &str, port: u16, bytes: u32) -> Vec<u8> {
-    serde_json::to_vec(&serde_json::json!({
-        "ts": ts,
-        "features": row,
-        "context": {
-            "src_ip": device_ip, "dst_ip": peer, "src_port": 50_000, "dst_port": port, "proto": 6,
-            "tcp_flags": 24, "bytes": bytes, "direction": "outbound"
-        }
-    }))
-    .unwrap()
-}
-
 type Messages = [(Option<String>, Vec<u8>)];
 
 fn events(m: &Messages, kind: &str, device: &str) -> Vec<serde_json::Value> {
@@ -53,7 +40,7 @@ async fn a_sibling_is_spared_what_its_kind_dismissed_and_a_worm_raises_on_each()
             ts += 1.0;
             for (device, ip) in cameras {
                 if only.is_none_or(|o| o == device) {
-                    values.push((device, record(ts, r, ip, peer, port, bytes)));
+                    values.push((device, outbound_record(ts, r, false, (ip, peer, port), bytes)));
                 }
             }
         }
@@ -99,13 +86,13 @@ async fn a_sibling_is_spared_what_its_kind_dismissed_and_a_worm_raises_on_each()
     send_both(&upload[..15], cloud, 443, 1_000, Some("cam-a")).await;
     let got = incidents(&|m| !events(m, "opened", "cam-a").is_empty());
     let id = events(&got, "opened", "cam-a")[0]["incident_id"].as_str().expect("an incident").to_string();
-    metapu(
-        &[
-            &["feedback", "--incident", &id, "--device", "cam-a", "--false-positive", "--by", "ana"][..],
-            &["--note", "nightly upload"],
-            &topic_args,
-        ]
-        .concat(),
+    metapu_verdict(
+        (&boot, &cfg.kafka.feedback_topic),
+        "cam-a",
+        &id,
+        "--false-positive",
+        "ana",
+        "nightly upload",
     );
     incidents(&|m| events(m, "closed", "cam-a").iter().any(|e| e["resolution"] == "dismissed"));
     // Its share now carries the behaviour; the daemon has read it back.

@@ -125,6 +125,57 @@ pub fn lab_binary() -> String {
     binary("metapu-lab")
 }
 
+/// `metapu feedback` as an analyst runs it: `verdict` is `--false-positive` or
+/// `--confirmed`, on `device`'s `incident`, by `by` (with `note`), to the feedback topic.
+pub fn metapu_verdict(
+    (bootstrap, topic): (&str, &str),
+    device: &str,
+    incident: &str,
+    verdict: &str,
+    by: &str,
+    note: &str,
+) -> String {
+    metapu(&[
+        "feedback",
+        "--incident",
+        incident,
+        "--device",
+        device,
+        verdict,
+        "--by",
+        by,
+        "--note",
+        note,
+        "--brokers",
+        bootstrap,
+        "--topic",
+        topic,
+    ])
+}
+
+/// An input record of `row` whose packet went from `device_ip` to `peer`:`port` over TCP
+/// with `bytes`, labeled normal if `normal`.
+pub fn outbound_record(
+    ts: f64,
+    row: &[f32],
+    normal: bool,
+    (device_ip, peer, port): (&str, &str, u16),
+    bytes: u32,
+) -> Vec<u8> {
+    let mut v = serde_json::json!({
+        "ts": ts,
+        "features": row,
+        "context": {
+            "src_ip": device_ip, "dst_ip": peer, "src_port": 50_000, "dst_port": port, "proto": 6,
+            "tcp_flags": 24, "bytes": bytes, "direction": "outbound"
+        }
+    });
+    if normal {
+        v["label"] = "normal".into();
+    }
+    serde_json::to_vec(&v).unwrap()
+}
+
 /// Run the `metapu` binary as a user would; its stdout and stderr, after checking that
 /// it succeeded.
 pub fn metapu(args: &[&str]) -> String {
