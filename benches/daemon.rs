@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use metapu::daemon::adapter::Adapter;
-use metapu::daemon::engine::{run_adaptation, AdaptJob, Engine, Source, WindowSizes};
+use metapu::daemon::engine::{AdaptJob, Engine, Source, WindowSizes};
 use metapu::daemon::record::{decode, encode, FeatureRecord};
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 use rand::{Rng, SeedableRng};
@@ -132,9 +132,8 @@ fn main() {
         let per_device = (rss_bytes().saturating_sub(rss_before)) as f64 / devices as f64;
 
         let t = Instant::now();
-        let jobs = engine.adaptation_jobs(1, usize::MAX);
-        let states = run_adaptation(&engine.model, &jobs, adaptation_batch());
-        engine.install(states);
+        engine.adaptation_batch = adaptation_batch();
+        engine.adapt_changed();
         let adapt = t.elapsed().as_secs_f64();
 
         let batch: Vec<FeatureRecord> = (0..4096).map(|i| record(&mut rng, i % devices, false)).collect();
@@ -212,9 +211,9 @@ fn main() {
 /// sweeping an address range (a fan-out of distinct hosts in every window).
 fn incident_looks() {
     use metapu::daemon::config::DaemonConfig;
-    use metapu::daemon::context::{Context, Direction};
     use metapu::daemon::fanout::FanOutRules;
     use metapu::daemon::incidents::{Decision, IncidentTracker};
+    use metapu::traffic::context::{Context, Direction};
     use std::net::{IpAddr, Ipv4Addr};
 
     let defaults = DaemonConfig::defaults().incident_rules();

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use metapu::daemon::engine::{run_adaptation, Engine, Source, Verdict, WindowSizes};
+use metapu::daemon::engine::{Engine, Source, Verdict, WindowSizes};
 use metapu::daemon::record::{decode, encode, encode_binary};
 use metapu::data::{csv_tasks, Label};
 use metapu::model::{default_device, file};
@@ -80,6 +80,7 @@ fn run(model_path: &Path, payloads: &[Vec<u8>], dim: usize) -> (Vec<f32>, f64) {
     let model = file::load(model_path, default_device()).expect("default model");
     let sizes = WindowSizes { positive: 50, unlabeled: 200, bootstrap_positives: 0 };
     let mut engine = Engine::new(model, sizes, 100_000, 0.5);
+    engine.adaptation_batch = 1024;
     let mut scores = vec![0.5f32; payloads.len()];
     let started = Instant::now();
     let mut since_adapt = 0;
@@ -99,9 +100,7 @@ fn run(model_path: &Path, payloads: &[Vec<u8>], dim: usize) -> (Vec<f32>, f64) {
         since_adapt += records.len();
         if since_adapt >= ADAPT_EVERY {
             since_adapt = 0;
-            let jobs = engine.adaptation_jobs(1, usize::MAX);
-            let states = run_adaptation(&engine.model, &jobs, 1024);
-            engine.install(states);
+            engine.adapt_changed();
         }
     }
     (scores, payloads.len() as f64 / started.elapsed().as_secs_f64())

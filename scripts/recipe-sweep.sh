@@ -31,7 +31,8 @@ echo '{"source": [], "validation": [], "target": ["danmini_doorbell"]}' > "$swee
 for seed in $seeds; do
   model=$sweep/$name-s$seed.safetensors out=$sweep/val-$name-s$seed
   [[ -f $model ]] || $lab train --data "$data" --split "$split" --out "$model" \
-    --iterations 3000 --eval-every 250 --meta-batch 8 --seed "$seed" "$@" 2>&1 | tail -1
+    --iterations 3000 --eval-every 250 --patience 10 --meta-batch 8 --preprocess log-standard \
+    --lr-schedule constant --weight-average 0 --init-scale 1 --episode-priors own --seed "$seed" "$@" 2>&1 | tail -1
   $lab real-traffic --captures "$sweep/captures-val" --model "$model" --out "$out" 2>&1 | tail -1
   $lab eval --data "$out/real.csv" --split "$out/real.split.json" --model "$model" --methods ours \
     --target-repeats 3 --out "$out/eval" >/dev/null

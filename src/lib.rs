@@ -7,9 +7,11 @@
 //! - [`train`] — meta-training (Algorithm 1)
 //! - [`evaluate`] — accuracy and prior error on protocol episodes
 
+pub mod baselines;
 pub mod broker;
 pub mod daemon;
 pub mod data;
+pub mod endpoints;
 pub mod episodes;
 pub mod model;
 pub mod sensor;

@@ -5,13 +5,13 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tch::{Device, Kind};
 
+use metapu::baselines::single::{self, NeuralBaseline};
+use metapu::baselines::PackedEpisodes;
 use metapu::data::protocol::{self, ProtocolConfig};
 use metapu::data::{Label, Task};
 use metapu::train::episodes::{EpisodeSampler, SamplerConfig, SourceTask};
 use metapu::train::LrSchedule;
 use metapu_lab::eval::meta::{meta_train, MetaBaseline, MetaTrainConfig};
-use metapu_lab::eval::packed::PackedEpisodes;
-use metapu_lab::eval::single::{self, NeuralBaseline};
 use metapu_lab::eval::stats::{paired_t, two_sided_p};
 
 #[test]

@@ -12,7 +12,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 
 use metapu::daemon::config::{DaemonConfig, Sources};
-use metapu::daemon::incidents::{Forget, Onboard};
+use metapu::daemon::feedback::{FeedbackMessage, Forget, Onboard};
 use metapu::daemon::kafka;
 use metapu::daemon::{Feedback, FeedbackVerdict as Verdict};
 
@@ -111,10 +111,10 @@ pub struct ForgetArgs {
 
 pub fn forget(a: ForgetArgs) -> anyhow::Result<()> {
     let (by, note) = a.signed.into_parts();
-    let request = Forget { device: a.device, forget: true, by, note };
-    let value = serde_json::to_vec(&request).context("encoding the request")?;
-    let topic = a.kafka.send(&request.device, &value)?;
-    println!("forget {} sent to {topic}", request.device);
+    let device = a.device;
+    let request = FeedbackMessage::Forget(Forget { device: device.clone(), by, note });
+    let topic = a.kafka.send(&device, &request.encode())?;
+    println!("forget {device} sent to {topic}");
     Ok(())
 }
 
@@ -144,13 +144,19 @@ fn parse_kind(s: &str) -> Result<String, String> {
 
 pub fn onboard(a: OnboardArgs) -> anyhow::Result<()> {
     let (by, note) = a.signed.into_parts();
-    let request = Onboard { device: a.device, onboard_for_s: a.span, kind: a.kind, by, note };
-    let value = serde_json::to_vec(&request).context("encoding the request")?;
-    let topic = a.kafka.send(&request.device, &value)?;
+    let (device, span) = (a.device, a.span);
+    let request = FeedbackMessage::Onboard(Onboard {
+        device: device.clone(),
+        onboard_for_s: span,
+        kind: a.kind,
+        by,
+        note,
+    });
+    let topic = a.kafka.send(&device, &request.encode())?;
     println!(
         "onboard {} for {} s sent to {topic}; the daemon answers on the incidents topic (event \"onboarding\", \
          then \"onboarded\" when the span ends) or, refusing it, on the dead-letter topic",
-        request.device, request.onboard_for_s
+        device, span
     );
     Ok(())
 }
@@ -164,8 +170,7 @@ pub fn run(a: FeedbackArgs) -> anyhow::Result<()> {
         by,
         note,
     };
-    let value = serde_json::to_vec(&feedback).context("encoding the feedback")?;
-    let topic = a.kafka.send(&feedback.device, &value)?;
+    let topic = a.kafka.send(&feedback.device, &FeedbackMessage::Verdict(feedback.clone()).encode())?;
     println!(
         "feedback {} on incident {} of {} sent to {topic}",
         if a.false_positive { "false_positive" } else { "confirmed" },

@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::context::{transport_name, Context, Direction};
 use super::incident_traffic::Traffic;
+use crate::traffic::context::{transport_name, Context, Direction};
 
 /// Behaviours remembered per device at most; the oldest goes first.
 pub const MAX_REMEMBERED: usize = 32;

@@ -28,9 +28,12 @@ pub(crate) async fn send_all<'a, T>(
 /// One output's delivery: resolves once the sink has it (`Err`: send it again).
 pub type Delivery = BoxFuture<'static, Result<(), String>>;
 
-/// Where outputs are delivered: the Kafka producer; another sink (an HTTP webhook,
-/// syslog) is one more type with this one method, and gets the same guarantee — sent
-/// again with a backoff until acknowledged, the input's offsets stored only after.
+/// Where outputs are delivered with the input's guarantee: sent again with a backoff
+/// until acknowledged, the input's offsets stored only after. The Kafka producer is the
+/// one such sink. The webhook and syslog (`sinks::Receiver`) are a different contract on
+/// purpose: copies of the incidents topic that never hold up scoring or offsets (a
+/// receiver down for hours would otherwise stop the fleet's detection), with their own
+/// bounded queues and a dead letter when one overflows.
 pub trait Sink: Send + Sync {
     /// Take one output; `None` when the sink cannot take it now (a full queue): it
     /// stays unsent and is offered again.

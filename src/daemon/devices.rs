@@ -7,7 +7,8 @@ use crate::model::TaskState;
 
 use super::behaviours::MemoryRules;
 use super::clock::{unix_now, Now};
-use super::incidents::{Applied, Decision, Feedback, IncidentRules, IncidentTracker, Transition};
+use super::feedback::Feedback;
+use super::incidents::{Applied, Decision, IncidentRules, IncidentTracker, Transition};
 use super::kinds::{KindError, Kinds, Share};
 use super::onboarding::{seed_of, Onboarding, MAX_SPAN_S};
 use super::output::PriorUpdate;
@@ -934,7 +935,7 @@ mod tests {
     /// device sends nothing more (a restart would otherwise forget the dismissal).
     #[test]
     fn a_verdict_marks_the_device_for_its_next_snapshot() {
-        use crate::daemon::incidents::{Feedback, Verdict};
+        use crate::daemon::feedback::{Feedback, Verdict};
         let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
         let mut t = DeviceTable::new(1, sizes, 10);
         t.observe("cam", &[1.0], true, &at(0, 0), 0.0, 0);

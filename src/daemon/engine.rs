@@ -362,6 +362,15 @@ impl Engine {
         due.into_iter().take(max).filter_map(|device| self.devices.take_windows(&device)).collect()
     }
 
+    /// Re-adapt, in line on the scoring model, every device whose windows changed since
+    /// its last adaptation: what the background adapter does on its interval, for the
+    /// tests and benches that drive the engine without one. Returns the devices adapted.
+    pub fn adapt_changed(&mut self) -> Vec<String> {
+        let jobs = self.adaptation_jobs(1, usize::MAX);
+        let states = run_adaptation(&self.model, &jobs, self.adaptation_batch);
+        self.install(states)
+    }
+
     /// Install adapted classifiers of devices still tracked, unless one adapted on
     /// newer windows is already there. Returns the devices whose classifier changed.
     pub fn install(&mut self, results: Vec<Adapted>) -> Vec<String> {

@@ -23,8 +23,8 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::context::{transport_name, Context, Direction};
 use super::record::Source;
+use crate::traffic::context::{transport_name, Context, Direction};
 
 /// Attempts kept per device at most (a window's worth of a flood is counted, not kept
 /// beyond this: the oldest go first).

@@ -4,10 +4,12 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
+
+use crate::endpoints::{healthz, prometheus_text, serve_router};
 
 use super::health::Health;
 use super::metrics::Metrics;
@@ -20,16 +22,6 @@ pub(crate) struct HttpState {
 
 async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
     prometheus_text(s.metrics.render())
-}
-
-/// A `/metrics` body with Prometheus' content type.
-pub(crate) fn prometheus_text(body: String) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body)
-}
-
-/// `/healthz`: the process answers.
-pub(crate) async fn healthz() -> &'static str {
-    "ok\n"
 }
 
 async fn readyz(State(s): State<HttpState>) -> (StatusCode, &'static str) {
@@ -55,21 +47,4 @@ pub(crate) async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
     serve_router(listen, router(state), shutdown).await
-}
-
-/// Bind `listen` and serve `router` until `shutdown` resolves (the daemon's endpoints,
-/// the sensor's). Returns the bound address (port 0 → actual).
-pub(crate) async fn serve_router(
-    listen: &str,
-    router: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(listen).await?;
-    let addr = listener.local_addr()?;
-    let handle = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
-            tracing::error!(error = %e, "http server");
-        }
-    });
-    Ok((addr, handle))
 }

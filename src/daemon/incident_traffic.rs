@@ -9,7 +9,7 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::context::{transport_name, Context, Direction, Mac};
+use crate::traffic::context::{transport_name, Context, Direction, Mac};
 
 /// Distinct peers (and ports) counted one by one per incident; beyond, the rest are
 /// counted together and the distinct count is a lower bound.

@@ -7,11 +7,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::behaviours::{Behaviour, Dismissal, Memory, MemoryRules, News, LEARNED_BY};
-use super::context::Context;
 use super::fanout::{FanOut, FanOutRules, Finding};
+use super::feedback::{Feedback, Verdict};
 use super::incident_traffic::Traffic;
 use super::record::FeatureRecord;
 use super::record::Source;
+use crate::traffic::context::Context;
 
 /// Opening, updating and closing rules (`[incidents]`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -168,60 +169,6 @@ impl Resolution {
             Resolution::Evicted => "evicted",
         }
     }
-}
-
-/// An analyst's verdict on an incident (the feedback topic's message).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Feedback {
-    pub device: String,
-    pub incident_id: String,
-    pub verdict: Verdict,
-    #[serde(default)]
-    pub by: String,
-    #[serde(default)]
-    pub note: String,
-}
-
-/// An operator's request to forget a device (`metapu forget`, on the feedback topic):
-/// its known-normal records, windows, classifier and snapshot go. The one way a device
-/// onboarded is forgotten besides `devices.max_tracked`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Forget {
-    pub device: String,
-    /// Always true: tells the request from a verdict.
-    pub forget: bool,
-    #[serde(default)]
-    pub by: String,
-    #[serde(default)]
-    pub note: String,
-}
-
-/// An operator's onboarding (`metapu onboard`, on the feedback topic): the device's
-/// traffic for the next `onboard_for_s` seconds is its known-normal traffic
-/// (`onboarding.rs`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Onboard {
-    pub device: String,
-    pub onboard_for_s: f64,
-    /// The device's kind (`kinds.rs`): its siblings are offered what it is onboarded on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    #[serde(default)]
-    pub by: String,
-    #[serde(default)]
-    pub note: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Normal behaviour: its records become known-normal and the incident closes.
-    FalsePositive,
-    /// A real attack: recorded on the incident; nothing else changes.
-    Confirmed,
 }
 
 /// Feedback that cannot be applied.

@@ -2,9 +2,11 @@
 //! labels (a fleet has too many devices for label cardinality).
 
 use prometheus::{
-    exponential_buckets, linear_buckets, Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter,
-    IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    exponential_buckets, linear_buckets, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter,
+    IntCounterVec, IntGauge, Opts, Registry,
 };
+
+use crate::endpoints::{register, render};
 
 pub struct Metrics {
     pub registry: Registry,
@@ -52,19 +54,6 @@ pub struct Metrics {
     pub sink_events: IntCounterVec,
     /// Events waiting in each sink's queue.
     pub sink_queued: prometheus::IntGaugeVec,
-}
-
-/// Register `m` in `r` and hand it back (the daemon's and the sensor's registries).
-pub(crate) fn register<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> T {
-    r.register(Box::new(m.clone())).expect("metric names are unique");
-    m
-}
-
-/// A registry in the Prometheus text exposition.
-pub(crate) fn render(registry: &Registry) -> String {
-    let mut buf = Vec::new();
-    TextEncoder::new().encode(&registry.gather(), &mut buf).expect("text encoding cannot fail");
-    String::from_utf8(buf).unwrap_or_default()
 }
 
 impl Metrics {

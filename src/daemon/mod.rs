@@ -33,7 +33,6 @@ pub mod adapter;
 pub mod behaviours;
 pub mod clock;
 pub mod config;
-pub mod context;
 mod control;
 mod delivery;
 mod detector;
@@ -43,6 +42,7 @@ pub mod engine;
 mod events;
 pub(crate) mod explain;
 pub mod fanout;
+pub mod feedback;
 mod handle;
 mod health;
 pub(crate) mod http;
@@ -65,9 +65,9 @@ mod state;
 pub(crate) mod windows;
 
 pub use config::DaemonConfig;
-pub use handle::{start, Control, Daemon, DaemonError};
 /// What `metapu feedback` publishes to the feedback topic.
-pub use incidents::{Feedback, Verdict as FeedbackVerdict};
+pub use feedback::{Feedback, FeedbackMessage, Verdict as FeedbackVerdict};
+pub use handle::{start, Control, Daemon, DaemonError};
 pub use metrics::Metrics;
 pub use output::unix_now;
 /// The state topic's record format (tests read a device's restored windows from it).

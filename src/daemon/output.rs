@@ -201,7 +201,7 @@ pub struct IncidentReport {
     pub top_features: Vec<super::explain::FeatureChange>,
     /// Analysts' verdicts so far (`metapu.feedback`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub feedback: Vec<super::incidents::Feedback>,
+    pub feedback: Vec<super::feedback::Feedback>,
     /// Times it closed quietly and opened again (`incidents.reopen_s`), and the record
     /// that reopened it last.
     #[serde(default, skip_serializing_if = "is_zero")]

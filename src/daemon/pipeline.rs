@@ -13,7 +13,8 @@ use super::devices::Device;
 use super::engine::{Engine, Verdict};
 use super::events;
 use super::explain::{feature_changes, FeatureChange};
-use super::incidents::{Applied, Decision, Feedback, Forget, Incident, IncidentRules, Onboard, Transition};
+use super::feedback::{Feedback, FeedbackMessage, Forget, Onboard};
+use super::incidents::{Applied, Decision, Incident, IncidentRules, Transition};
 use super::kinds::Share;
 use super::metrics::Metrics;
 use super::onboarding::Onboarding;
@@ -431,41 +432,32 @@ impl Pipeline {
     }
 
     fn apply_feedback(&self, engine: &mut Engine, payload: &[u8]) -> Result<Accepted, String> {
-        const LIMIT: usize = 64 * 1024;
-        if payload.len() > LIMIT {
-            return Err(format!("feedback is {} bytes, over the {LIMIT}-byte limit", payload.len()));
-        }
-        let value: serde_json::Value =
-            serde_json::from_slice(payload).map_err(|e| format!("malformed feedback: {e}"))?;
-        if value.get("onboard_for_s").is_some() {
-            let request: Onboard =
-                serde_json::from_value(value).map_err(|e| format!("malformed onboard request: {e}"))?;
-            let o = engine.devices.start_onboarding(
-                &request.device,
-                request.onboard_for_s,
-                request.kind.as_deref(),
-                request.by.clone(),
-                request.note.clone(),
-                self.time(engine, &request.device),
-            )?;
-            return Ok(Accepted::Onboarding(request, o));
-        }
-        if value.get("forget").is_some() {
-            let f: Forget =
-                serde_json::from_value(value).map_err(|e| format!("malformed forget request: {e}"))?;
-            if !f.forget {
-                return Err("a forget request says \"forget\": true".into());
+        match FeedbackMessage::decode(payload)? {
+            FeedbackMessage::Onboard(request) => {
+                let o = engine.devices.start_onboarding(
+                    &request.device,
+                    request.onboard_for_s,
+                    request.kind.as_deref(),
+                    request.by.clone(),
+                    request.note.clone(),
+                    self.time(engine, &request.device),
+                )?;
+                Ok(Accepted::Onboarding(request, o))
             }
-            let known_normal = engine
-                .devices
-                .forget(&f.device)
-                .ok_or_else(|| format!("unknown device {}: not tracked by this daemon", f.device))?;
-            return Ok(Accepted::Forgot(f, known_normal));
+            FeedbackMessage::Forget(f) => {
+                let known_normal = engine
+                    .devices
+                    .forget(&f.device)
+                    .ok_or_else(|| format!("unknown device {}: not tracked by this daemon", f.device))?;
+                Ok(Accepted::Forgot(f, known_normal))
+            }
+            FeedbackMessage::Verdict(fb) => {
+                let now = self.time(engine, &fb.device);
+                let applied =
+                    engine.devices.apply_feedback(&fb, now, self.feedback_max_age_s, &self.rules.memory)?;
+                Ok(Accepted::Verdict(fb, Box::new(applied)))
+            }
         }
-        let fb: Feedback = serde_json::from_value(value).map_err(|e| format!("malformed feedback: {e}"))?;
-        let now = self.time(engine, &fb.device);
-        let applied = engine.devices.apply_feedback(&fb, now, self.feedback_max_age_s, &self.rules.memory)?;
-        Ok(Accepted::Verdict(fb, Box::new(applied)))
     }
 
     /// The incident's anomalous records against the device's known-normal window. Until

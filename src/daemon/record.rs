@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-pub use super::context::Context;
+pub use crate::traffic::context::Context;
 
 /// Where a record came from: its topic, partition and offset.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -437,10 +437,10 @@ mod tests {
         // So do the behaviours analysts dismissed.
         let mut remembered = with_incident.clone();
         let id = remembered.incidents.open.as_ref().map(|i| i.id.clone()).unwrap();
-        let fb = crate::daemon::incidents::Feedback {
+        let fb = crate::daemon::feedback::Feedback {
             device: "a".into(),
             incident_id: id,
-            verdict: crate::daemon::incidents::Verdict::FalsePositive,
+            verdict: crate::daemon::feedback::Verdict::FalsePositive,
             by: "ana".into(),
             note: "nightly upload".into(),
         };

@@ -17,6 +17,28 @@ pub enum PreprocessKind {
     None,
 }
 
+impl PreprocessKind {
+    /// Magnitude past which a feature is taken for a count, a byte total or a
+    /// timestamp, whose heavy tail the signed log tames.
+    const HEAVY_TAIL: f32 = 1000.0;
+
+    /// `metapu train`'s choice when none is given: log-standard for data whose source
+    /// rows reach |x| > 1000 somewhere (N-BaIoT's, the simulator's: packet sizes, byte
+    /// variances, epoch timestamps), none for data on a small scale (the Synthetic
+    /// benchmark, trained without preprocessing in every experiment that chose the recipe).
+    pub fn for_sources(data: &crate::data::TaskSet, source: &[usize]) -> Self {
+        let heavy = source
+            .iter()
+            .filter_map(|&i| data.tasks.get(i))
+            .any(|t| t.x.iter().any(|v| v.abs() > Self::HEAVY_TAIL));
+        if heavy {
+            Self::LogStandard
+        } else {
+            Self::None
+        }
+    }
+}
+
 /// A fitted transform: `(t(x) - shift) / scale` per feature, where t is the
 /// optional signed log; for `L2` the row is normalised instead.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,5 +129,25 @@ impl Preprocessor {
         let dim = self.dim().max(1);
         let x = tch::Tensor::from_slice(rows).reshape([(rows.len() / dim) as i64, dim as i64]);
         Vec::<f32>::try_from(self.apply_tensor(&x).flatten(0, -1)).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{Task, TaskSet};
+
+    fn set(values: &[&[f32]]) -> TaskSet {
+        let tasks = values.iter().map(|x| Task { x: x.to_vec(), ..Task::new("t") }).collect();
+        TaskSet { feature_names: vec!["a".into()], tasks, skipped_rows: 0 }
+    }
+
+    #[test]
+    fn the_log_is_chosen_where_a_source_row_reaches_the_heavy_tail() {
+        let data = set(&[&[0.5, -3.0], &[2e3], &[-4e9]]);
+        // Only source tasks count: the other tasks' scales do not choose.
+        assert_eq!(PreprocessKind::for_sources(&data, &[0]), PreprocessKind::None);
+        assert_eq!(PreprocessKind::for_sources(&data, &[0, 1]), PreprocessKind::LogStandard);
+        assert_eq!(PreprocessKind::for_sources(&data, &[2]), PreprocessKind::LogStandard);
     }
 }

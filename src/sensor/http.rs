@@ -1,4 +1,4 @@
-//! The sensor's `/metrics` and `/healthz`, served as the daemon's are.
+//! The sensor's `/metrics` and `/healthz`, served as the daemon's are (`crate::endpoints`).
 
 use std::sync::Arc;
 
@@ -7,7 +7,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
-use crate::daemon::http::{healthz, prometheus_text, serve_router};
+use crate::endpoints::{healthz, prometheus_text, serve_router};
 
 use super::metrics::SensorMetrics;
 

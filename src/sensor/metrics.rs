@@ -4,7 +4,7 @@
 
 use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
-use crate::daemon::metrics::{register, render};
+use crate::endpoints::{register, render};
 
 pub struct SensorMetrics {
     registry: Registry,

@@ -3,7 +3,7 @@
 //! (from `metapu datasets infect`'s label file), and each device's own AfterImage.
 //! `metapu extract` and the real-traffic experiment read captures through this.
 
-use crate::daemon::context::Context;
+use super::context::Context;
 use std::path::{Path, PathBuf};
 
 use crate::data::{Label, Task};

@@ -7,6 +7,7 @@
 
 pub mod afterimage;
 pub mod capture;
+pub mod context;
 pub mod devices;
 pub mod extract;
 pub mod feature_words;

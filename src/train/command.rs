@@ -7,15 +7,19 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{HumanDuration, ProgressBar, ProgressStyle};
 
 use crate::data::split::Split;
 use crate::data::{DataError, TaskSet};
 use crate::model::file::{self, ModelFileError};
 use crate::model::{default_device, PreprocessKind};
-use crate::train::{self as training, Checkpoint, Progress, TrainConfig, TrainError, TrainOutcome};
+use crate::train::baseline::{self, BaselineComparison};
+use crate::train::{
+    self as training, Checkpoint, LrSchedule, Progress, TrainConfig, TrainError, TrainOutcome,
+};
 
 #[derive(Debug, Args)]
 pub struct TrainArgs {
@@ -36,20 +40,22 @@ pub struct TrainArgs {
     pub out: PathBuf,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Maximum meta-training iterations.
-    #[arg(long, default_value_t = 30_000)]
+    /// Meta-training iterations: the learning rate decays to zero over them (cosine)
+    /// and the best validated checkpoint is kept.
+    #[arg(long, default_value_t = 60_000)]
     pub iterations: u64,
     /// Validate every N iterations.
     #[arg(long, default_value_t = 500)]
     pub eval_every: u64,
-    /// Stop after this many validations without improvement.
-    #[arg(long, default_value_t = 10)]
-    pub patience: u64,
+    /// Stop after this many validations without improvement (default: run the whole
+    /// budget).
+    #[arg(long)]
+    pub patience: Option<u64>,
     /// Task-vector size K.
     #[arg(long, default_value_t = 32)]
     pub k: i64,
     /// Source tasks per meta-training step.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 8)]
     pub meta_batch: usize,
     /// Query rows per episode.
     #[arg(long, default_value_t = 100)]
@@ -63,30 +69,42 @@ pub struct TrainArgs {
     #[arg(long)]
     pub skip_bad_rows: bool,
     /// Feature preprocessing: log-standard (signed log, then standardisation), standard,
-    /// l2 (the paper's) or none.
-    #[arg(long, value_enum, default_value_t = PreprocessKind::LogStandard, hide_possible_values = true)]
-    pub preprocess: PreprocessKind,
+    /// l2 (the paper's) or none. Default: log-standard when a source feature reaches
+    /// |x| > 1000 (counts, byte totals, timestamps), none otherwise.
+    #[arg(long, value_enum, hide_possible_values = true)]
+    pub preprocess: Option<PreprocessKind>,
     /// Torch intra-op threads (default: torch's choice).
     #[arg(long)]
     pub threads: Option<i32>,
 }
 
 impl TrainArgs {
-    /// The meta-training configuration these options give.
+    /// The meta-training configuration these options give: the recipe chosen on the
+    /// Synthetic benchmark's validation tasks (docs/experiments/2026-11-25-synthetic-recipe.md;
+    /// docs/experiments/2026-11-28-train-defaults.md): a cosine rate over the whole
+    /// budget, the weights' moving average validated and kept, episodes drawn at the
+    /// evaluation protocol's priors, PyTorch's initial weight bounds. Without
+    /// `--preprocess` the kind is [`PreprocessKind::LogStandard`] here and chosen from
+    /// the data by [`run`].
     pub fn config(&self) -> TrainConfig {
+        let eval_every = self.eval_every.max(1);
         let mut cfg = TrainConfig {
             seed: self.seed,
             max_iterations: self.iterations,
-            eval_every: self.eval_every.max(1),
-            patience: self.patience,
+            eval_every,
+            patience: self.patience.unwrap_or(self.iterations.div_ceil(eval_every)),
             meta_batch: self.meta_batch.max(1),
             learning_rate: self.learning_rate,
+            lr_schedule: LrSchedule::Cosine,
             task_dim: self.k,
             validation_repeats: self.validation_repeats.max(1),
-            preprocess: self.preprocess,
+            preprocess: self.preprocess.unwrap_or(PreprocessKind::LogStandard),
+            weight_average: 0.999,
+            init_scale: 0.408,
             ..TrainConfig::default()
         };
         cfg.sampler.query_size = self.query_size.max(2);
+        cfg.sampler.episode_priors = cfg.protocol.priors.clone();
         cfg
     }
 }
@@ -112,6 +130,8 @@ pub enum TrainCommandError {
 pub struct Trained {
     pub outcome: TrainOutcome,
     pub out: PathBuf,
+    /// The model against nnPU on the run's validation episodes.
+    pub baseline: BaselineComparison,
 }
 
 impl Trained {
@@ -119,21 +139,25 @@ impl Trained {
         let (o, p) = (&self.outcome, &self.outcome.model.provenance);
         let interrupted = if o.interrupted { "interrupted: wrote the best model so far\n" } else { "" };
         format!(
-            "{interrupted}trained {} iterations in {:.1}s ({:.2} ms/iteration); best validation accuracy {:.4} at iteration {}; wrote {}",
+            "{interrupted}trained {} iterations in {:.1}s ({:.2} ms/iteration); best validation accuracy {:.4} at iteration {}; wrote {}\n{}",
             o.iterations,
             o.seconds,
             1e3 * o.seconds / o.iterations.max(1) as f64,
             p.best_validation_accuracy,
             p.best_iteration,
-            self.out.display()
+            self.out.display(),
+            self.baseline.summary()
         )
     }
 }
 
-/// Progress bar showing the running loss and the latest and best validation accuracy.
+/// Progress on a terminal as a bar (running loss, latest and best validation
+/// accuracy); at every validation, also a log line with the time left, which is all a
+/// journal or a pipe sees (the bar draws only on a terminal).
 struct Bar {
     bar: ProgressBar,
     validation: String,
+    total: u64,
 }
 
 impl Progress for Bar {
@@ -146,13 +170,15 @@ impl Progress for Bar {
 
     fn checkpoint(&mut self, c: &Checkpoint, best: f64) {
         self.validation = format!(" | validation {:.4} (best {best:.4})", c.validation_accuracy);
+        let left = c.seconds / c.iteration.max(1) as f64 * self.total.saturating_sub(c.iteration) as f64;
         self.bar.suspend(|| {
             tracing::info!(
-                iteration = c.iteration,
+                iteration = format!("{}/{}", c.iteration, self.total),
                 loss = format!("{:.4}", c.train_loss),
                 validation_accuracy = format!("{:.4}", c.validation_accuracy),
                 prior_rmse = format!("{:.4}", c.prior_rmse),
                 best = format!("{best:.4}"),
+                left = %HumanDuration(Duration::from_secs_f64(left)),
                 "validation"
             )
         });
@@ -182,12 +208,18 @@ pub fn run(a: &TrainArgs, cfg: &TrainConfig) -> Result<Trained, TrainCommandErro
         tracing::warn!(skipped = data.skipped_rows, "bad rows skipped");
     }
     let (source, validation) = resolve_split(a, &data)?;
+    let mut cfg = cfg.clone();
+    if a.preprocess.is_none() {
+        cfg.preprocess = PreprocessKind::for_sources(&data, &source);
+    }
+    let cfg = &cfg;
     tracing::info!(
         tasks = data.tasks.len(),
         rows = data.rows(),
         features = data.dim(),
         source = source.len(),
         validation = validation.len(),
+        preprocess = ?cfg.preprocess,
         "data loaded"
     );
     let stop = Arc::new(AtomicBool::new(false));
@@ -202,9 +234,12 @@ pub fn run(a: &TrainArgs, cfg: &TrainConfig) -> Result<Trained, TrainCommandErro
         .expect("valid template")
         .progress_chars("=> "),
     );
-    let mut progress = Bar { bar, validation: String::new() };
+    let mut progress = Bar { bar, validation: String::new(), total: cfg.max_iterations };
     let outcome = training::train(&data, &source, &validation, cfg, default_device(), &stop, &mut progress)?;
     progress.bar.finish_and_clear();
     file::save(&outcome.model, &a.out)?;
-    Ok(Trained { outcome, out: a.out.clone() })
+    tracing::info!("fitting nnPU on the validation episodes, for comparison");
+    let baseline =
+        baseline::compare_with_nnpu(&outcome.model, &data, &source, &validation, cfg, default_device())?;
+    Ok(Trained { outcome, out: a.out.clone(), baseline })
 }

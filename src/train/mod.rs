@@ -2,6 +2,7 @@
 //! early stopping and the best checkpoint kept.
 
 pub mod average;
+pub mod baseline;
 pub mod checkpoint;
 pub mod command;
 pub mod episodes;

@@ -4,3 +4,4 @@
 mod data_files;
 mod fuzz_inputs;
 mod traffic;
+mod train;

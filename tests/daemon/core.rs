@@ -4,8 +4,9 @@
 
 use crate::support::*;
 use metapu::daemon::config::DaemonConfig;
-use metapu::daemon::engine::{run_adaptation, Engine, WindowSizes};
-use metapu::daemon::incidents::{Feedback, IncidentRules, Verdict};
+use metapu::daemon::engine::{Engine, WindowSizes};
+use metapu::daemon::feedback::{Feedback, FeedbackMessage, Verdict};
+use metapu::daemon::incidents::IncidentRules;
 use metapu::daemon::output::{IncidentEvent, Source};
 use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Pipeline, Received, RecordOutputs};
 use metapu::daemon::record::FeatureRecord;
@@ -65,9 +66,7 @@ impl Core {
 
     /// What the adapter thread does on its interval: every changed device re-adapted.
     fn adapt(&mut self) {
-        let jobs = self.engine.adaptation_jobs(1, usize::MAX);
-        let states = run_adaptation(&self.engine.model, &jobs, 32);
-        self.engine.install(states);
+        self.engine.adapt_changed();
     }
 
     fn verdict(&mut self, incident: &str, verdict: Verdict) -> Vec<Emitted> {
@@ -81,7 +80,7 @@ impl Core {
         let m = Received {
             source: Source { topic: "feedback".into(), partition: 0, offset: 0 },
             key: Some(b"cam".to_vec()),
-            payload: serde_json::to_vec(&fb).unwrap(),
+            payload: FeedbackMessage::Verdict(fb).encode(),
         };
         self.pipeline.feedback(&mut self.engine, &[m], "v", &self.metrics)
     }

@@ -2,7 +2,7 @@
 //! a device whose unlabeled window is all attack, and a device flooding a batch.
 
 use crate::support::fixture;
-use metapu::daemon::engine::{run_adaptation, Engine, Source, Verdict, WindowSizes};
+use metapu::daemon::engine::{Engine, Source, Verdict, WindowSizes};
 use metapu::daemon::record::FeatureRecord;
 use metapu::data::Label;
 use metapu::model::file;
@@ -29,9 +29,7 @@ fn feed(e: &mut Engine, records: &[FeatureRecord], first_offset: i64) -> Vec<Ver
 }
 
 fn adapt_all(e: &mut Engine) {
-    let jobs = e.adaptation_jobs(1, usize::MAX);
-    let states = run_adaptation(&e.model, &jobs, 64);
-    e.install(states);
+    e.adapt_changed();
 }
 
 #[test]

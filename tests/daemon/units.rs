@@ -147,8 +147,8 @@ fn binary_records_decode_like_json_or_say_why_not() {
 /// valid; a context with an unknown field or a bad address is refused, never guessed.
 #[test]
 fn records_carry_packet_context_in_both_formats() {
-    use metapu::daemon::context::{Context, Direction};
     use metapu::daemon::record::encode_with_context;
+    use metapu::traffic::context::{Context, Direction};
     let ctx = Context {
         src_ip: Some("192.168.1.7".parse().unwrap()),
         dst_ip: Some("2001:db8::1".parse().unwrap()),
@@ -158,7 +158,7 @@ fn records_carry_packet_context_in_both_formats() {
         tcp_flags: 2,
         bytes: 74,
         direction: Some(Direction::Outbound),
-        device_mac: Some(metapu::daemon::context::Mac(0x0011_2233_4455)),
+        device_mac: Some(metapu::traffic::context::Mac(0x0011_2233_4455)),
     };
     let json = encode_with_context("d1", 1.5, &[1.0, -2.5], false, Some(&ctx));
     let bin = encode_binary("d1", 1.5, &[1.0, -2.5], false, Some(&ctx));

@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 use tch::nn::{self, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
-use super::packed::PackedEpisodes;
+use metapu::baselines::PackedEpisodes;
 use metapu::model::closed_form::masked_mean;
 use metapu::model::mlp::Mlp;
 use metapu::train::average::WeightAverage;

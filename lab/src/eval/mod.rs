@@ -3,17 +3,14 @@
 //! choose every method's hyperparameters on validation tasks only, then score every
 //! method on the same target episodes (N_p × π × target tasks).
 //!
-//! - [`single`] — Naive, uPU, nnPU, DRPU (networks), DRE (uLSIF)
+//! - `metapu::baselines` — Naive, uPU, nnPU, DRPU (networks), DRE (uLSIF)
 //! - [`meta`] — MDRE, MnnPU (MAML-style), NP
 //! - [`stats`] — the paired t-test; [`report`] — tables, JSON; [`plot`] — SVG figures
 
-pub mod batched;
 pub mod merge;
 pub mod meta;
-pub mod packed;
 pub mod plot;
 pub mod report;
-pub mod single;
 pub mod stats;
 pub mod stream;
 
@@ -27,6 +24,8 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind};
 
 use meta::{MetaBaseline, MetaTrainConfig};
+use metapu::baselines::single::{self, NeuralBaseline};
+use metapu::baselines::PackedEpisodes;
 use metapu::data::protocol::{self, Episode, ProtocolConfig};
 use metapu::data::{Task, TaskSet};
 use metapu::episodes::{EpisodeScores, EpisodeSet, Evaluation, PriorMode};
@@ -34,8 +33,6 @@ use metapu::model::prior_calibration::PriorCalibration;
 use metapu::model::Model;
 use metapu::train::episodes::{EpisodeSampler, SamplerConfig, SourceTask};
 use metapu::train::{self, TrainConfig, TrainError};
-use packed::PackedEpisodes;
-use single::NeuralBaseline;
 
 /// Every method of the comparison, by its command-line name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -15,7 +15,7 @@ use metapu::daemon::kinds::Share;
 use metapu::daemon::output::{IncidentEvent, Source};
 use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Pipeline, Received, RecordOutputs};
 use metapu::daemon::record::{Context, FeatureRecord};
-use metapu::daemon::Metrics;
+use metapu::daemon::{Feedback, FeedbackMessage, FeedbackVerdict, Metrics};
 use metapu::data::{Label, Task};
 use metapu::model::Model;
 
@@ -437,14 +437,15 @@ fn dismiss(
     incident_id: &str,
     shares: &mut Vec<Share>,
 ) -> usize {
-    let verdict = serde_json::json!({
-        "device": device, "incident_id": incident_id, "verdict": "false_positive", "by": "lab analyst"
+    let verdict = FeedbackMessage::Verdict(Feedback {
+        device: device.into(),
+        incident_id: incident_id.into(),
+        verdict: FeedbackVerdict::FalsePositive,
+        by: "lab analyst".into(),
+        note: String::new(),
     });
-    let message = Received {
-        source: source(-1),
-        key: Some(device.as_bytes().to_vec()),
-        payload: serde_json::to_vec(&verdict).expect("a verdict serialises"),
-    };
+    let message =
+        Received { source: source(-1), key: Some(device.as_bytes().to_vec()), payload: verdict.encode() };
     let emitted = pipeline.feedback(engine, &[message], "lab", metrics);
     if let Some(Emitted::DeadLetter { letter, .. }) =
         emitted.iter().find(|e| matches!(e, Emitted::DeadLetter { .. }))

@@ -29,7 +29,7 @@ pub struct Record {
     /// Ground truth: the attack sent it.
     pub attack: bool,
     /// Its packet, where the demo has one (the real capture's records).
-    pub context: Option<metapu::daemon::context::Context>,
+    pub context: Option<metapu::traffic::context::Context>,
 }
 
 pub struct DemoDevice {

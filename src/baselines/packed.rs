@@ -3,8 +3,8 @@
 
 use tch::{Device, Kind, Tensor};
 
-use metapu::data::protocol::{accuracy, Episode};
-use metapu::data::{Label, Task};
+use crate::data::protocol::{accuracy, Episode};
+use crate::data::{Label, Task};
 
 pub struct PackedEpisodes {
     pub count: i64,
@@ -15,8 +15,10 @@ pub struct PackedEpisodes {
     pub unl_mask: Tensor,
     pub test: Tensor,
     pub test_mask: Tensor,
-    /// True target priors `[E]` (the baselines are given them, as in the paper).
+    /// The priors `[E]` the baselines are given: the true ones (as in the paper) unless
+    /// [`PackedEpisodes::given_priors`] replaced them.
     pub prior: Tensor,
+    /// True priors, which the accuracies are weighted by.
     pub priors: Vec<f64>,
     pub test_labels: Vec<Vec<Label>>,
     /// Support rows in plain vectors (kernel methods work per episode).
@@ -74,6 +76,14 @@ impl PackedEpisodes {
             test_labels: labels,
             support_rows,
         }
+    }
+
+    /// The same episodes with the baselines given these priors (an estimate) instead of
+    /// the true ones; the accuracies stay weighted by the true priors.
+    pub fn given_priors(mut self, priors: &[f64]) -> Self {
+        assert_eq!(priors.len(), self.priors.len(), "one prior per episode");
+        self.prior = Tensor::from_slice(priors).to_kind(Kind::Float).to_device(self.prior.device());
+        self
     }
 
     /// Accuracy (1 − PN risk) per episode of decisions `score ≥ 0` on the test rows,

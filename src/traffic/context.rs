@@ -12,8 +12,8 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::traffic::devices::{format_mac, parse_mac};
-use crate::traffic::packet::Packet;
+use super::devices::{format_mac, parse_mac};
+use super::packet::Packet;
 
 /// A MAC address, written `00:11:22:33:44:55`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
