@@ -29,5 +29,4 @@ for d in $draws; do
         --methods ours,ours-true-prior,nnpu --out "$out/eval-$d-$s" >"$out/eval-$d-$s.log" 2>&1
   done
 done
-"$lab" eval --merge "$out"/eval-*/results.json --out "$out/all" >/dev/null
-awk '/mean test accuracy/ { on = 1 } on && /^\|/ { rows = 1 } on && rows && /^$/ { exit } on' "$out/all/results.md"
+python3 scripts/synthetic-defaults.py "$out"/eval-*/results.json

@@ -190,8 +190,8 @@ fn fleet_incidents(a: FleetIncidentsArgs) -> anyhow::Result<()> {
         attacked.len(),
         a.minutes,
         a.seed,
-        cfg.incidents.open_k,
-        cfg.incidents.open_n
+        cfg.core.incidents.open_k,
+        cfg.core.incidents.open_n
     );
     println!(
         "  attacked devices with an incident: {covered} of {}; median attack records to it: {}",

@@ -12,15 +12,13 @@ use tokio::sync::mpsc;
 
 use super::config::DaemonConfig;
 pub use super::control::{Control, DaemonError};
+use super::core_settings::CoreSettings;
 use super::detector::{load_model, Detector, LoadedModel};
-use super::devices::WindowSizes;
-use super::engine::{Engine, EventCadence};
 use super::health::Health;
 use super::http::{self, HttpState};
 use super::kafka::{self, Assignment, DaemonContext, TopicSpec};
 use super::metrics::Metrics;
 use super::outbox::{Outbox, Topics};
-use super::pipeline::{Clock, Pipeline, RecordOutputs};
 use super::service::Service;
 use super::sinks::Sinks;
 use super::state::StateStore;
@@ -230,23 +228,9 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     topics.push(&cfg.kafka.feedback_topic);
     consumer.subscribe(&topics)?;
 
-    let sizes = WindowSizes {
-        positive: cfg.windows.positive,
-        unlabeled: cfg.windows.unlabeled,
-        bootstrap_positives: cfg.windows.bootstrap_positives,
-    };
-    let mut engine = Engine::new(scoring, sizes, cfg.devices.max_tracked, cfg.model.threshold);
-    engine.max_per_device = cfg.scoring.max_per_device;
-    engine.adaptation_batch = cfg.adaptation.batch_size;
-    engine.max_clock_ahead_s = cfg.time.max_ahead_s as f64;
-    if cfg.time.clock == Clock::Event {
-        engine.cadence = Some(EventCadence::from_config(&cfg.adaptation));
-        engine.devices.event_clock = true;
-    }
-    let outputs = RecordOutputs { scores: cfg.kafka.publish_scores, alerts: cfg.kafka.publish_alerts };
-    let mut pipeline = Pipeline::new(cfg.incident_rules(), outputs, cfg.time.clock, cfg.scoring.max_batch);
-    pipeline.feedback_max_age_s = cfg.incidents.feedback_after_close_s;
-    pipeline.trust_input_labels = cfg.windows.trust_input_labels;
+    let settings = CoreSettings::from_config(&cfg);
+    let engine = settings.engine(scoring);
+    let pipeline = settings.pipeline();
     let service = Service {
         detector: Detector::new(engine, adapting, version),
         pipeline,

@@ -34,6 +34,7 @@ pub mod behaviours;
 pub mod clock;
 pub mod config;
 mod control;
+pub mod core_settings;
 mod delivery;
 mod detector;
 pub(crate) mod devices;

@@ -1,14 +1,15 @@
 //! The pipeline core without Kafka: what the daemon decides on a device's records and
-//! an analyst's verdicts, checked on the core directly, with adaptation at chosen
-//! points instead of on a timer (the broker tests check the paths in and out).
+//! an analyst's verdicts, checked on the core directly as the daemon's settings build it
+//! (the broker tests check the paths in and out).
 
 use crate::support::*;
 use metapu::daemon::config::DaemonConfig;
-use metapu::daemon::engine::{Engine, WindowSizes};
+use metapu::daemon::core_settings::CoreSettings;
+use metapu::daemon::engine::Engine;
 use metapu::daemon::feedback::{Feedback, FeedbackMessage, Verdict};
 use metapu::daemon::incidents::IncidentRules;
 use metapu::daemon::output::{IncidentEvent, Source};
-use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Pipeline, Received, RecordOutputs};
+use metapu::daemon::pipeline::{Consumed, Emitted, Pipeline, Received, RecordOutputs};
 use metapu::daemon::record::FeatureRecord;
 use metapu::daemon::Metrics;
 use metapu::data::Label;
@@ -26,13 +27,10 @@ impl Core {
     fn new() -> Self {
         let cfg = DaemonConfig::defaults();
         let model = file::load(&fixture().model_path, tch::Device::Cpu).unwrap();
-        let sizes = WindowSizes {
-            positive: cfg.windows.positive,
-            unlabeled: cfg.windows.unlabeled,
-            bootstrap_positives: cfg.windows.bootstrap_positives,
-        };
-        let engine = Engine::new(model, sizes, 10, cfg.model.threshold);
-        let rules = IncidentRules {
+        // The daemon's core as configured (event clock, its adaptation points), with
+        // quick incidents, every record's score, and trusted labels.
+        let mut settings = CoreSettings::from_config(&cfg);
+        settings.incidents = IncidentRules {
             open_k: 3,
             open_n: 5,
             update_interval_ms: 5_000,
@@ -40,9 +38,14 @@ impl Core {
             reopen_ms: 0,
             ..cfg.incident_rules()
         };
-        let pipeline =
-            Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Event, 4096);
-        Self { engine, pipeline, metrics: Metrics::new(), offset: 0 }
+        settings.outputs = RecordOutputs { scores: true, alerts: false };
+        settings.trust_input_labels = true;
+        Self {
+            engine: settings.engine(model),
+            pipeline: settings.pipeline(),
+            metrics: Metrics::new(),
+            offset: 0,
+        }
     }
 
     /// One micro-batch of the device's records, a second apart.

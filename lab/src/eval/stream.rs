@@ -8,9 +8,8 @@
 //! rules open on those decisions, on the capture clock.
 
 use metapu::daemon::config::DaemonConfig;
-use metapu::daemon::engine::WindowSizes;
-use metapu::daemon::engine::{Engine, EventCadence};
-use metapu::daemon::incidents::IncidentRules;
+use metapu::daemon::core_settings::CoreSettings;
+use metapu::daemon::engine::Engine;
 use metapu::daemon::kinds::Share;
 use metapu::daemon::output::{IncidentEvent, Source};
 use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Pipeline, Received, RecordOutputs};
@@ -34,14 +33,10 @@ pub struct DeviceStream {
 /// The daemon's settings that shape what it decides, and the onboarding.
 #[derive(Debug, Clone)]
 pub struct StreamConfig {
-    pub sizes: WindowSizes,
-    pub threshold: f32,
-    pub max_batch: usize,
+    /// What the daemon's core decides with, on the event clock (each device on its
+    /// capture's time).
+    pub core: CoreSettings,
     pub batch_window_s: f64,
-    pub max_per_device: usize,
-    /// When devices are re-adapted, on their capture clock (the daemon's `[adaptation]`).
-    pub cadence: EventCadence,
-    pub adapt_batch: usize,
     /// Benign records marked known-normal at the start of each device.
     pub labeled: usize,
     /// Or onboarding by time (`metapu onboard --for`): from each device's first record
@@ -50,28 +45,28 @@ pub struct StreamConfig {
     /// An analyst calls every incident opened before the attack a false positive once it
     /// has closed (the daemon's `reviewed`), through the daemon's feedback path.
     pub analyst: bool,
-    pub incidents: IncidentRules,
 }
 
 impl StreamConfig {
     /// The daemon's configuration as deployed, with `labeled` onboarding records.
     pub fn from_daemon(cfg: &DaemonConfig, labeled: usize) -> Self {
+        let mut core = CoreSettings::from_config(cfg);
+        // Captures come from different years: each device on its own capture clock.
+        core.clock = Clock::Event;
+        // The lab reads every record's score; its first records' labels are the
+        // onboarding a trusted replay gives.
+        core.outputs = RecordOutputs { scores: true, alerts: false };
+        core.trust_input_labels = true;
+        // The analyst answers each incident as its close arrives. Live, that is when the
+        // quiet runs out; here a silent device's time moves only with its next record,
+        // which can come days after its incident closed: its verdict is not late.
+        core.feedback_max_age_s = u64::MAX / 2;
         Self {
-            sizes: WindowSizes {
-                positive: cfg.windows.positive,
-                unlabeled: cfg.windows.unlabeled,
-                bootstrap_positives: cfg.windows.bootstrap_positives,
-            },
-            threshold: cfg.model.threshold,
-            max_batch: cfg.scoring.max_batch,
+            core,
             batch_window_s: cfg.scoring.max_wait_ms as f64 / 1000.0,
-            max_per_device: cfg.scoring.max_per_device,
-            cadence: EventCadence::from_config(&cfg.adaptation),
-            adapt_batch: cfg.adaptation.batch_size,
             labeled,
             onboard_for_s: None,
             analyst: false,
-            incidents: cfg.incident_rules(),
         }
     }
 }
@@ -152,19 +147,11 @@ impl DeviceOutcome {
 /// other, each on its own capture clock (the captures come from different years).
 pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<DeviceOutcome> {
     let dim = model.dim();
-    let mut engine = Engine::new(model, cfg.sizes, devices.len().max(1), cfg.threshold);
-    engine.max_per_device = cfg.max_per_device;
-    engine.adaptation_batch = cfg.adapt_batch;
     // Each device on its capture's clock (the service clock stands still at 0), adapted
     // where the daemon's event clock adapts it.
-    engine.devices.event_clock = true;
-    engine.cadence = Some(cfg.cadence);
-    let outputs = RecordOutputs { scores: true, alerts: false };
-    let mut pipeline = Pipeline::new(cfg.incidents, outputs, Clock::Event, cfg.max_batch);
-    // The analyst answers each incident as its close arrives. Live, that is when the
-    // quiet runs out; here a silent device's time moves only with its next record,
-    // which can come days after its incident closed: its verdict is not late.
-    pipeline.feedback_max_age_s = u64::MAX / 2;
+    let core = CoreSettings { max_tracked: devices.len().max(1), ..cfg.core.clone() };
+    let mut engine = core.engine(model);
+    let mut pipeline = core.pipeline();
 
     let metrics = Metrics::new();
     let mut offset = 0i64;
@@ -234,7 +221,8 @@ fn run_device(
     while start < n {
         // A micro-batch: what arrives within the batching window, up to max_batch and
         // the device's share of a batch (the daemon defers the rest to the next).
-        let cap = if cfg.max_per_device > 0 { cfg.max_batch.min(cfg.max_per_device) } else { cfg.max_batch };
+        let (max_batch, per_device) = (cfg.core.max_batch, cfg.core.max_per_device);
+        let cap = if per_device > 0 { max_batch.min(per_device) } else { max_batch };
         let mut end = start + 1;
         while end < n && end - start < cap && d.ts[end] - d.ts[start] <= cfg.batch_window_s {
             end += 1;
