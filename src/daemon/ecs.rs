@@ -105,8 +105,8 @@ fn incident_event(r: &IncidentReport, action: &str, kind_of_change: &str) -> Val
         "action": format!("incident-{action}"),
         "id": r.incident_id,
         "severity": severity_number(r.severity),
-        "risk_score": (f64::from(r.peak_score) * 100.0).round(),
-        "start": iso8601(r.first_ts),
+        "risk_score": (f64::from(r.figures.peak_score) * 100.0).round(),
+        "start": iso8601(r.figures.first_ts),
         "created": iso8601(r.time),
         "reason": r.summary,
         "dataset": "metapu.incidents",
@@ -114,8 +114,8 @@ fn incident_event(r: &IncidentReport, action: &str, kind_of_change: &str) -> Val
         "provider": "metapu",
     });
     if action == "closed" {
-        ev["end"] = json!(iso8601(r.last_ts));
-        ev["duration"] = json!(((r.last_ts - r.first_ts).max(0.0) * 1e9) as u64);
+        ev["end"] = json!(iso8601(r.figures.last_ts));
+        ev["duration"] = json!(((r.figures.last_ts - r.figures.first_ts).max(0.0) * 1e9) as u64);
     }
     ev
 }
@@ -213,9 +213,9 @@ mod tests {
     #[test]
     fn a_scan_incident_in_ecs() {
         let mut incident = Incident::sample(300, 254);
-        incident.first_ts = 1_500_000_000.1;
-        incident.last_ts = 1_500_000_025.4;
-        incident.peak_score = 0.97;
+        incident.figures.first_ts = 1_500_000_000.1;
+        incident.figures.last_ts = 1_500_000_025.4;
+        incident.figures.peak_score = 0.97;
         for host in 1..=254u8 {
             let (c, at) = syn_to(host, 1_500_000_000.0 + f64::from(host) * 0.1);
             incident.traffic.add(&c, at);

@@ -114,7 +114,7 @@ pub(crate) fn incident(metrics: &Metrics, device: &str, transition: &Transition)
         Transition::Closed(i, resolution) => {
             metrics.incidents.with_label_values(&["closed"]).inc();
             metrics.incidents_closed.with_label_values(&[resolution.as_str()]).inc();
-            tracing::info!(device, incident = %i.id, resolution = resolution.as_str(), records = i.records, "incident closed");
+            tracing::info!(device, incident = %i.id, resolution = resolution.as_str(), records = i.figures.records, "incident closed");
         }
     }
 }

@@ -42,16 +42,9 @@ pub struct Incident {
     /// redelivered record never opens a second incident.
     pub id: String,
     pub opened_by: Source,
-    /// Unix seconds at opening.
-    pub opened_at: f64,
-    /// Record timestamps (`ts`) of the opening and of the last anomalous record.
-    pub first_ts: f64,
-    pub last_ts: f64,
-    /// Records scored while it was open, and how many of them were anomalous.
-    pub records: u64,
-    pub anomalous: u64,
-    /// Anomaly score (1 − posterior of normal traffic) of the anomalous records.
-    pub peak_score: f32,
+    #[serde(flatten)]
+    pub figures: IncidentFigures,
+    /// Sum of the anomalous records' anomaly scores (for their mean).
     pub score_sum: f64,
     /// The device's estimated attack share (1 − π̂) at its last record.
     pub attack_share: f32,
@@ -99,7 +92,7 @@ pub struct Incident {
 
 impl Incident {
     pub fn mean_score(&self) -> f32 {
-        (self.score_sum / self.anomalous.max(1) as f64) as f32
+        (self.score_sum / self.figures.anomalous.max(1) as f64) as f32
     }
 
     /// An open incident with these counts, for other modules' tests.
@@ -108,12 +101,7 @@ impl Incident {
         Self {
             id: "0123456789abcdef0123456789abcdef".into(),
             opened_by: Source { topic: "iot.features".into(), partition: 0, offset: 311 },
-            opened_at: 0.0,
-            first_ts: 0.0,
-            last_ts: 0.0,
-            records,
-            anomalous,
-            peak_score: 0.9,
+            figures: IncidentFigures { records, anomalous, peak_score: 0.9, ..IncidentFigures::default() },
             score_sum: 0.9 * anomalous as f64,
             attack_share: 0.0,
             last_anomalous_ms: 0,
@@ -135,10 +123,10 @@ impl Incident {
     /// One more anomalous record while open.
     fn add_anomalous(&mut self, d: &Decision<'_>, rules: &IncidentRules, now_ms: u64) {
         let anomaly = 1.0 - d.posterior;
-        self.anomalous += 1;
-        self.peak_score = self.peak_score.max(anomaly);
+        self.figures.anomalous += 1;
+        self.figures.peak_score = self.figures.peak_score.max(anomaly);
         self.score_sum += f64::from(anomaly);
-        self.last_ts = d.ts;
+        self.figures.last_ts = d.ts;
         self.last_anomalous_ms = now_ms;
         if self.kept.len() < rules.keep_records * d.features.len() {
             self.kept.extend_from_slice(d.features);
@@ -147,6 +135,23 @@ impl Incident {
             self.traffic.add(c, d.ts);
         }
     }
+}
+
+/// What an incident counts: the same in the tracker's state and in every event an
+/// analyst receives (`output::IncidentReport`), under the same names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct IncidentFigures {
+    /// Unix seconds at opening.
+    pub opened_at: f64,
+    /// Record timestamps (`ts`) of the opening and of the last anomalous record.
+    pub first_ts: f64,
+    pub last_ts: f64,
+    /// Records scored while it was open, and how many of them were anomalous.
+    pub records: u64,
+    pub anomalous: u64,
+    /// Anomaly score (1 − posterior of normal traffic) of the anomalous records: the
+    /// highest.
+    pub peak_score: f32,
 }
 
 /// Why an incident closed.
@@ -299,7 +304,7 @@ impl IncidentTracker {
         let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
         self.recent = ((self.recent << 1) | u64::from(d.anomalous)) & mask;
         if let Some(open) = &mut self.open {
-            open.records += 1;
+            open.figures.records += 1;
             open.attack_share = 1.0 - d.prior;
             open.changed = true;
             if d.anomalous {
@@ -330,7 +335,7 @@ impl IncidentTracker {
             incident.closed_at = None;
             incident.reopened += 1;
             incident.reopened_by = Some(d.source.clone());
-            incident.records += 1;
+            incident.figures.records += 1;
             incident.attack_share = 1.0 - d.prior;
             incident.last_update_ms = now_ms;
             incident.changed = false;
@@ -343,12 +348,14 @@ impl IncidentTracker {
         let mut incident = Incident {
             id: incident_id(device, d.source),
             opened_by: d.source.clone(),
-            opened_at: now_unix,
-            first_ts: d.ts,
-            last_ts: d.ts,
-            records: 1,
-            anomalous: 1,
-            peak_score: anomaly,
+            figures: IncidentFigures {
+                opened_at: now_unix,
+                first_ts: d.ts,
+                last_ts: d.ts,
+                records: 1,
+                anomalous: 1,
+                peak_score: anomaly,
+            },
             score_sum: f64::from(anomaly),
             attack_share: 1.0 - d.prior,
             last_anomalous_ms: now_ms,
@@ -401,7 +408,9 @@ impl IncidentTracker {
         let beyond = match memory.find(id).or_else(|| kind?.find(id)) {
             Some(b) => b
                 .admits(d.context, d.features)
-                .or_else(|| b.admits_volume(&open.traffic, open.anomalous, rules.memory.volume_factor))
+                .or_else(|| {
+                    b.admits_volume(&open.traffic, open.figures.anomalous, rules.memory.volume_factor)
+                })
                 .map(|why| why.words(dismissal)),
             None => Some(format!(
                 "the behaviour dismissed in incident {} is no longer remembered",
@@ -507,8 +516,13 @@ impl IncidentTracker {
                     on: None,
                     learned: false,
                 };
-                let behaviour =
-                    Behaviour::of(&incident.traffic, incident.anomalous, &incident.kept, dim, dismissal);
+                let behaviour = Behaviour::of(
+                    &incident.traffic,
+                    incident.figures.anomalous,
+                    &incident.kept,
+                    dim,
+                    dismissal,
+                );
                 incident.kept = Vec::new();
                 let transition = if open {
                     self.close(Resolution::Dismissed, now_unix).expect("an open incident")
@@ -557,7 +571,8 @@ impl IncidentTracker {
                     learned: true,
                 };
                 open.learned = true;
-                let behaviour = Behaviour::of(&open.traffic, open.anomalous, &open.kept, dim, dismissal);
+                let behaviour =
+                    Behaviour::of(&open.traffic, open.figures.anomalous, &open.kept, dim, dismissal);
                 self.memory.expire(m, closed_at);
                 self.memory.remember(behaviour);
             }
@@ -624,7 +639,7 @@ mod tests {
         let [Transition::Opened(i)] = opened.as_slice() else { panic!("{opened:?}") };
         assert_eq!(i.opened_by.offset, 9, "opened by the third anomalous record of five");
         assert_eq!(i.id, incident_id("cam", &source(9)));
-        assert!((i.attack_share - 0.3).abs() < 1e-6 && (i.peak_score - 0.9).abs() < 1e-6);
+        assert!((i.attack_share - 0.3).abs() < 1e-6 && (i.figures.peak_score - 0.9).abs() < 1e-6);
     }
 
     #[test]
@@ -635,7 +650,7 @@ mod tests {
         feed(&mut t, &[true, false, true, true], 3);
         assert!(t.tick(&RULES, 2, 1_199, 0.0).is_none(), "an update within the interval after opening");
         let Some(Transition::Updated(u)) = t.tick(&RULES, 2, 1_200, 0.0) else { panic!("no update") };
-        assert_eq!((u.records, u.anomalous, u.last_ts), (5, 4, 6.0));
+        assert_eq!((u.figures.records, u.figures.anomalous, u.figures.last_ts), (5, 4, 6.0));
         assert_eq!(u.kept, [1.0, 2.0, 1.0, 2.0], "two records kept");
         assert!(t.tick(&RULES, 2, 2_500, 0.0).is_none(), "no new records: no update");
         assert!(t.tick(&RULES, 2, 600 + 9_999, 0.0).is_none(), "quiet not yet over");
@@ -656,7 +671,7 @@ mod tests {
         let again = feed(&mut t, &[true, true, true], 0);
         assert_eq!(first.len(), 1);
         assert!(again.is_empty());
-        assert_eq!(t.open.as_ref().map(|i| i.records), Some(1));
+        assert_eq!(t.open.as_ref().map(|i| i.figures.records), Some(1));
         // The same records on a restored tracker without the incident: the same id.
         let mut restored = IncidentTracker::default();
         let reopened = feed(&mut restored, &[true, true, true], 0);
@@ -738,7 +753,7 @@ mod tests {
         assert_eq!((i.id.as_str(), i.reopened, i.closed_at), (first.id.as_str(), 1, None));
         assert_eq!(i.reopened_by.as_ref().map(|s| s.offset), Some(12));
         assert_eq!(
-            (i.records, i.anomalous),
+            (i.figures.records, i.figures.anomalous),
             (2, 2),
             "counted while open: its first and the reopening record"
         );

@@ -161,16 +161,10 @@ impl IncidentEvent {
 pub struct IncidentReport {
     pub incident_id: String,
     pub device: String,
-    /// Unix seconds when it opened.
-    pub opened_at: f64,
-    /// Record timestamps (`ts`) of the opening and of the last anomalous record.
-    pub first_ts: f64,
-    pub last_ts: f64,
-    /// Records scored while it was open, and how many of them were anomalous.
-    pub records: u64,
-    pub anomalous: u64,
-    /// Anomaly score (1 − posterior of normal traffic) of the anomalous records.
-    pub peak_score: f32,
+    /// When it opened, its records and scores (the tracker's own figures).
+    #[serde(flatten)]
+    pub figures: super::incidents::IncidentFigures,
+    /// Mean anomaly score of the anomalous records.
     pub mean_score: f32,
     /// Share of the records scored since it opened that were anomalous (`anomalous` ÷
     /// `records`): what the incident itself says.
@@ -253,12 +247,17 @@ impl IncidentReport {
             Some(r) => format!("closed ({r})"),
         };
         let most = top_features.first().map(|f| format!("; most changed: {}", f.words)).unwrap_or_default();
-        let share = i.anomalous as f32 / i.records.max(1) as f32;
+        let share = i.figures.anomalous as f32 / i.figures.records.max(1) as f32;
         let traffic = i.traffic.report().map(Box::new);
         // "device cam sent 254 TCP SYN packets …; 254 of 300 records …", or as before
         // "device cam: 5 of 9 records …" when the records carried no context.
         let what = traffic.as_ref().map_or_else(|| ":".to_string(), |t| format!(" {};", t.summary));
-        let mut severity = Severity::of(i.anomalous, i.records, i.last_ts - i.first_ts, &i.traffic);
+        let mut severity = Severity::of(
+            i.figures.anomalous,
+            i.figures.records,
+            i.figures.last_ts - i.figures.first_ts,
+            &i.traffic,
+        );
         if i.look.is_some() || i.news.is_some() {
             // A scan or flood, or something new during an incident: look at it now.
             severity = severity.max(Severity::High);
@@ -288,20 +287,15 @@ impl IncidentReport {
         let summary = format!(
             "device {device}{what} {} of {} records anomalous ({:.0} %) since the incident opened, peak \
              score {:.2}; {state}{raised}{known}{learned}{most}",
-            i.anomalous,
-            i.records,
+            i.figures.anomalous,
+            i.figures.records,
             100.0 * share,
-            i.peak_score,
+            i.figures.peak_score,
         );
         Self {
             incident_id: i.id.clone(),
             device: device.to_string(),
-            opened_at: i.opened_at,
-            first_ts: i.first_ts,
-            last_ts: i.last_ts,
-            records: i.records,
-            anomalous: i.anomalous,
-            peak_score: i.peak_score,
+            figures: i.figures,
             mean_score: i.mean_score(),
             attack_share: share,
             model_attack_share: i.attack_share,

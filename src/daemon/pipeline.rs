@@ -766,10 +766,12 @@ mod tests {
                 match e {
                     Emitted::Score(s) => decisions.push((s.source.offset, s.decision)),
                     Emitted::Incident(IncidentEvent::Opened(r)) => {
-                        incidents.push(format!("opened {} {} {}", r.device, r.incident_id, r.records))
+                        incidents.push(format!("opened {} {} {}", r.device, r.incident_id, r.figures.records))
                     }
-                    Emitted::Incident(IncidentEvent::Closed(r)) => incidents
-                        .push(format!("closed {} {} {} {}", r.device, r.incident_id, r.records, r.anomalous)),
+                    Emitted::Incident(IncidentEvent::Closed(r)) => incidents.push(format!(
+                        "closed {} {} {} {}",
+                        r.device, r.incident_id, r.figures.records, r.figures.anomalous
+                    )),
                     _ => {}
                 }
             }

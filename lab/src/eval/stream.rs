@@ -282,7 +282,7 @@ fn run_device(
                 Emitted::Incident(IncidentEvent::Suppressed(r) | IncidentEvent::Reopened(r))
                     if r.is_suppressed() =>
                 {
-                    out.suppressed_ts.push(r.last_ts);
+                    out.suppressed_ts.push(r.figures.last_ts);
                 }
                 Emitted::Incident(IncidentEvent::Closed(r)) if !r.is_suppressed() => {
                     closed_at.push(last_scored)
@@ -300,19 +300,19 @@ fn run_device(
                     out.news.extend(
                         r.news.as_ref().filter(|n| news_seen.insert(n.by.offset)).map(|n| n.why.clone()),
                     );
-                    out.looks.extend(r.look.as_ref().map(|l| (r.first_ts, l.why.clone())));
+                    out.looks.extend(r.look.as_ref().map(|l| (r.figures.first_ts, l.why.clone())));
                     let at = (by.offset - offset) as usize;
                     if cfg.analyst && attack_before == 0 && attack_begins.is_none_or(|a| at < a) {
                         false_incidents.insert(r.incident_id.clone());
                     }
                     opened_at.push(at);
                     out.opened.push(r.incident_id.clone());
-                    out.opened_ts.push(if r.news.is_some() { r.last_ts } else { r.first_ts });
+                    out.opened_ts.push(if r.news.is_some() { r.figures.last_ts } else { r.figures.first_ts });
                 }
                 Emitted::Incident(IncidentEvent::Reopened(r)) => {
                     if let Some(by) = &r.reopened_by {
                         reopened_at.push((by.offset - offset) as usize);
-                        out.reopened_ts.push(r.last_ts);
+                        out.reopened_ts.push(r.figures.last_ts);
                     }
                 }
                 _ => {}
