@@ -157,7 +157,6 @@ impl Trained {
 struct Bar {
     bar: ProgressBar,
     validation: String,
-    total: u64,
 }
 
 impl Progress for Bar {
@@ -170,10 +169,11 @@ impl Progress for Bar {
 
     fn checkpoint(&mut self, c: &Checkpoint, best: f64) {
         self.validation = format!(" | validation {:.4} (best {best:.4})", c.validation_accuracy);
-        let left = c.seconds / c.iteration.max(1) as f64 * self.total.saturating_sub(c.iteration) as f64;
+        let total = self.bar.length().unwrap_or(c.iteration);
+        let left = c.seconds / c.iteration.max(1) as f64 * total.saturating_sub(c.iteration) as f64;
         self.bar.suspend(|| {
             tracing::info!(
-                iteration = format!("{}/{}", c.iteration, self.total),
+                iteration = format!("{}/{total}", c.iteration),
                 loss = format!("{:.4}", c.train_loss),
                 validation_accuracy = format!("{:.4}", c.validation_accuracy),
                 prior_rmse = format!("{:.4}", c.prior_rmse),
@@ -234,7 +234,7 @@ pub fn run(a: &TrainArgs, cfg: &TrainConfig) -> Result<Trained, TrainCommandErro
         .expect("valid template")
         .progress_chars("=> "),
     );
-    let mut progress = Bar { bar, validation: String::new(), total: cfg.max_iterations };
+    let mut progress = Bar { bar, validation: String::new() };
     let outcome = training::train(&data, &source, &validation, cfg, default_device(), &stop, &mut progress)?;
     progress.bar.finish_and_clear();
     file::save(&outcome.model, &a.out)?;
