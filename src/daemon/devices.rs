@@ -139,6 +139,12 @@ impl Device {
         self.has_known_normal() && !self.unlabeled.is_empty()
     }
 
+    /// Something to adapt on and no classifier yet: adapted at once, before its
+    /// records are scored.
+    pub fn awaits_first_classifier(&self) -> bool {
+        self.state.is_none() && self.adaptable()
+    }
+
     /// The known-normal rows it is adapted on: its own, then as many of those its kind
     /// offers as its window has room for.
     fn known_normal_rows(&self) -> SharedRows {
@@ -401,18 +407,6 @@ impl DeviceTable {
         }
         self.touch(id, now_ms);
         out
-    }
-
-    /// Whether the device's record, its `k`-th of a batch, may enter its positive window
-    /// (as [`Self::observe`] decides: labeled, onboarding, bootstrap) or finds known-normal records there already: after it the device has
-    /// something to adapt on.
-    pub fn may_take_as_normal(&self, id: &str, known_normal: bool, k: u64) -> bool {
-        let bootstrap = self.sizes.bootstrap_positives as u64;
-        known_normal
-            || match self.devices.get(id) {
-                None => k < bootstrap,
-                Some(d) => d.seen + k < bootstrap || d.onboarding.is_some() || d.has_known_normal(),
-            }
     }
 
     /// Start onboarding a tracked device for `span_s` seconds from `now` (Unix), as a
@@ -1066,7 +1060,7 @@ mod tests {
         t.join_kind("cam-b", "cam", 100.0).unwrap();
         assert!(!t.get("cam-b").unwrap().adaptable());
         t.apply_share(shares[0].clone()).unwrap();
-        assert!(t.get("cam-b").unwrap().adaptable() && t.may_take_as_normal("cam-b", false, 0));
+        assert!(t.get("cam-b").unwrap().awaits_first_classifier(), "offered rows are something to adapt on");
         assert!(t.get("cam-a").unwrap().offered.is_none(), "never offered its own");
         // Its own rows first, then the offered ones its window has room for.
         t.get_mut("cam-b").unwrap().positive.push(&[7.0]);

@@ -2,7 +2,7 @@
 //! records updates the device windows and is scored in one forward; adaptation jobs
 //! are cut from changed devices and their results installed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::model::{Model, Support, TaskState};
 
@@ -109,10 +109,6 @@ struct PlanState {
     next: Option<f64>,
     since: usize,
     round: usize,
-    /// Its records so far in this batch.
-    seen_here: u64,
-    /// It has a classifier, or will once its round is adapted.
-    ready: bool,
     /// Rows in its unlabeled window before the record being planned.
     rows: usize,
 }
@@ -180,6 +176,9 @@ impl Engine {
         let (plan, devices) = self.plan(records, &kept);
         out.verdicts = vec![Verdict::Deferred; records.len()];
         out.clocks = vec![f64::NAN; records.len()];
+        // Rounds on the cadence's points; a device that gets its first classifier in
+        // this batch moves its later records one round on, as `observe` admits the
+        // record that gives it something to adapt on (not as the plan might guess).
         let mut rounds: Vec<Vec<usize>> = Vec::new();
         for (k, p) in plan.iter().enumerate() {
             if rounds.len() <= p.round {
@@ -187,7 +186,12 @@ impl Engine {
             }
             rounds[p.round].push(k);
         }
-        for (round, here) in rounds.iter().enumerate() {
+        let mut first_classifier: HashSet<&str> = HashSet::new();
+        let mut moved = vec![false; plan.len()];
+        let mut round = 0;
+        while round < rounds.len() {
+            let mut here = std::mem::take(&mut rounds[round]);
+            here.sort_unstable();
             if round > 0 {
                 // Every device with records in a later round reached its adaptation
                 // point just before them: adapt it on the windows up to there, unless
@@ -200,30 +204,41 @@ impl Engine {
                     .collect();
                 out.adapted.extend(self.adapt_now(due));
             }
+            let mut observed = Vec::with_capacity(here.len());
             let mut taken_as_normal = Vec::with_capacity(here.len());
-            for &k in here {
+            for &k in &here {
                 let (r, source) = records[kept[k]];
-                let seen = self.devices.observe(
-                    &r.device,
-                    &r.features,
-                    r.known_normal,
-                    source,
-                    plan[k].clock,
-                    now_ms,
-                );
+                let device = r.device.as_str();
+                if !moved[k] && first_classifier.contains(device) {
+                    moved[k] = true;
+                    if rounds.len() <= round + 1 {
+                        rounds.resize_with(round + 2, Vec::new);
+                    }
+                    rounds[round + 1].push(k);
+                    continue;
+                }
+                moved[k] = true;
+                let seen =
+                    self.devices.observe(device, &r.features, r.known_normal, source, plan[k].clock, now_ms);
                 out.evicted += seen.evicted;
                 out.replayed += usize::from(seen.replayed);
+                observed.push(k);
                 taken_as_normal.push(seen.taken_as_normal);
                 out.clocks[kept[k]] = plan[k].clock;
+                if self.devices.get(device).is_some_and(|d| d.awaits_first_classifier()) {
+                    first_classifier.insert(device);
+                }
             }
-            out.adapted.extend(self.adapt_unready(here.iter().map(|&k| records[kept[k]].0.device.as_str())));
-            let scored = self.score(here.iter().map(|&k| records[kept[k]].0));
-            for ((&k, mut v), taken) in here.iter().zip(scored).zip(taken_as_normal) {
+            out.adapted
+                .extend(self.adapt_unready(observed.iter().map(|&k| records[kept[k]].0.device.as_str())));
+            let scored = self.score(observed.iter().map(|&k| records[kept[k]].0));
+            for ((&k, mut v), taken) in observed.iter().zip(scored).zip(taken_as_normal) {
                 if let Verdict::Scored { taken_as_normal, .. } = &mut v {
                     *taken_as_normal = taken;
                 }
                 out.verdicts[kept[k]] = v;
             }
+            round += 1;
         }
         for (device, s) in devices {
             if let (Some(d), Some(next)) = (self.devices.get_mut(device), s.next) {
@@ -257,8 +272,6 @@ impl Engine {
                         next: d.and_then(|d| d.next_adapt_ts),
                         since: d.map_or(0, |d| d.records_since_adaptation),
                         round: 0,
-                        seen_here: 0,
-                        ready: d.is_some_and(|d| d.state.is_some()),
                         rows: d.map_or(0, |d| d.unlabeled.len()),
                     }
                 });
@@ -275,26 +288,17 @@ impl Engine {
                 s.since += 1;
                 s.rows = (s.rows + 1).min(capacity);
                 let round = s.round;
-                // A device without a classifier is adapted right after the record that
-                // gives it something to adapt on: its later records go one round on,
-                // whatever batch they came in.
-                if !s.ready && self.devices.may_take_as_normal(&r.device, r.known_normal, s.seen_here) {
-                    s.ready = true;
-                    s.round += 1;
-                }
-                s.seen_here += 1;
                 Planned { clock: s.clock, round }
             })
             .collect();
         (planned, devices)
     }
 
-    /// Adapt, on the scoring model, the given devices that have a known-normal record
-    /// and no classifier. Returns the devices adapted.
+    /// Adapt, on the scoring model, the given devices that await their first
+    /// classifier. Returns the devices adapted.
     fn adapt_unready<'a>(&mut self, devices: impl Iterator<Item = &'a str>) -> Vec<String> {
-        let unready: Vec<&str> = devices
-            .filter(|id| self.devices.get(id).is_some_and(|d| d.state.is_none() && !d.positive.is_empty()))
-            .collect();
+        let unready: Vec<&str> =
+            devices.filter(|id| self.devices.get(id).is_some_and(|d| d.awaits_first_classifier())).collect();
         self.adapt_now(unready)
     }
 
