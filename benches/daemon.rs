@@ -6,9 +6,9 @@
 use std::time::Instant;
 
 use metapu::daemon::adapter::Adapter;
-use metapu::daemon::engine::{AdaptJob, Engine, Source, WindowSizes};
-use metapu::daemon::record::{decode, encode, FeatureRecord};
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
+use metapu::monitor::engine::{AdaptJob, Engine, Source, WindowSizes};
+use metapu::monitor::record::{decode, encode, FeatureRecord};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -211,8 +211,8 @@ fn main() {
 /// sweeping an address range (a fan-out of distinct hosts in every window).
 fn incident_looks() {
     use metapu::daemon::config::DaemonConfig;
-    use metapu::daemon::fanout::FanOutRules;
-    use metapu::daemon::incidents::{Decision, IncidentTracker};
+    use metapu::monitor::fanout::FanOutRules;
+    use metapu::monitor::incidents::{Decision, IncidentTracker};
     use metapu::traffic::context::{Context, Direction};
     use std::net::{IpAddr, Ipv4Addr};
 
@@ -250,7 +250,7 @@ fn incident_looks() {
     {
         let mut cells = Vec::new();
         for rules in [FanOutRules::OFF, defaults.fan_out] {
-            let rules = metapu::daemon::incidents::IncidentRules { fan_out: rules, ..defaults };
+            let rules = metapu::monitor::incidents::IncidentRules { fan_out: rules, ..defaults };
             let mut trackers: Vec<IncidentTracker> = (0..1000).map(|_| IncidentTracker::default()).collect();
             let features = [0.0f32; DIM];
             let started = Instant::now();

@@ -31,9 +31,10 @@ use std::time::{Duration, Instant};
 
 use common::{rss_mib, send_until_queued};
 use metapu::broker::{self, LocalBroker};
-use metapu::daemon::clock::Clock;
 use metapu::daemon::config::DaemonConfig;
-use metapu::daemon::{self, kafka, record};
+use metapu::daemon::{self, kafka};
+use metapu::monitor::clock::Clock;
+use metapu::monitor::record;
 use metapu::traffic::context::{Context, Direction};
 use metapu::traffic::simulate::{fleet_tasks, FleetConfig};
 use rdkafka::config::ClientConfig;

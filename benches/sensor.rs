@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use metapu::broker::{binary_in, free_port, LocalBroker};
-use metapu::daemon::record::Format;
+use metapu::monitor::record::Format;
 use metapu::sensor::{RecordProducer, RecordSink, Sensor, SensorMetrics, SensorSettings};
 use metapu::traffic::capture::{CaptureReader, Frame, Timestamp};
 use metapu::traffic::frame::Link;

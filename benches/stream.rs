@@ -10,10 +10,10 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use metapu::daemon::engine::{Engine, Source, Verdict, WindowSizes};
-use metapu::daemon::record::{decode, encode, encode_binary};
 use metapu::data::{csv_tasks, Label};
 use metapu::model::{default_device, file};
+use metapu::monitor::engine::{Engine, Source, Verdict, WindowSizes};
+use metapu::monitor::record::{decode, encode, encode_binary};
 
 const LABELED: usize = 10;
 const BATCH: usize = 1024;

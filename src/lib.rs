@@ -3,6 +3,8 @@
 //! Positive-unlabeled Classification").
 //!
 //! - [`model`] — the paper's model and its file format (pure, no I/O but the file)
+//! - [`monitor`] — the daemon's decisions without Kafka: records in, incidents out
+//! - [`daemon`] — the Kafka shell around the monitor: `metapu run`
 //! - [`data`] — tasks, loaders, the Synthetic generator, the evaluation protocol
 //! - [`train`] — meta-training (Algorithm 1)
 //! - [`evaluate`] — accuracy and prior error on protocol episodes
@@ -14,6 +16,7 @@ pub mod data;
 pub mod endpoints;
 pub mod episodes;
 pub mod model;
+pub mod monitor;
 pub mod sensor;
 pub mod traffic;
 pub mod train;

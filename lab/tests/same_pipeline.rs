@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use crate::support::*;
 use metapu::daemon;
-use metapu::daemon::record;
 use metapu::data::Label;
 use metapu::model::file;
+use metapu::monitor::record;
 use metapu::traffic::devices::{parse_mac, Device};
 use metapu::traffic::extract::{labeled_device_task, read_labels};
 use metapu_lab::eval::stream::{self, DeviceStream, StreamConfig, STREAM_TOPIC};

@@ -58,7 +58,7 @@ impl ProducerContext for Counting {
     }
 }
 
-pub use metapu::daemon::record::Format;
+pub use metapu::monitor::record::Format;
 
 pub struct Feed {
     producer: ThreadedProducer<Counting>,

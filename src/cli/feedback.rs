@@ -12,9 +12,9 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 
 use metapu::daemon::config::{DaemonConfig, Sources};
-use metapu::daemon::feedback::{FeedbackMessage, Forget, Onboard};
 use metapu::daemon::kafka;
 use metapu::daemon::{Feedback, FeedbackVerdict as Verdict};
+use metapu::monitor::feedback::{FeedbackMessage, Forget, Onboard};
 
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("verdict").required(true))]
@@ -139,7 +139,7 @@ pub struct OnboardArgs {
 }
 
 fn parse_kind(s: &str) -> Result<String, String> {
-    metapu::daemon::kinds::check_name(s).map(|()| s.to_string()).map_err(|e| e.to_string())
+    metapu::monitor::kinds::check_name(s).map(|()| s.to_string()).map_err(|e| e.to_string())
 }
 
 pub fn onboard(a: OnboardArgs) -> anyhow::Result<()> {

@@ -11,10 +11,10 @@ use anyhow::{bail, Context};
 use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
 
-use metapu::daemon::clock::unix_now;
 use metapu::daemon::config::{DaemonConfig, Sources};
 use metapu::daemon::kafka::producer_config;
 use metapu::daemon::notify;
+use metapu::monitor::clock::unix_now;
 use metapu::sensor::{
     self, Controls, LiveCapture, LiveOptions, RecordProducer, Sensor, SensorMetrics, SensorSettings,
 };

@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::monitor::engine::{EventCadence, WindowSizes};
+use crate::monitor::pipeline::RecordOutputs;
+use crate::monitor::settings::CoreSettings;
+
 pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
 pub const SYSTEM_PATH: &str = "/etc/metapu/metapu.toml";
 
@@ -64,7 +68,7 @@ pub struct KafkaConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TimeConfig {
-    pub clock: crate::daemon::clock::Clock,
+    pub clock: crate::monitor::clock::Clock,
     /// A record stamped further ahead of the wall clock counts as the wall clock plus
     /// this (seconds).
     pub max_ahead_s: u64,
@@ -193,7 +197,7 @@ pub struct SensorConfig {
     pub promiscuous: bool,
     /// Kernel capture buffer, bytes.
     pub buffer_bytes: i32,
-    pub format: crate::daemon::record::Format,
+    pub format: crate::monitor::record::Format,
     /// Empty: the first of `kafka.input_topics`.
     pub topic: String,
     pub max_queued_records: usize,
@@ -245,22 +249,50 @@ impl Sources {
 }
 
 impl DaemonConfig {
+    /// What the core decides with, under this configuration.
+    pub fn core_settings(&self) -> CoreSettings {
+        let cfg = self;
+        CoreSettings {
+            sizes: WindowSizes {
+                positive: cfg.windows.positive,
+                unlabeled: cfg.windows.unlabeled,
+                bootstrap_positives: cfg.windows.bootstrap_positives,
+            },
+            max_tracked: cfg.devices.max_tracked,
+            threshold: cfg.model.threshold,
+            max_per_device: cfg.scoring.max_per_device,
+            max_batch: cfg.scoring.max_batch,
+            adaptation_batch: cfg.adaptation.batch_size,
+            max_ahead_s: cfg.time.max_ahead_s as f64,
+            clock: cfg.time.clock,
+            cadence: EventCadence {
+                interval_s: cfg.adaptation.interval_ms.max(1) as f64 / 1000.0,
+                min_records: cfg.adaptation.min_records,
+                after_records: cfg.adaptation.after_records,
+            },
+            incidents: cfg.incident_rules(),
+            outputs: RecordOutputs { scores: cfg.kafka.publish_scores, alerts: cfg.kafka.publish_alerts },
+            feedback_max_age_s: cfg.incidents.feedback_after_close_s,
+            trust_input_labels: cfg.windows.trust_input_labels,
+        }
+    }
+
     /// The incident rules these settings give (the daemon, the lab and the tests).
-    pub fn incident_rules(&self) -> crate::daemon::incidents::IncidentRules {
+    pub fn incident_rules(&self) -> crate::monitor::incidents::IncidentRules {
         let i = &self.incidents;
-        crate::daemon::incidents::IncidentRules {
+        crate::monitor::incidents::IncidentRules {
             open_k: i.open_k,
             open_n: i.open_n,
             update_interval_ms: i.update_interval_s * 1000,
             quiet_ms: i.quiet_s * 1000,
             reopen_ms: i.reopen_s * 1000,
             keep_records: self.windows.positive,
-            memory: crate::daemon::behaviours::MemoryRules {
+            memory: crate::monitor::behaviours::MemoryRules {
                 remember_ms: i.remember_dismissed_s.saturating_mul(1000),
                 volume_factor: i.dismissed_volume_factor,
                 learn_quiet: i.learn_quiet_closes,
             },
-            fan_out: crate::daemon::fanout::FanOutRules {
+            fan_out: crate::monitor::fanout::FanOutRules {
                 window_ms: i.scan_window_s.saturating_mul(1000),
                 hosts: i.scan_hosts.max(1),
                 ports: i.scan_ports.max(1),
@@ -408,5 +440,26 @@ fn toml_key(k: &str) -> String {
         k.to_string()
     } else {
         format!("\"{k}\"")
+    }
+}
+
+#[cfg(test)]
+mod core_settings_tests {
+    use super::*;
+    use crate::monitor::clock::Clock;
+
+    #[test]
+    fn the_settings_are_the_configurations_and_the_pipeline_runs_on_its_clock() {
+        let mut cfg = DaemonConfig::defaults();
+        cfg.scoring.max_per_device = 7;
+        cfg.windows.trust_input_labels = true;
+        cfg.incidents.feedback_after_close_s = 99;
+        for clock in [Clock::Event, Clock::Service] {
+            cfg.time.clock = clock;
+            let s = cfg.core_settings();
+            assert_eq!((s.max_per_device, s.feedback_max_age_s), (7, 99));
+            let p = s.pipeline();
+            assert_eq!((p.clock, p.feedback_max_age_s, p.trust_input_labels), (clock, 99, true));
+        }
     }
 }

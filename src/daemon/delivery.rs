@@ -83,7 +83,7 @@ impl Output {
     }
 }
 
-pub use super::pipeline::PartitionOffset;
+pub use crate::monitor::pipeline::PartitionOffset;
 
 enum State {
     /// Not handed to the producer yet, or failed: to be sent (again).

@@ -7,10 +7,10 @@ use std::path::Path;
 use crate::model::{file, Model};
 
 use super::adapter::{Adapter, Finished};
-use super::engine::Engine;
 use super::events;
 use super::metrics::Metrics;
-use super::output::PriorUpdate;
+use crate::monitor::engine::Engine;
+use crate::monitor::output::PriorUpdate;
 
 pub(crate) struct Detector {
     pub(crate) engine: Engine,

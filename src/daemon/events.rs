@@ -2,8 +2,45 @@
 //! and its metric cannot drift apart.
 
 use super::health::Health;
-use super::incidents::Transition;
 use super::metrics::Metrics;
+use crate::monitor::incidents::Transition;
+use crate::monitor::telemetry::{Event, Telemetry};
+
+/// The core's events, logged and counted.
+impl Telemetry for Metrics {
+    fn event(&self, event: Event<'_>) {
+        match event {
+            Event::Batch { records, seconds } => {
+                self.scoring_seconds.observe(seconds);
+                self.batch_records.observe(records as f64);
+            }
+            Event::Evicted { reason, count } => devices_evicted(self, reason, count),
+            Event::Redelivered(n) => self.records_redelivered.inc_by(n as u64),
+            Event::Adapted(n) => self.adaptations.inc_by(n as u64),
+            Event::Deferred(n) => self.records_deferred.inc_by(n as u64),
+            Event::LabelsIgnored(n) => self.records_label_ignored.inc_by(n),
+            Event::Refused { kind } => record_refused(self, kind),
+            Event::Unknown => self.records_unknown.inc(),
+            Event::Scored { alert } => {
+                self.records_scored.inc();
+                if alert {
+                    self.alerts.inc();
+                }
+            }
+            Event::Prior(prior) => self.priors.observe(f64::from(prior)),
+            Event::Incident { device, transition } => incident(self, device, transition),
+            Event::IncidentsOpen(n) => self.incidents_open.set(n as i64),
+            Event::Feedback { device, result } => feedback(self, device, result),
+            Event::Unlearned { device, incident, by } => unlearned(self, device, incident, by),
+            Event::Forgotten { device, known_normal, by } => forgotten(self, device, known_normal, by),
+            Event::Onboarding { device, event, records, known_normal } => {
+                onboarding(self, device, event, records, known_normal)
+            }
+            Event::KindShare { result } => kind_share(self, result),
+            Event::Kinds(counts) => kinds(self, counts),
+        }
+    }
+}
 
 /// Outputs could not be delivered (they are sent again): counted, and
 /// not ready until messages flow again.

@@ -12,7 +12,6 @@ use tokio::sync::mpsc;
 
 use super::config::DaemonConfig;
 pub use super::control::{Control, DaemonError};
-use super::core_settings::CoreSettings;
 use super::detector::{load_model, Detector, LoadedModel};
 use super::health::Health;
 use super::http::{self, HttpState};
@@ -228,7 +227,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     topics.push(&cfg.kafka.feedback_topic);
     consumer.subscribe(&topics)?;
 
-    let settings = CoreSettings::from_config(&cfg);
+    let settings = cfg.core_settings();
     let engine = settings.engine(scoring);
     let pipeline = settings.pipeline();
     let service = Service {

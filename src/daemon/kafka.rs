@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::config::KafkaConfig;
 use super::health::Health;
-use super::snapshot::StateTopic;
+use crate::monitor::snapshot::StateTopic;
 
 /// How long librdkafka waits before fetching again for a partition whose prefetch
 /// queue is full. Its default, 1 s, idled a daemon working off a backlog: the service
@@ -393,7 +393,7 @@ mod tests {
 
     use super::*;
     use crate::daemon::config::DaemonConfig;
-    use crate::daemon::snapshot::Snapshot;
+    use crate::monitor::snapshot::Snapshot;
 
     /// A restore reads every snapshot to the partitions' end, the last value per device
     /// (a tombstone deletes); with the broker gone it fails, naming what it could not

@@ -293,7 +293,7 @@ impl Metrics {
     /// Export every known label value from the start (as 0), so dashboards and alerts
     /// see the series before the first event.
     fn init_labels(self) -> Self {
-        for kind in super::record::InvalidRecord::KINDS {
+        for kind in crate::monitor::record::InvalidRecord::KINDS {
             self.records_invalid.with_label_values(&[kind]);
         }
         for change in ["assigned", "revoked"] {

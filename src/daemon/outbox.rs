@@ -17,8 +17,8 @@ use super::events;
 use super::health::Health;
 use super::kafka::{Assignment, DaemonContext};
 use super::metrics::Metrics;
-use super::pipeline::Emitted;
 use super::sinks::Sinks;
+use crate::monitor::pipeline::Emitted;
 
 /// Where each kind of emitted value is published.
 #[derive(Debug, Clone)]

@@ -23,9 +23,9 @@ use super::kafka::{AssignmentEvent, ChangelogContext, DaemonContext};
 use super::metrics::Metrics;
 use super::notify;
 use super::outbox::Outbox;
-use super::output::{unix_now, IncidentEvent, Source};
-use super::pipeline::{decode_batch, highest_offsets, Emitted, Pipeline, Received};
 use super::state::StateStore;
+use crate::monitor::output::{unix_now, IncidentEvent, Source};
+use crate::monitor::pipeline::{decode_batch, highest_offsets, Emitted, Pipeline, Received};
 
 /// Period of the loop's housekeeping (adaptation, snapshots, health).
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
@@ -136,7 +136,7 @@ impl Service {
                 m = self.kinds.recv() => match m {
                     Ok(m) => {
                         let share = [received(&m)];
-                        let refused = self.pipeline.shares(&mut self.detector.engine, &share, &self.metrics);
+                        let refused = self.pipeline.shares(&mut self.detector.engine, &share, self.metrics.as_ref());
                         self.outbox.add(&refused);
                     }
                     Err(e) => {
@@ -210,9 +210,10 @@ impl Service {
             self.state.promote(&mut self.detector.engine, arrived, now_ms);
         }
         let (engine, version) = self.detector.engine_and_version();
-        let (mut emitted, mut offsets) = self.pipeline.run(engine, batch, now_ms, version, &self.metrics);
+        let (mut emitted, mut offsets) =
+            self.pipeline.run(engine, batch, now_ms, version, self.metrics.as_ref());
         if !feedback.is_empty() {
-            emitted.extend(self.pipeline.feedback(engine, &feedback, version, &self.metrics));
+            emitted.extend(self.pipeline.feedback(engine, &feedback, version, self.metrics.as_ref()));
             offsets.extend(highest_offsets(feedback.iter().map(|m| &m.source)));
         }
         self.outbox.submit(&emitted, offsets);
@@ -299,7 +300,8 @@ impl Service {
             self.evict_idle(now_ms);
             self.report_unmonitored(now_ms);
             let (engine, version) = self.detector.engine_and_version();
-            let incident_events = self.pipeline.incident_ticks(engine, now_ms, version, &self.metrics);
+            let incident_events =
+                self.pipeline.incident_ticks(engine, now_ms, version, self.metrics.as_ref());
             if !incident_events.is_empty() {
                 // Through the batch deliveries (retried until acknowledged), with no offsets.
                 self.outbox.submit(&incident_events, Vec::new());

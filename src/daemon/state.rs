@@ -1,5 +1,5 @@
 //! Device state on the state topic: paced background snapshots of changed devices (a
-//! main record, and rows only when they changed: see [`super::snapshot`]), snapshots
+//! main record, and rows only when they changed: see [`crate::monitor::snapshot`]), snapshots
 //! awaited on revocation and shutdown, failed ones retried, tombstones for evicted
 //! devices, and windows restored (and adapted) when partitions are assigned.
 
@@ -12,14 +12,14 @@ use tokio::sync::mpsc;
 
 use super::config::{DaemonConfig, KafkaConfig};
 use super::delivery::send_all;
-use super::devices::{Device, DeviceTable};
-use super::engine::Engine;
 use super::events;
 use super::health::Health;
 use super::kafka;
 use super::metrics::Metrics;
 use super::notify;
-use super::snapshot::{encode_rows, Part, Snapshot};
+use crate::monitor::devices::{Device, DeviceTable};
+use crate::monitor::engine::Engine;
+use crate::monitor::snapshot::{encode_rows, Part, Snapshot};
 
 /// A record for the state topic: key, state partition, value (`None`: a tombstone that
 /// deletes the key), and what it is of which device (to retry it if it fails).

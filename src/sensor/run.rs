@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use prometheus::IntCounter;
 
-use crate::daemon::clock::unix_now;
-use crate::daemon::record::Format;
+use crate::monitor::clock::unix_now;
+use crate::monitor::record::Format;
 use crate::traffic::capture::Frame;
 use crate::traffic::devices::{Device, DeviceListError, DeviceMap};
 use crate::traffic::extract::{Devices, Extractor, Routed};

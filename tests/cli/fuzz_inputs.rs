@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use metapu::daemon::record::{decode, encode, encode_binary};
 use metapu::data::{csv_tasks, nbaiot};
+use metapu::monitor::record::{decode, encode, encode_binary};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 

@@ -4,22 +4,21 @@
 
 use crate::support::*;
 use metapu::daemon::config::DaemonConfig;
-use metapu::daemon::core_settings::CoreSettings;
-use metapu::daemon::engine::Engine;
-use metapu::daemon::feedback::{Feedback, FeedbackMessage, Verdict};
-use metapu::daemon::incidents::IncidentRules;
-use metapu::daemon::output::{IncidentEvent, Source};
-use metapu::daemon::pipeline::{Consumed, Emitted, Pipeline, Received, RecordOutputs};
-use metapu::daemon::record::FeatureRecord;
-use metapu::daemon::Metrics;
 use metapu::data::Label;
 use metapu::model::file;
+use metapu::monitor::engine::Engine;
+use metapu::monitor::feedback::{Feedback, FeedbackMessage, Verdict};
+use metapu::monitor::incidents::IncidentRules;
+use metapu::monitor::output::{IncidentEvent, Source};
+use metapu::monitor::pipeline::{Consumed, Emitted, Pipeline, Received, RecordOutputs};
+use metapu::monitor::record::FeatureRecord;
+use metapu::monitor::telemetry::Tally;
 
 /// The daemon's engine and pipeline on the test model, with quick incidents.
 struct Core {
     engine: Engine,
     pipeline: Pipeline,
-    metrics: Metrics,
+    telemetry: Tally,
     offset: i64,
 }
 
@@ -29,7 +28,7 @@ impl Core {
         let model = file::load(&fixture().model_path, tch::Device::Cpu).unwrap();
         // The daemon's core as configured (event clock, its adaptation points), with
         // quick incidents, every record's score, and trusted labels.
-        let mut settings = CoreSettings::from_config(&cfg);
+        let mut settings = cfg.core_settings();
         settings.incidents = IncidentRules {
             open_k: 3,
             open_n: 5,
@@ -43,7 +42,7 @@ impl Core {
         Self {
             engine: settings.engine(model),
             pipeline: settings.pipeline(),
-            metrics: Metrics::new(),
+            telemetry: Tally::default(),
             offset: 0,
         }
     }
@@ -64,7 +63,7 @@ impl Core {
                 Consumed::record(r, Source { topic: "in".into(), partition: 0, offset: self.offset })
             })
             .collect();
-        self.pipeline.run(&mut self.engine, batch, 0, "v", &self.metrics).0
+        self.pipeline.run(&mut self.engine, batch, 0, "v", &self.telemetry).0
     }
 
     /// What the adapter thread does on its interval: every changed device re-adapted.
@@ -85,7 +84,7 @@ impl Core {
             key: Some(b"cam".to_vec()),
             payload: FeedbackMessage::Verdict(fb).encode(),
         };
-        self.pipeline.feedback(&mut self.engine, &[m], "v", &self.metrics)
+        self.pipeline.feedback(&mut self.engine, &[m], "v", &self.telemetry)
     }
 }
 

@@ -2,10 +2,10 @@
 //! a device whose unlabeled window is all attack, and a device flooding a batch.
 
 use crate::support::fixture;
-use metapu::daemon::engine::{Engine, Source, Verdict, WindowSizes};
-use metapu::daemon::record::FeatureRecord;
 use metapu::data::Label;
 use metapu::model::file;
+use metapu::monitor::engine::{Engine, Source, Verdict, WindowSizes};
+use metapu::monitor::record::FeatureRecord;
 
 fn engine(max_per_device: usize) -> Engine {
     let model = file::load(&fixture().model_path, tch::Device::Cpu).unwrap();

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::produce::send_until_queued;
 use crate::support::*;
-use metapu::daemon::record;
 use metapu::data::Label;
+use metapu::monitor::record;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 

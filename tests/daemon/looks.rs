@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use crate::support::*;
 use metapu::daemon;
-use metapu::daemon::record;
 use metapu::data::Label;
+use metapu::monitor::record;
 use metapu::traffic::devices::{parse_mac, Device};
 use metapu::traffic::extract::{labeled_device_task, read_labels};
 

@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use metapu::daemon::config::DaemonConfig;
-use metapu::daemon::record::encode;
 use metapu::model::{file, MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
+use metapu::monitor::record::encode;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rdkafka::config::ClientConfig;

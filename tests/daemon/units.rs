@@ -6,9 +6,9 @@ use std::io::Write;
 
 use metapu::daemon::adapter::Adapter;
 use metapu::daemon::config::{DaemonConfig, Sources};
-use metapu::daemon::engine::{run_adaptation, Engine, Source, Verdict, WindowSizes};
-use metapu::daemon::record::{decode, encode, encode_binary, InvalidRecord};
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
+use metapu::monitor::engine::{run_adaptation, Engine, Source, Verdict, WindowSizes};
+use metapu::monitor::record::{decode, encode, encode_binary, InvalidRecord};
 
 fn config_file(text: &str) -> tempfile::NamedTempFile {
     let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
@@ -147,7 +147,7 @@ fn binary_records_decode_like_json_or_say_why_not() {
 /// valid; a context with an unknown field or a bad address is refused, never guessed.
 #[test]
 fn records_carry_packet_context_in_both_formats() {
-    use metapu::daemon::record::encode_with_context;
+    use metapu::monitor::record::encode_with_context;
     use metapu::traffic::context::{Context, Direction};
     let ctx = Context {
         src_ip: Some("192.168.1.7".parse().unwrap()),
@@ -209,7 +209,7 @@ fn the_engine_scores_only_adapted_devices() {
     let model = two_feature_model;
     let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0 };
     let mut e = Engine::new(model(), sizes, 10, 0.5);
-    let rec = |d: &str, x: f32, normal: bool| metapu::daemon::record::FeatureRecord {
+    let rec = |d: &str, x: f32, normal: bool| metapu::monitor::record::FeatureRecord {
         device: d.into(),
         ts: 0.0,
         features: vec![x, -x],

@@ -19,12 +19,12 @@ use std::time::{Duration, Instant};
 
 use metapu::broker::LocalBroker;
 use metapu::daemon::config::DaemonConfig;
-use metapu::daemon::record;
 use metapu::daemon::{Snapshot, StateTopic};
 use metapu::data::split::Split;
 use metapu::data::synthetic::{generate, SyntheticConfig};
 use metapu::data::{Label, Task, TaskSet};
 use metapu::model::file;
+use metapu::monitor::record;
 use metapu::train::{train_on_synthetic, TrainConfig};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};

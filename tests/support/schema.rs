@@ -3,8 +3,8 @@
 
 use std::sync::OnceLock;
 
-use metapu::daemon::ecs;
-use metapu::daemon::output::IncidentEvent;
+use metapu::daemon::sinks::ecs;
+use metapu::monitor::output::IncidentEvent;
 
 fn validator(file: &str) -> jsonschema::Validator {
     let path = super::repo().join("docs/schema").join(file);

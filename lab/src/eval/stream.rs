@@ -8,15 +8,16 @@
 //! rules open on those decisions, on the capture clock.
 
 use metapu::daemon::config::DaemonConfig;
-use metapu::daemon::core_settings::CoreSettings;
-use metapu::daemon::engine::Engine;
-use metapu::daemon::kinds::Share;
-use metapu::daemon::output::{IncidentEvent, Source};
-use metapu::daemon::pipeline::{Clock, Consumed, Emitted, Pipeline, Received, RecordOutputs};
-use metapu::daemon::record::{Context, FeatureRecord};
-use metapu::daemon::{Feedback, FeedbackMessage, FeedbackVerdict, Metrics};
+use metapu::daemon::{Feedback, FeedbackMessage, FeedbackVerdict};
 use metapu::data::{Label, Task};
 use metapu::model::Model;
+use metapu::monitor::engine::Engine;
+use metapu::monitor::kinds::Share;
+use metapu::monitor::output::{IncidentEvent, Source};
+use metapu::monitor::pipeline::{Clock, Consumed, Emitted, Pipeline, Received, RecordOutputs};
+use metapu::monitor::record::{Context, FeatureRecord};
+use metapu::monitor::settings::CoreSettings;
+use metapu::monitor::telemetry::Tally;
 
 /// One device's labeled records in capture order (the task's id names the device).
 pub struct DeviceStream {
@@ -50,7 +51,7 @@ pub struct StreamConfig {
 impl StreamConfig {
     /// The daemon's configuration as deployed, with `labeled` onboarding records.
     pub fn from_daemon(cfg: &DaemonConfig, labeled: usize) -> Self {
-        let mut core = CoreSettings::from_config(cfg);
+        let mut core = cfg.core_settings();
         // Captures come from different years: each device on its own capture clock.
         core.clock = Clock::Event;
         // The lab reads every record's score; its first records' labels are the
@@ -153,7 +154,7 @@ pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<De
     let mut engine = core.engine(model);
     let mut pipeline = core.pipeline();
 
-    let metrics = Metrics::new();
+    let metrics = Tally::default();
     let mut offset = 0i64;
     devices
         .iter()
@@ -177,7 +178,7 @@ pub const STREAM_TOPIC: &str = "stream";
 fn run_device(
     engine: &mut Engine,
     pipeline: &mut Pipeline,
-    metrics: &Metrics,
+    metrics: &Tally,
     d: &DeviceStream,
     dim: usize,
     cfg: &StreamConfig,
@@ -420,7 +421,7 @@ fn run_device(
 fn dismiss(
     engine: &mut Engine,
     pipeline: &mut Pipeline,
-    metrics: &Metrics,
+    metrics: &Tally,
     device: &str,
     incident_id: &str,
     shares: &mut Vec<Share>,
@@ -448,7 +449,7 @@ fn dismiss(
 }
 
 /// Shares a device published, read back as the kinds topic's messages.
-fn share_back(engine: &mut Engine, pipeline: &Pipeline, metrics: &Metrics, shares: Vec<Share>) {
+fn share_back(engine: &mut Engine, pipeline: &Pipeline, metrics: &Tally, shares: Vec<Share>) {
     let messages: Vec<Received> = shares
         .iter()
         .map(|s| Received {

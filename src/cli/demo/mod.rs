@@ -26,8 +26,9 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::signal::unix::{signal, SignalKind};
 
 use metapu::broker::{self, LocalBroker};
+use metapu::daemon;
 use metapu::daemon::config::DaemonConfig;
-use metapu::daemon::{self, record};
+use metapu::monitor::record;
 
 use scorecard::{scorecard, DeviceLedger};
 use traffic::DemoDevice;

@@ -10,6 +10,7 @@
 //! than 408 and 429). Events still queued at shutdown are given the shutdown's time to
 //! go; a crash loses them for the sink (they stay on the incidents topic).
 
+pub mod ecs;
 mod syslog;
 mod webhook;
 
@@ -20,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::metrics::Metrics;
-use super::output::{payload_excerpt, unix_now, DeadLetter, IncidentEvent, Source};
-use super::pipeline::Emitted;
+use crate::monitor::output::{payload_excerpt, unix_now, DeadLetter, IncidentEvent, Source};
+use crate::monitor::pipeline::Emitted;
 
 pub use syslog::SyslogConfig;
 pub use webhook::{WebhookConfig, TOKEN_CREDENTIAL as WEBHOOK_TOKEN_CREDENTIAL};
@@ -41,10 +42,10 @@ pub enum SinkFormat {
 impl SinkFormat {
     pub fn render(self, event: &IncidentEvent) -> serde_json::Value {
         match self {
-            SinkFormat::Ecs => super::ecs::document(event),
+            SinkFormat::Ecs => ecs::document(event),
             SinkFormat::Metapu => serde_json::to_value(event).expect("an incident event serialises"),
             SinkFormat::Text => {
-                let doc = super::ecs::document(event);
+                let doc = ecs::document(event);
                 serde_json::json!({ "text": doc["message"] })
             }
         }

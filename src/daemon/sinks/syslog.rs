@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::ecs::iso8601;
 use super::{Failure, Receiver, SinkFormat};
-use crate::daemon::ecs::iso8601;
-use crate::daemon::incident_traffic::Severity;
-use crate::daemon::output::IncidentEvent;
+use crate::monitor::incident_traffic::Severity;
+use crate::monitor::output::IncidentEvent;
 
 /// `[sinks.syslog]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{Failure, Receiver, SinkFormat};
-use crate::daemon::output::IncidentEvent;
+use crate::monitor::output::IncidentEvent;
 
 /// The systemd credential (or, without one, the environment variable) holding the
 /// webhook's token.

@@ -69,15 +69,6 @@ pub struct EventCadence {
 }
 
 impl EventCadence {
-    /// The cadence `[adaptation]` sets.
-    pub fn from_config(cfg: &super::config::AdaptationConfig) -> Self {
-        Self {
-            interval_s: cfg.interval_ms.max(1) as f64 / 1000.0,
-            min_records: cfg.min_records,
-            after_records: cfg.after_records,
-        }
-    }
-
     /// Whether a device whose clock is at `clock`, next due by time at `next`, with
     /// `since` records since its last point and `rows` of `capacity` in its unlabeled
     /// window, reaches a point before its next record.

@@ -6,8 +6,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::incident_traffic::{Severity, TrafficReport};
-use super::output::{IncidentEvent, IncidentReport};
+use crate::monitor::incident_traffic::{Severity, TrafficReport};
+use crate::monitor::output::{IncidentEvent, IncidentReport};
 
 /// The ECS version the documents follow.
 pub const ECS_VERSION: &str = "8.11.0";
@@ -206,8 +206,8 @@ pub fn iso8601(unix: f64) -> String {
 mod tests {
     use super::*;
 
-    use crate::daemon::incident_traffic::syn_to;
-    use crate::daemon::incidents::Incident;
+    use crate::monitor::incident_traffic::syn_to;
+    use crate::monitor::incidents::Incident;
 
     /// A device that scanned 254 hosts on 23/tcp, as an opened incident's ECS document.
     #[test]

@@ -397,7 +397,7 @@ impl Stored {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::incidents::{Decision, IncidentRules};
+    use crate::monitor::incidents::{Decision, IncidentRules};
 
     #[test]
     fn snapshots_round_trip_and_reject_garbage() {
@@ -419,8 +419,8 @@ mod tests {
             quiet_ms: 1,
             reopen_ms: 0,
             keep_records: 1,
-            memory: crate::daemon::behaviours::MemoryRules::OFF,
-            fan_out: crate::daemon::fanout::FanOutRules::OFF,
+            memory: crate::monitor::behaviours::MemoryRules::OFF,
+            fan_out: crate::monitor::fanout::FanOutRules::OFF,
         };
         let mut with_incident = s.clone();
         let d = Decision {
@@ -437,14 +437,14 @@ mod tests {
         // So do the behaviours analysts dismissed.
         let mut remembered = with_incident.clone();
         let id = remembered.incidents.open.as_ref().map(|i| i.id.clone()).unwrap();
-        let fb = crate::daemon::feedback::Feedback {
+        let fb = crate::monitor::feedback::Feedback {
             device: "a".into(),
             incident_id: id,
-            verdict: crate::daemon::feedback::Verdict::FalsePositive,
+            verdict: crate::monitor::feedback::Verdict::FalsePositive,
             by: "ana".into(),
             note: "nightly upload".into(),
         };
-        let memory = crate::daemon::behaviours::MemoryRules {
+        let memory = crate::monitor::behaviours::MemoryRules {
             remember_ms: 1_000,
             volume_factor: 3.0,
             learn_quiet: false,

@@ -176,7 +176,7 @@ impl Kinds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::behaviours::Dismissal;
+    use crate::monitor::behaviours::Dismissal;
     use std::collections::BTreeSet;
 
     fn share(device: &str, rows: &[f32], dismissed: &[&str]) -> Share {

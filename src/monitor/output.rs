@@ -353,7 +353,7 @@ mod tests {
     /// estimate for the device's window was at its last adaptation (which lags).
     #[test]
     fn an_incident_s_attack_share_is_its_own() {
-        let incident = crate::daemon::incidents::Incident::sample(2820, 1369);
+        let incident = crate::monitor::incidents::Incident::sample(2820, 1369);
         let r = IncidentReport::of("cam", &incident, None, "v", Vec::new());
         assert!((r.attack_share - 1369.0 / 2820.0).abs() < 1e-6);
         assert_eq!(r.model_attack_share, 0.0);

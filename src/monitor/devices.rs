@@ -929,7 +929,7 @@ mod tests {
     /// device sends nothing more (a restart would otherwise forget the dismissal).
     #[test]
     fn a_verdict_marks_the_device_for_its_next_snapshot() {
-        use crate::daemon::feedback::{Feedback, Verdict};
+        use crate::monitor::feedback::{Feedback, Verdict};
         let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
         let mut t = DeviceTable::new(1, sizes, 10);
         t.observe("cam", &[1.0], true, &at(0, 0), 0.0, 0);
@@ -1098,8 +1098,8 @@ mod tests {
     /// no incident; it ends on time even for a silent device, once, with its count.
     #[test]
     fn onboarding_takes_a_span_of_records_and_ends_on_time() {
-        use crate::daemon::clock::Now;
-        use crate::daemon::incidents::Decision;
+        use crate::monitor::clock::Now;
+        use crate::monitor::incidents::Decision;
         let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
         let mut t = DeviceTable::new(1, sizes, 10);
         let now = unix_now();
@@ -1162,21 +1162,21 @@ mod tests {
     }
 
     /// Incident rules under which one anomalous decision opens an incident.
-    fn one_anomaly_opens() -> crate::daemon::incidents::IncidentRules {
-        crate::daemon::incidents::IncidentRules {
+    fn one_anomaly_opens() -> crate::monitor::incidents::IncidentRules {
+        crate::monitor::incidents::IncidentRules {
             open_k: 1,
             open_n: 1,
             update_interval_ms: 1_000,
             quiet_ms: 10_000,
             reopen_ms: 0,
             keep_records: 1,
-            memory: crate::daemon::behaviours::MemoryRules::OFF,
-            fan_out: crate::daemon::fanout::FanOutRules::OFF,
+            memory: crate::monitor::behaviours::MemoryRules::OFF,
+            fan_out: crate::monitor::fanout::FanOutRules::OFF,
         }
     }
 
     fn open_incident(t: &mut DeviceTable, id: &str) {
-        use crate::daemon::incidents::Decision;
+        use crate::monitor::incidents::Decision;
         let rules = one_anomaly_opens();
         let source = at(0, 99);
         let d = Decision {

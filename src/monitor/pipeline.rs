@@ -11,17 +11,16 @@ use std::time::Instant;
 pub use super::clock::{Clock, Now};
 use super::devices::Device;
 use super::engine::{Engine, Verdict};
-use super::events;
 use super::explain::{feature_changes, FeatureChange};
 use super::feedback::{Feedback, FeedbackMessage, Forget, Onboard};
 use super::incidents::{Applied, Decision, Incident, IncidentRules, Transition};
 use super::kinds::Share;
-use super::metrics::Metrics;
 use super::onboarding::Onboarding;
 use super::output::{
     self, Alert, DeadLetter, IncidentEvent, IncidentReport, PriorUpdate, ScoreRecord, Source,
 };
 use super::record::{self, FeatureRecord};
+use super::telemetry::{Event, Telemetry};
 use crate::model::Model;
 
 /// One input message: where it came from and its bytes (a Kafka message, or a
@@ -195,12 +194,12 @@ impl Pipeline {
         fresh: Vec<Consumed>,
         service_ms: u64,
         model_version: &str,
-        metrics: &Metrics,
+        telemetry: &dyn Telemetry,
     ) -> (Vec<Emitted>, Vec<PartitionOffset>) {
         let started = Instant::now();
         let mut fresh = fresh;
         if !self.trust_input_labels {
-            self.drop_input_labels(&mut fresh, metrics);
+            self.drop_input_labels(&mut fresh, telemetry);
         }
         let mut batch = std::mem::take(&mut self.deferred);
         batch.extend(fresh);
@@ -216,11 +215,10 @@ impl Pipeline {
         {
             engine.devices.set_time(latest);
         }
-        events::devices_evicted(metrics, "capacity", processed.evicted);
-        metrics.records_redelivered.inc_by(processed.replayed as u64);
-        metrics.adaptations.inc_by(processed.adapted.len() as u64);
-        metrics.scoring_seconds.observe(started.elapsed().as_secs_f64());
-        metrics.batch_records.observe(batch.len() as f64);
+        telemetry.event(Event::Evicted { reason: "capacity", count: processed.evicted });
+        telemetry.event(Event::Redelivered(processed.replayed));
+        telemetry.event(Event::Adapted(processed.adapted.len()));
+        telemetry.event(Event::Batch { records: batch.len(), seconds: started.elapsed().as_secs_f64() });
 
         let mut out = Vec::new();
         let mut verdicts = processed.verdicts.into_iter().zip(processed.clocks);
@@ -233,7 +231,7 @@ impl Pipeline {
                         continue;
                     }
                     (v, clock) => {
-                        self.record_outputs(r, c.source(), v, model_version, metrics, &mut out);
+                        self.record_outputs(r, c.source(), v, model_version, telemetry, &mut out);
                         if let Verdict::Scored { posterior, anomalous, prior, taken_as_normal } = v {
                             let now = match self.clock {
                                 Clock::Service => batch_now,
@@ -243,7 +241,8 @@ impl Pipeline {
                                     let now = Now::event(clock);
                                     if let Some(t) = engine.devices.tick_incident(&r.device, &self.rules, now)
                                     {
-                                        events::incident(metrics, &r.device, &t);
+                                        telemetry
+                                            .event(Event::Incident { device: &r.device, transition: &t });
                                         out.push(self.incident_output(engine, &r.device, &t, model_version));
                                     }
                                     now
@@ -254,22 +253,22 @@ impl Pipeline {
                             if let Some(t) =
                                 engine.devices.observe_decision(&r.device, decision, &self.rules, now)
                             {
-                                events::incident(metrics, &r.device, &t);
+                                telemetry.event(Event::Incident { device: &r.device, transition: &t });
                                 out.push(self.incident_output(engine, &r.device, &t, model_version));
                             }
                         }
                     }
                 },
                 Err(reason) => {
-                    events::record_refused(metrics, reason.kind());
+                    telemetry.event(Event::Refused { kind: reason.kind() });
                     out.push(dead_letter(&c.message, reason.kind(), reason.to_string()));
                 }
             }
             done.push(c);
         }
-        metrics.records_deferred.inc_by(self.deferred.len() as u64);
-        out.extend(self.eviction_closes(engine, model_version, metrics));
-        prior_updates(engine, &processed.adapted, model_version, metrics, &mut out);
+        telemetry.event(Event::Deferred(self.deferred.len()));
+        out.extend(self.eviction_closes(engine, model_version, telemetry));
+        prior_updates(engine, &processed.adapted, model_version, telemetry, &mut out);
         let offsets = releasable_offsets(&done, &self.deferred);
         (out, offsets)
     }
@@ -321,7 +320,7 @@ impl Pipeline {
     /// Labels on the input topic are anyone's who may write it: unless the operator
     /// trusts them, a record labeled normal is scored as any other (known-normal traffic
     /// comes from `metapu onboard`, verdicts, and `windows.bootstrap_positives`).
-    fn drop_input_labels(&mut self, fresh: &mut [Consumed], metrics: &Metrics) {
+    fn drop_input_labels(&mut self, fresh: &mut [Consumed], telemetry: &dyn Telemetry) {
         let mut dropped = 0;
         for c in fresh {
             if let Ok(r) = &mut c.decoded {
@@ -329,7 +328,7 @@ impl Pipeline {
             }
         }
         if dropped > 0 {
-            metrics.records_label_ignored.inc_by(dropped);
+            telemetry.event(Event::LabelsIgnored(dropped));
             if !std::mem::replace(&mut self.told_labels_ignored, true) {
                 tracing::warn!(
                     "records labeled \"normal\" on the input topic are scored as unlabeled \
@@ -351,14 +350,14 @@ impl Pipeline {
         engine: &mut Engine,
         messages: &[Received],
         model_version: &str,
-        metrics: &Metrics,
+        telemetry: &dyn Telemetry,
     ) -> Vec<Emitted> {
         let mut out = Vec::new();
         for m in messages {
             match self.apply_feedback(engine, &m.payload) {
                 Ok(Accepted::Forgot(f, known_normal)) => {
-                    events::forgotten(metrics, &f.device, known_normal, &f.by);
-                    out.extend(self.eviction_closes(engine, model_version, metrics));
+                    telemetry.event(Event::Forgotten { device: &f.device, known_normal, by: &f.by });
+                    out.extend(self.eviction_closes(engine, model_version, telemetry));
                     out.push(Emitted::Incident(IncidentEvent::Forgotten {
                         device: f.device,
                         known_normal,
@@ -368,7 +367,12 @@ impl Pipeline {
                     }));
                 }
                 Ok(Accepted::Onboarding(request, o)) => {
-                    events::onboarding(metrics, &request.device, "onboarding", 0, 0);
+                    telemetry.event(Event::Onboarding {
+                        device: &request.device,
+                        event: "onboarding",
+                        records: 0,
+                        known_normal: 0,
+                    });
                     out.push(Emitted::Incident(IncidentEvent::Onboarding {
                         device: request.device,
                         kind: request.kind,
@@ -384,8 +388,12 @@ impl Pipeline {
                         Applied::Confirmed(t) => (t, "confirmed"),
                         Applied::Dismissed(t) => (t, "false_positive"),
                         Applied::Unlearned => {
-                            events::feedback(metrics, &fb.device, "confirmed");
-                            events::unlearned(metrics, &fb.device, &fb.incident_id, &fb.by);
+                            telemetry.event(Event::Feedback { device: &fb.device, result: "confirmed" });
+                            telemetry.event(Event::Unlearned {
+                                device: &fb.device,
+                                incident: &fb.incident_id,
+                                by: &fb.by,
+                            });
                             out.push(Emitted::Incident(IncidentEvent::Unlearned {
                                 time: self.time(engine, &fb.device),
                                 device: fb.device,
@@ -396,12 +404,12 @@ impl Pipeline {
                             continue;
                         }
                     };
-                    events::feedback(metrics, &fb.device, result);
-                    events::incident(metrics, &fb.device, &transition);
+                    telemetry.event(Event::Feedback { device: &fb.device, result });
+                    telemetry.event(Event::Incident { device: &fb.device, transition: &transition });
                     out.push(self.incident_output(engine, &fb.device, &transition, model_version));
                 }
                 Err(reason) => {
-                    events::feedback(metrics, "", "refused");
+                    telemetry.event(Event::Feedback { device: "", result: "refused" });
                     out.push(dead_letter(m, "bad_feedback", reason));
                 }
             }
@@ -413,21 +421,26 @@ impl Pipeline {
     /// Apply the kinds topic's messages (every daemon reads all of them): each member's
     /// share replaces its last, and the kind's members held here are offered what the
     /// kind now holds. A share that cannot be read is a dead letter.
-    pub fn shares(&self, engine: &mut Engine, messages: &[Received], metrics: &Metrics) -> Vec<Emitted> {
+    pub fn shares(
+        &self,
+        engine: &mut Engine,
+        messages: &[Received],
+        telemetry: &dyn Telemetry,
+    ) -> Vec<Emitted> {
         let mut out = Vec::new();
         for m in messages {
             let applied = serde_json::from_slice::<Share>(&m.payload)
                 .map_err(|e| format!("malformed kind share: {e}"))
                 .and_then(|share| engine.devices.apply_share(share).map_err(|e| e.to_string()));
             match applied {
-                Ok(()) => events::kind_share(metrics, "applied"),
+                Ok(()) => telemetry.event(Event::KindShare { result: "applied" }),
                 Err(reason) => {
-                    events::kind_share(metrics, "refused");
+                    telemetry.event(Event::KindShare { result: "refused" });
                     out.push(dead_letter(m, "bad_share", reason));
                 }
             }
         }
-        events::kinds(metrics, &engine.devices.kind_counts());
+        telemetry.event(Event::Kinds(&engine.devices.kind_counts()));
         out
     }
 
@@ -478,12 +491,17 @@ impl Pipeline {
     /// Devices evicted (capacity or idle) with an incident open: each incident closes
     /// as `evicted`, explained on the windows the device left with, so that no incident
     /// an analyst sees opened stays open for ever.
-    pub fn eviction_closes(&self, engine: &mut Engine, version: &str, metrics: &Metrics) -> Vec<Emitted> {
+    pub fn eviction_closes(
+        &self,
+        engine: &mut Engine,
+        version: &str,
+        telemetry: &dyn Telemetry,
+    ) -> Vec<Emitted> {
         let now = output::unix_now();
         let mut out = Vec::new();
         for (device, mut d) in engine.devices.take_evicted_with_incidents() {
             if let Some(t) = d.incidents.close_evicted(now) {
-                events::incident(metrics, &device, &t);
+                telemetry.event(Event::Incident { device: &device, transition: &t });
                 out.push(self.incident_event(&engine.model, &device, Some(&d), &t, version));
             }
         }
@@ -498,15 +516,20 @@ impl Pipeline {
         engine: &mut Engine,
         service_ms: u64,
         version: &str,
-        metrics: &Metrics,
+        telemetry: &dyn Telemetry,
     ) -> Vec<Emitted> {
-        let mut out = self.eviction_closes(engine, version, metrics);
+        let mut out = self.eviction_closes(engine, version, telemetry);
         if self.clock == Clock::Service {
             engine.devices.set_time(output::unix_now());
         }
         engine.devices.end_onboarding_due(service_ms);
         for (device, o, known_normal) in engine.devices.take_onboarded() {
-            events::onboarding(metrics, &device, "onboarded", o.records, known_normal);
+            telemetry.event(Event::Onboarding {
+                device: &device,
+                event: "onboarded",
+                records: o.records,
+                known_normal,
+            });
             let time = engine.devices.now_of(&device, service_ms).unix;
             out.push(Emitted::Incident(IncidentEvent::Onboarded {
                 device,
@@ -527,13 +550,13 @@ impl Pipeline {
                 Clock::Event => engine.devices.now_of(device, service_ms),
             };
             if let Some(t) = engine.devices.tick_incident(device, &self.rules, now) {
-                events::incident(metrics, device, &t);
+                telemetry.event(Event::Incident { device, transition: &t });
                 out.push(self.incident_output(engine, device, &t, version));
             }
         }
         let still =
             open.iter().filter(|d| engine.devices.get(d).is_some_and(|d| d.incidents.open.is_some())).count();
-        metrics.incidents_open.set(still as i64);
+        telemetry.event(Event::IncidentsOpen(still));
         out
     }
 
@@ -544,18 +567,17 @@ impl Pipeline {
         source: &Source,
         verdict: Verdict,
         model_version: &str,
-        metrics: &Metrics,
+        telemetry: &dyn Telemetry,
         out: &mut Vec<Emitted>,
     ) {
         let (score, decision) = match verdict {
             Verdict::Unknown | Verdict::Deferred => {
-                metrics.records_unknown.inc();
+                telemetry.event(Event::Unknown);
                 (None, "unknown")
             }
             Verdict::Scored { posterior, anomalous, prior, .. } => {
-                metrics.records_scored.inc();
+                telemetry.event(Event::Scored { alert: anomalous && self.outputs.alerts });
                 if anomalous && self.outputs.alerts {
-                    metrics.alerts.inc();
                     out.push(Emitted::Alert(Alert {
                         alert_id: output::alert_id(source),
                         device: r.device.clone(),
@@ -608,12 +630,12 @@ pub fn prior_updates(
     engine: &Engine,
     devices: &[String],
     model_version: &str,
-    metrics: &Metrics,
+    telemetry: &dyn Telemetry,
     out: &mut Vec<Emitted>,
 ) {
     for device in devices {
         if let Some(update) = engine.devices.get(device).and_then(|d| d.prior_update(device, model_version)) {
-            metrics.priors.observe(f64::from(update.prior));
+            telemetry.event(Event::Prior(update.prior));
             out.push(Emitted::Prior(update));
         }
     }
@@ -622,8 +644,9 @@ pub fn prior_updates(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::devices::{DeviceTable, WindowSizes};
     use crate::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
+    use crate::monitor::devices::{DeviceTable, WindowSizes};
+    use crate::monitor::telemetry::Tally;
 
     /// Held while a test's network is drawn: torch's generator is the process's, and two
     /// of these tests seeding and drawing at once got other weights (and other scores).
@@ -667,8 +690,8 @@ mod tests {
             quiet_ms: 5000,
             reopen_ms: 0,
             keep_records: 3,
-            memory: crate::daemon::behaviours::MemoryRules::OFF,
-            fan_out: crate::daemon::fanout::FanOutRules::OFF,
+            memory: crate::monitor::behaviours::MemoryRules::OFF,
+            fan_out: crate::monitor::fanout::FanOutRules::OFF,
         };
         Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Service, 100)
     }
@@ -733,11 +756,11 @@ mod tests {
 
     /// [`replay`] with `adaptation.min_records`; also the adaptations it made.
     fn replay_with(batch_sizes: &[usize], service_ms_step: u64, min_records: usize) -> (Replayed, u64) {
-        let metrics = Metrics::new();
+        let tally = Tally::default();
         let mut engine = engine(0);
         engine.threshold = 0.9; // the burst scores 0.75-0.85, the rest over 0.9
         engine.cadence =
-            Some(crate::daemon::engine::EventCadence { interval_s: 1.0, min_records, after_records: 0 });
+            Some(crate::monitor::engine::EventCadence { interval_s: 1.0, min_records, after_records: 0 });
         engine.devices.event_clock = true;
         let rules = IncidentRules {
             open_k: 3,
@@ -746,8 +769,8 @@ mod tests {
             quiet_ms: 3_000,
             reopen_ms: 0,
             keep_records: 3,
-            memory: crate::daemon::behaviours::MemoryRules::OFF,
-            fan_out: crate::daemon::fanout::FanOutRules::OFF,
+            memory: crate::monitor::behaviours::MemoryRules::OFF,
+            fan_out: crate::monitor::fanout::FanOutRules::OFF,
         };
         let mut pipeline =
             Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Event, 100);
@@ -759,8 +782,8 @@ mod tests {
                 break;
             }
             let batch: Vec<Received> = messages.by_ref().take(size).collect();
-            let (mut out, _) = pipeline.run(&mut engine, consumed(batch), service_ms, "v", &metrics);
-            out.extend(pipeline.incident_ticks(&mut engine, service_ms, "v", &metrics));
+            let (mut out, _) = pipeline.run(&mut engine, consumed(batch), service_ms, "v", &tally);
+            out.extend(pipeline.incident_ticks(&mut engine, service_ms, "v", &tally));
             service_ms += service_ms_step;
             for e in out {
                 match e {
@@ -778,7 +801,7 @@ mod tests {
         }
         decisions.sort();
         incidents.sort();
-        ((decisions, incidents), metrics.adaptations.get())
+        ((decisions, incidents), tally.get("adapted"))
     }
 
     /// On the event clock, adaptation and incidents follow the records' time: the same
@@ -829,7 +852,7 @@ mod tests {
     /// incident closes `quiet` after its last record, on the service's clock.
     #[test]
     fn a_silent_device_s_incident_closes_on_the_wall_clock() {
-        let metrics = Metrics::new();
+        let tally = Tally::default();
         let mut engine = engine(0);
         engine.threshold = 1.1; // every record scores anomalous
         engine.devices.event_clock = true;
@@ -844,12 +867,12 @@ mod tests {
                 message(0, o, json.as_bytes())
             })
             .collect();
-        let (out, _) = pipeline.run(&mut engine, consumed(messages), 1_000, "v", &metrics);
+        let (out, _) = pipeline.run(&mut engine, consumed(messages), 1_000, "v", &tally);
         assert!(out.iter().any(|e| matches!(e, Emitted::Incident(IncidentEvent::Opened(_)))));
         let closed =
             |out: &[Emitted]| out.iter().any(|e| matches!(e, Emitted::Incident(IncidentEvent::Closed(_))));
-        assert!(!closed(&pipeline.incident_ticks(&mut engine, 5_000, "v", &metrics)), "4 s of quiet < 5 s");
-        let out = pipeline.incident_ticks(&mut engine, 6_100, "v", &metrics);
+        assert!(!closed(&pipeline.incident_ticks(&mut engine, 5_000, "v", &tally)), "4 s of quiet < 5 s");
+        let out = pipeline.incident_ticks(&mut engine, 6_100, "v", &tally);
         assert!(closed(&out), "5.1 s after its last record: closed");
     }
 
@@ -868,20 +891,20 @@ mod tests {
     /// the batch releases offsets only below them; every record is scored in the end.
     #[test]
     fn records_over_a_share_wait_for_the_next_batch_and_hold_back_offsets() {
-        let metrics = Metrics::new();
+        let tally = Tally::default();
         let (mut engine, mut pipeline) = (engine(2), pipeline());
         let fresh = consumed((0..5).map(|o| record("a", o, o == 0)).collect());
-        let (outputs, offsets) = pipeline.run(&mut engine, fresh, 0, "v", &metrics);
+        let (outputs, offsets) = pipeline.run(&mut engine, fresh, 0, "v", &tally);
         assert_eq!(kinds(&outputs), ["score", "score", "prior"]);
         assert_eq!(offsets, vec![("in".to_string(), 0, 1)]);
         assert!(pipeline.has_deferred());
-        let (outputs, offsets) = pipeline.run(&mut engine, Vec::new(), 0, "v", &metrics);
+        let (outputs, offsets) = pipeline.run(&mut engine, Vec::new(), 0, "v", &tally);
         assert_eq!((outputs.len(), offsets), (2, vec![("in".to_string(), 0, 3)]));
         let (outputs, offsets) =
-            pipeline.run(&mut engine, consumed(vec![record("b", 5, false)]), 0, "v", &metrics);
+            pipeline.run(&mut engine, consumed(vec![record("b", 5, false)]), 0, "v", &tally);
         assert_eq!((outputs.len(), offsets), (2, vec![("in".to_string(), 0, 5)]));
         assert!(!pipeline.has_deferred());
-        assert_eq!(metrics.records_deferred.get(), 3 + 1, "deferrals counted per batch");
+        assert_eq!(tally.get("deferred"), 3 + 1, "deferrals counted per batch");
         assert_eq!(
             engine.devices.get("a").map(|d| d.seen),
             Some(5),
@@ -893,27 +916,27 @@ mod tests {
     /// `unknown`: it is adapted before scoring. Bad input becomes a dead letter.
     #[test]
     fn a_new_device_is_adapted_before_scoring_and_bad_input_is_dead_lettered() {
-        let metrics = Metrics::new();
+        let tally = Tally::default();
         let (mut engine, mut pipeline) = (engine(0), pipeline());
         let mut messages: Vec<Received> = (0..4).map(|o| record("a", o, o == 0)).collect();
         messages.push(record("c", 4, false));
         messages.push(message(0, 5, b"{not json"));
-        let (outputs, _) = pipeline.run(&mut engine, consumed(messages), 0, "v", &metrics);
+        let (outputs, _) = pipeline.run(&mut engine, consumed(messages), 0, "v", &tally);
         let decisions = decisions(&outputs);
         assert!(decisions[..4].iter().all(|d| *d != "unknown"), "{decisions:?}");
         assert_eq!(decisions[4], "unknown", "a device with no known-normal record cannot be scored");
         assert_eq!(kinds(&outputs)[5..], ["dead letter", "prior"]);
         let Emitted::Prior(update) = &outputs[6] else { panic!("a prior update: {:?}", outputs[6]) };
         assert_eq!((update.device.as_str(), update.positive_window, update.unlabeled_window), ("a", 1, 4));
-        assert_eq!(metrics.adaptations.get(), 1);
-        assert_eq!(metrics.records_invalid.with_label_values(&["malformed"]).get(), 1);
+        assert_eq!(tally.get("adapted"), 1);
+        assert_eq!(tally.get("refused/malformed"), 1);
     }
 
     /// Records taken as known-normal (here a new device's first three) are being learned
     /// as normal: however they score, they open no incident; the records after them do.
     #[test]
     fn records_taken_as_normal_open_no_incident() {
-        let metrics = Metrics::new();
+        let tally = Tally::default();
         let (mut engine, mut pipeline) = (engine(0), pipeline());
         engine.threshold = 1.1; // every record scores anomalous
         engine.devices =
@@ -922,7 +945,7 @@ mod tests {
             |outputs: &[Emitted]| outputs.iter().filter(|o| matches!(o, Emitted::Incident(_))).count();
         let mut run = |offsets: std::ops::Range<i64>| {
             let fresh = consumed(offsets.map(|o| record("a", o, false)).collect());
-            pipeline.run(&mut engine, fresh, 0, "v", &metrics).0
+            pipeline.run(&mut engine, fresh, 0, "v", &tally).0
         };
         let outputs = run(0..3);
         assert_eq!(opened(&outputs), 0, "bootstrap records are learned as normal: no incident");

@@ -1,0 +1,99 @@
+//! What the core tells whoever watches it, as values: the pipeline reports each
+//! event to a [`Telemetry`], and the shell's implementation logs and counts it
+//! (`daemon/events.rs`), so the core needs no metrics library and a test can count
+//! what happened ([`Tally`]).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use super::incidents::Transition;
+
+/// One thing the core did.
+#[derive(Debug, Clone, Copy)]
+pub enum Event<'a> {
+    /// A micro-batch processed: its records and the time it took to score.
+    Batch { records: usize, seconds: f64 },
+    /// Devices dropped from memory, by reason (`capacity`, `idle`, `revoked`).
+    Evicted { reason: &'a str, count: usize },
+    /// Redelivered records scored again but kept out of the windows.
+    Redelivered(usize),
+    /// Devices adapted.
+    Adapted(usize),
+    /// Records held for the next batch (over their device's share).
+    Deferred(usize),
+    /// Input labels dropped (the operator does not trust them).
+    LabelsIgnored(u64),
+    /// A record refused on decode, by kind (it goes to the dead-letter topic).
+    Refused { kind: &'a str },
+    /// A record with no classifier for its device yet.
+    Unknown,
+    /// A record scored, and whether an alert was published for it.
+    Scored { alert: bool },
+    /// A device's prior estimate after an adaptation.
+    Prior(f32),
+    /// An incident's transition.
+    Incident { device: &'a str, transition: &'a Transition },
+    /// Incidents open now.
+    IncidentsOpen(usize),
+    /// Analyst feedback applied (`false_positive`, `confirmed`) or `refused`.
+    Feedback { device: &'a str, result: &'a str },
+    /// A confirmed verdict made a device forget a remembered behaviour.
+    Unlearned { device: &'a str, incident: &'a str, by: &'a str },
+    /// A device forgotten on an operator's request.
+    Forgotten { device: &'a str, known_normal: usize, by: &'a str },
+    /// An onboarding started (`onboarding`) or ended (`onboarded`).
+    Onboarding { device: &'a str, event: &'a str, records: u64, known_normal: usize },
+    /// A share read on the kinds topic: `applied` or `refused`.
+    KindShare { result: &'a str },
+    /// The kinds known now, with the members that shared something in each.
+    Kinds(&'a [(String, usize)]),
+}
+
+/// Whoever watches the core.
+pub trait Telemetry {
+    fn event(&self, event: Event<'_>);
+}
+
+/// Counts by event name (and reason or result), for tests and the lab.
+#[derive(Debug, Default)]
+pub struct Tally(RefCell<BTreeMap<String, u64>>);
+
+impl Tally {
+    /// The count under `key`: an event's name in snake case, with its reason or result
+    /// after a slash where it has one (`refused/malformed`, `evicted/capacity`).
+    pub fn get(&self, key: &str) -> u64 {
+        self.0.borrow().get(key).copied().unwrap_or(0)
+    }
+
+    fn add(&self, key: String, n: u64) {
+        *self.0.borrow_mut().entry(key).or_insert(0) += n;
+    }
+}
+
+impl Telemetry for Tally {
+    fn event(&self, event: Event<'_>) {
+        match event {
+            Event::Batch { records, .. } => self.add("batch_records".into(), records as u64),
+            Event::Evicted { reason, count } => self.add(format!("evicted/{reason}"), count as u64),
+            Event::Redelivered(n) => self.add("redelivered".into(), n as u64),
+            Event::Adapted(n) => self.add("adapted".into(), n as u64),
+            Event::Deferred(n) => self.add("deferred".into(), n as u64),
+            Event::LabelsIgnored(n) => self.add("labels_ignored".into(), n),
+            Event::Refused { kind } => self.add(format!("refused/{kind}"), 1),
+            Event::Unknown => self.add("unknown".into(), 1),
+            Event::Scored { alert } => {
+                self.add("scored".into(), 1);
+                self.add("alerts".into(), u64::from(alert));
+            }
+            Event::Prior(_) => self.add("priors".into(), 1),
+            Event::Incident { transition, .. } => self.add(format!("incident/{}", transition.name()), 1),
+            Event::IncidentsOpen(_) => {}
+            Event::Feedback { result, .. } => self.add(format!("feedback/{result}"), 1),
+            Event::Unlearned { .. } => self.add("unlearned".into(), 1),
+            Event::Forgotten { .. } => self.add("forgotten".into(), 1),
+            Event::Onboarding { event, .. } => self.add(event.to_string(), 1),
+            Event::KindShare { result } => self.add(format!("kind_share/{result}"), 1),
+            Event::Kinds(_) => {}
+        }
+    }
+}
