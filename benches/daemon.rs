@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use metapu::daemon::adapter::Adapter;
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
+use metapu::monitor::clock::Now;
 use metapu::monitor::engine::{AdaptJob, Engine, Source, WindowSizes};
 use metapu::monitor::record::{decode, encode, FeatureRecord};
 use rand::{Rng, SeedableRng};
@@ -151,10 +152,10 @@ fn main() {
             .collect();
         let refs =
             |round: usize| -> Vec<(&FeatureRecord, &Source)> { batch.iter().zip(&sources[round]).collect() };
-        engine.process(&refs(rounds), 1); // warm-up
+        engine.process(&refs(rounds), Now::service(1)); // warm-up
         let t = Instant::now();
         for round in 0..rounds {
-            engine.process(&refs(round), 1);
+            engine.process(&refs(round), Now::service(1));
         }
         let scoring = (rounds * batch.len()) as f64 / t.elapsed().as_secs_f64();
 
@@ -176,7 +177,7 @@ fn main() {
                 .collect();
             let refs: Vec<(&FeatureRecord, &Source)> = small.iter().zip(&srcs).collect();
             let t = Instant::now();
-            engine.process(&refs, 1);
+            engine.process(&refs, Now::service(1));
             latencies.push(t.elapsed().as_secs_f64() * 1e3);
             adapted = adapter.results.try_recv().is_ok();
         }

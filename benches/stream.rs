@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use metapu::data::{csv_tasks, Label};
 use metapu::model::{default_device, file};
+use metapu::monitor::clock::Now;
 use metapu::monitor::engine::{Engine, Source, Verdict, WindowSizes};
 use metapu::monitor::record::{decode, encode, encode_binary};
 
@@ -91,7 +92,7 @@ fn run(model_path: &Path, payloads: &[Vec<u8>], dim: usize) -> (Vec<f32>, f64) {
             .map(|k| Source { topic: "bench".into(), partition: 0, offset: (chunk_no * BATCH + k) as i64 })
             .collect();
         let refs: Vec<_> = records.iter().zip(&sources).collect();
-        let out = engine.process(&refs, 0);
+        let out = engine.process(&refs, Now::service(0));
         for (k, v) in out.verdicts.iter().enumerate() {
             if let Verdict::Scored { posterior, .. } = v {
                 scores[chunk_no * BATCH + k] = 1.0 - posterior;

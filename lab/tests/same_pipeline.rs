@@ -1,7 +1,8 @@
 //! The lab measures the product: one real capture, made infected with a real scan, goes
 //! through the daemon (Kafka in, scores and incidents out) and through the lab's
 //! streaming evaluation (the capture in place, on its own clock), and both give the
-//! same decision on every record and open the same incidents.
+//! same decision on every record and open the same incidents; and so does the shared
+//! week of three real devices, through `metapu run` on the bundled broker as deployed.
 
 use std::path::Path;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use metapu::daemon;
 use metapu::data::Label;
 use metapu::model::file;
 use metapu::monitor::record;
+use metapu::traffic::capture::CaptureReader;
 use metapu::traffic::devices::{parse_mac, Device};
 use metapu::traffic::extract::{labeled_device_task, read_labels};
 use metapu_lab::eval::stream::{self, DeviceStream, StreamConfig, STREAM_TOPIC};
@@ -114,4 +116,117 @@ async fn the_daemon_and_the_lab_decide_alike_on_a_real_capture() {
         .filter_map(|e| e["incident_id"].as_str())
         .collect();
     assert_eq!(opened, lab.opened, "the same incidents, by id");
+}
+
+/// The shared week's three real devices (`../shared/data/pcap/week`, as `make
+/// week-results` reads them): each capture's records in capture order, every packet
+/// benign, the device's own traffic.
+fn shared_week() -> Vec<DeviceStream> {
+    let dir = repo().join("../shared/data/pcap/week");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok()?.path().file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+        .iter()
+        .map(|name| {
+            let pcap = dir.join(format!("{name}.pcap"));
+            let mac = std::fs::read_to_string(dir.join(format!("{name}.mac"))).unwrap();
+            let mut reader = CaptureReader::open(&pcap).unwrap();
+            let mut packets = 0;
+            while reader.next_frame().unwrap().is_some() {
+                packets += 1;
+            }
+            let device = Device { name: name.clone(), mac: parse_mac(mac.trim()).unwrap() };
+            let (task, ts, contexts) =
+                labeled_device_task(&pcap, device, vec![Label::Positive; packets]).unwrap();
+            DeviceStream { task, ts, contexts, kind: None }
+        })
+        .collect()
+}
+
+/// The shared week through `metapu run` on the bundled broker — the deployed
+/// configuration: event clock, default adaptation, micro-batches and incident rules —
+/// and through the lab's streaming, as `metapu-lab week` runs it: every record decided
+/// alike, and the same incidents opened on each device, by id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_on_the_broker_and_the_lab_open_the_same_incidents_over_the_shared_week() {
+    let streams = shared_week();
+    let n: usize = streams.iter().map(|s| s.ts.len()).sum();
+    let model_path = repo().join("models/iot-default.safetensors");
+    let broker = Broker::start();
+    let boot = broker.bootstrap();
+    let mut cfg = daemon_config(&boot, "week");
+    cfg.kafka.input_topics = vec![STREAM_TOPIC.into()];
+    cfg.model.path = model_path.clone();
+    cfg.model.features = 115;
+    let defaults = daemon::config::DaemonConfig::defaults();
+    (cfg.adaptation, cfg.scoring) = (defaults.adaptation, defaults.scoring);
+    let labeled = 10;
+    let lab = stream::run(
+        file::load(&model_path, tch::Device::Cpu).unwrap(),
+        &streams,
+        &StreamConfig::from_daemon(&cfg, labeled),
+    );
+    assert!(lab.iter().any(|o| !o.opened.is_empty()), "the week opens false incidents in the lab");
+
+    // The same records, device after device as the lab reads them, the first benign
+    // ones labeled normal, on one partition (its offsets are the lab's sources).
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
+    let p = producer(&boot);
+    let mut pending = Vec::new();
+    for (s, o) in streams.iter().zip(&lab) {
+        let id = &s.task.id;
+        for i in 0..s.ts.len() {
+            let value = record::encode_binary(id, s.ts[i], s.task.row(i, 115), o.known[i], s.contexts.get(i));
+            pending.push(value);
+            if pending.len() == 2_000 {
+                send_all(&p, id, std::mem::take(&mut pending)).await;
+            }
+        }
+        send_all(&p, id, std::mem::take(&mut pending)).await;
+    }
+    let scores =
+        json_values(&read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(600), |m| m.len() >= n));
+    assert_eq!(scores.len(), n, "every record scored");
+    let opened_of = |m: &[(Option<String>, Vec<u8>)]| {
+        json_values(m).into_iter().filter(|e| e["event"] == "opened").collect::<Vec<_>>()
+    };
+    let lab_opened: usize = lab.iter().map(|o| o.opened.len()).sum();
+    let incidents = read_topic(&boot, &cfg.kafka.incidents_topic, Duration::from_secs(30), |m| {
+        opened_of(m).len() >= lab_opened
+    });
+    daemon.shutdown().await.unwrap();
+
+    // A device's records beyond its share of a batch wait for the next: the scores of
+    // devices next to each other in the input may interleave, each device's in order.
+    for (s, o) in streams.iter().zip(&lab) {
+        let id = s.task.id.as_str();
+        let mine: Vec<&serde_json::Value> = scores.iter().filter(|sc| sc["device"] == id).collect();
+        assert_eq!(mine.len(), s.ts.len(), "{id}: every record scored once");
+        let offsets: Vec<i64> = mine.iter().filter_map(|sc| sc["source"]["offset"].as_i64()).collect();
+        assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{id}: in input order");
+        let anomalous = mine.iter().filter(|sc| sc["decision"] == "anomalous").count();
+        let unknown = mine.iter().filter(|sc| sc["decision"] == "unknown").count();
+        let lab_unknown = o.decisions.iter().filter(|d| d.is_none()).count();
+        assert_eq!((anomalous, unknown), (o.anomalous, lab_unknown), "{id}: anomalous and unscored records");
+        let opened: Vec<String> = opened_of(&incidents)
+            .iter()
+            .filter(|e| e["device"] == id)
+            .filter_map(|e| e["incident_id"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(opened, o.opened, "{id}: the same incidents, by id");
+    }
+}
+
+/// Produce `values` under `key`, all in flight at once, in order on one partition.
+async fn send_all(p: &rdkafka::producer::FutureProducer, key: &str, values: Vec<Vec<u8>>) {
+    let sends = values.iter().map(|v| {
+        p.send(rdkafka::producer::FutureRecord::to(STREAM_TOPIC).key(key).payload(v), Duration::from_secs(30))
+    });
+    for r in futures::future::join_all(sends).await {
+        r.expect("delivered");
+    }
 }

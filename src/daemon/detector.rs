@@ -10,7 +10,7 @@ use super::adapter::{Adapter, Finished};
 use super::events;
 use super::metrics::Metrics;
 use crate::monitor::engine::Engine;
-use crate::monitor::output::PriorUpdate;
+use crate::monitor::output::{unix_now, PriorUpdate};
 
 pub(crate) struct Detector {
     pub(crate) engine: Engine,
@@ -66,7 +66,7 @@ impl Detector {
         self.engine
             .install(done.states)
             .iter()
-            .filter_map(|id| self.engine.devices.get(id)?.prior_update(id, &self.version))
+            .filter_map(|id| self.engine.devices.get(id)?.prior_update(id, &self.version, unix_now()))
             .collect()
     }
 

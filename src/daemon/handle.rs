@@ -21,6 +21,7 @@ use super::outbox::{Outbox, Topics};
 use super::service::Service;
 use super::sinks::Sinks;
 use super::state::StateStore;
+use crate::monitor::driver::Driver;
 
 /// A running daemon: its HTTP address, metrics and a control channel.
 pub struct Daemon {
@@ -229,10 +230,10 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
 
     let settings = cfg.core_settings();
     let engine = settings.engine(scoring);
-    let pipeline = settings.pipeline();
+    let driver = Driver::new(&settings);
     let service = Service {
         detector: Detector::new(engine, adapting, version),
-        pipeline,
+        driver,
         outbox: Outbox::new(
             Topics::of(&cfg.kafka),
             producer.clone(),

@@ -24,8 +24,10 @@ use super::metrics::Metrics;
 use super::notify;
 use super::outbox::Outbox;
 use super::state::StateStore;
+use crate::monitor::clock::Now;
+use crate::monitor::driver::Driver;
 use crate::monitor::output::{unix_now, IncidentEvent, Source};
-use crate::monitor::pipeline::{decode_batch, highest_offsets, Emitted, Pipeline, Received};
+use crate::monitor::pipeline::{Emitted, Received};
 
 /// Period of the loop's housekeeping (adaptation, snapshots, health).
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
@@ -33,7 +35,7 @@ const HOUSEKEEPING: Duration = Duration::from_millis(100);
 pub(crate) struct Service {
     pub(crate) cfg: DaemonConfig,
     pub(crate) detector: Detector,
-    pub(crate) pipeline: Pipeline,
+    pub(crate) driver: Driver,
     pub(crate) outbox: Outbox,
     pub(crate) state: StateStore,
     pub(crate) health: Arc<Health>,
@@ -49,35 +51,11 @@ pub(crate) struct Service {
     pub(crate) started: Instant,
 }
 
-/// Messages gathered into the next micro-batch, and when it must be scored.
-struct Gathering {
-    messages: Vec<Received>,
-    deadline: Option<tokio::time::Instant>,
-    max: usize,
-    max_wait: Duration,
-}
-
-impl Gathering {
-    fn push(&mut self, m: &BorrowedMessage<'_>) {
-        self.messages.push(received(m));
-        self.deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.max_wait);
-    }
-
-    fn full(&self) -> bool {
-        self.messages.len() >= self.max
-    }
-
-    fn take(&mut self) -> Vec<Received> {
-        self.deadline = None;
-        std::mem::take(&mut self.messages)
-    }
-
-    /// Resolves at the deadline of a started batch; never without one.
-    async fn due(deadline: Option<tokio::time::Instant>) {
-        match deadline {
-            Some(d) => tokio::time::sleep_until(d).await,
-            None => std::future::pending().await,
-        }
+/// Resolves at `deadline`; never without one.
+async fn due(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -105,13 +83,18 @@ impl Service {
         self.started.elapsed().as_millis() as u64
     }
 
+    /// When the gathered batch is due: at its deadline, or at once while deferred or
+    /// held records wait.
+    fn deadline(&self) -> Option<tokio::time::Instant> {
+        let now_ms = self.now_ms();
+        let due_ms = self.driver.due_ms(now_ms).or_else(|| (!self.held.is_empty()).then_some(now_ms))?;
+        Some(tokio::time::Instant::from_std(self.started) + Duration::from_millis(due_ms))
+    }
+
     pub(crate) async fn run(
         mut self,
         mut control: mpsc::UnboundedReceiver<Control>,
     ) -> Result<(), DaemonError> {
-        let max_wait = Duration::from_millis(self.cfg.scoring.max_wait_ms.max(1));
-        let mut gathering =
-            Gathering { messages: Vec::new(), deadline: None, max: self.cfg.scoring.max_batch, max_wait };
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
         let now = Instant::now();
         let mut timers = Timers {
@@ -125,6 +108,7 @@ impl Service {
         self.health.started();
         tracing::info!(version = %self.detector.version(), topics = ?self.cfg.kafka.input_topics, "metapu daemon running");
         loop {
+            let deadline = self.deadline();
             tokio::select! {
                 biased;
                 c = control.recv() => match c {
@@ -136,7 +120,8 @@ impl Service {
                 m = self.kinds.recv() => match m {
                     Ok(m) => {
                         let share = [received(&m)];
-                        let refused = self.pipeline.shares(&mut self.detector.engine, &share, self.metrics.as_ref());
+                        let now = Now::service(self.now_ms());
+                        let refused = self.driver.shares(&mut self.detector.engine, &share, now, self.metrics.as_ref());
                         self.outbox.add(&refused);
                     }
                     Err(e) => {
@@ -146,22 +131,23 @@ impl Service {
                 },
                 _ = housekeeping.tick() => self.housekeeping(&mut timers).await,
                 // While a batch's worth of records waits for its turn, take no more.
-                m = self.consumer.recv(), if !self.pipeline.backlogged() => match m {
+                m = self.consumer.recv(), if !self.driver.backlogged() => match m {
                     Ok(m) => {
                         timers.message = Instant::now();
                         self.health.message_received();
-                        gathering.push(&m);
+                        let mut full = self.driver.gather(received(&m), self.now_ms());
                         // Take what is already queued without a trip through the
                         // select! per message (a backlog arrives thousands at a time).
-                        while !gathering.full() {
+                        while !full {
                             match self.consumer.recv().now_or_never() {
-                                Some(Ok(m)) => gathering.push(&m),
+                                Some(Ok(m)) => full = self.driver.gather(received(&m), self.now_ms()),
                                 Some(Err(e)) => { events::consume_failed(&e); break; }
                                 None => break,
                             }
                         }
-                        if gathering.full() {
-                            self.process(gathering.take()).await;
+                        if full {
+                            let batch = self.driver.take();
+                            self.process(batch).await;
                         }
                     }
                     Err(e) => {
@@ -169,14 +155,16 @@ impl Service {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 },
-                // A started batch at its deadline; deferred records at once.
-                _ = Gathering::due(gathering.deadline.or_else(|| (self.pipeline.has_deferred() || !self.held.is_empty()).then(tokio::time::Instant::now))) => {
-                    self.process(gathering.take()).await
+                // A started batch at its deadline; deferred and held records at once.
+                _ = due(deadline) => {
+                    let batch = self.driver.take();
+                    self.process(batch).await
                 }
             }
         }
-        self.process(gathering.take()).await;
-        while self.pipeline.has_deferred() {
+        let batch = self.driver.take();
+        self.process(batch).await;
+        while self.driver.pipeline.has_deferred() {
             self.process(Vec::new()).await;
         }
         self.shutdown().await;
@@ -194,29 +182,31 @@ impl Service {
         // Records received while a restore was read come after those gathered before it.
         let mut messages = messages;
         messages.append(&mut self.held);
-        if messages.is_empty() && !self.pipeline.has_deferred() {
+        if messages.is_empty() && !self.driver.pipeline.has_deferred() {
             return;
         }
         self.metrics.records_consumed.inc_by(messages.len() as u64);
-        let (feedback, messages): (Vec<Received>, Vec<Received>) =
-            messages.into_iter().partition(|m| m.source.topic == self.cfg.kafka.feedback_topic);
-        let batch =
-            decode_batch(messages, self.detector.engine.model.dim(), self.cfg.scoring.max_message_bytes);
         let now_ms = self.now_ms();
-        if self.state.has_parked() {
-            let arrived = batch.iter().filter_map(|c| {
-                c.decoded.as_ref().ok().map(|r| (r.device.as_str(), c.message.source.partition))
-            });
-            self.state.promote(&mut self.detector.engine, arrived, now_ms);
-        }
+        let state = &mut self.state;
         let (engine, version) = self.detector.engine_and_version();
-        let (mut emitted, mut offsets) =
-            self.pipeline.run(engine, batch, now_ms, version, self.metrics.as_ref());
-        if !feedback.is_empty() {
-            emitted.extend(self.pipeline.feedback(engine, &feedback, version, self.metrics.as_ref()));
-            offsets.extend(highest_offsets(feedback.iter().map(|m| &m.source)));
-        }
-        self.outbox.submit(&emitted, offsets);
+        // Windows parked by a restore are placed before their devices' records are scored.
+        let place_parked = |engine: &mut _, batch: &[_]| {
+            if state.has_parked() {
+                let arrived = batch.iter().filter_map(|c: &crate::monitor::pipeline::Consumed| {
+                    c.decoded.as_ref().ok().map(|r| (r.device.as_str(), c.message.source.partition))
+                });
+                state.promote(engine, arrived, now_ms);
+            }
+        };
+        let step = self.driver.run(
+            engine,
+            messages,
+            Now::service(now_ms),
+            version,
+            self.metrics.as_ref(),
+            place_parked,
+        );
+        self.outbox.submit(&step.emitted, step.offsets);
         self.outbox.settle(&self.consumer, false).await;
     }
 
@@ -233,7 +223,7 @@ impl Service {
         match event {
             AssignmentEvent::Assigned(parts) => self.restore(&parts).await,
             AssignmentEvent::Revoked(parts) => {
-                self.pipeline.drop_deferred(&parts);
+                self.driver.pipeline.drop_deferred(&parts);
                 let still = self.consumer.context().assignment.partitions();
                 let gone: Vec<i32> = parts.iter().map(|(_, p)| *p).filter(|p| !still.contains(p)).collect();
                 let devices = &mut self.detector.engine.devices;
@@ -301,7 +291,7 @@ impl Service {
             self.report_unmonitored(now_ms);
             let (engine, version) = self.detector.engine_and_version();
             let incident_events =
-                self.pipeline.incident_ticks(engine, now_ms, version, self.metrics.as_ref());
+                self.driver.tick(engine, Now::service(now_ms), version, self.metrics.as_ref());
             if !incident_events.is_empty() {
                 // Through the batch deliveries (retried until acknowledged), with no offsets.
                 self.outbox.submit(&incident_events, Vec::new());

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::model::TaskState;
 
 use super::behaviours::MemoryRules;
-use super::clock::{unix_now, Now};
+use super::clock::Now;
 use super::feedback::Feedback;
 use super::incidents::{Applied, Decision, IncidentRules, IncidentTracker, Transition};
 use super::kinds::{KindError, Kinds, Share};
@@ -160,9 +160,9 @@ impl Device {
         SharedRows::new(rows)
     }
 
-    /// The prior update of a device just adapted, as of now; `None` if it has no
-    /// classifier.
-    pub fn prior_update(&self, id: &str, model_version: &str) -> Option<PriorUpdate> {
+    /// The prior update of a device just adapted, as of `time` (Unix seconds); `None`
+    /// if it has no classifier.
+    pub fn prior_update(&self, id: &str, model_version: &str, time: f64) -> Option<PriorUpdate> {
         let prior = self.state.as_ref()?.prior;
         Some(PriorUpdate {
             device: id.to_string(),
@@ -170,7 +170,7 @@ impl Device {
             attack_share: 1.0 - prior,
             positive_window: self.positive.len(),
             unlabeled_window: self.unlabeled.len(),
-            time: unix_now(),
+            time,
             model_version: model_version.to_string(),
         })
     }
@@ -290,9 +290,9 @@ impl DeviceTable {
         self.time = Some(unix);
     }
 
-    /// The pipeline's time as last set, or the wall clock.
+    /// The pipeline's time as last set (0 before it is).
     pub fn time(&self) -> f64 {
-        self.time.unwrap_or_else(unix_now)
+        self.time.unwrap_or(0.0)
     }
 
     /// Now for one device at `service_ms` of the service's clock. Under the event clock:
@@ -603,6 +603,7 @@ impl DeviceTable {
     /// (in memory and, at the next snapshot round, on the state topic); an open incident
     /// closes as evicted. False for a device with no known-normal record.
     fn go_idle(&mut self, id: &str) -> bool {
+        let (table_time, event_clock) = (self.time(), self.event_clock);
         let Some(d) = self.devices.get_mut(id) else { return false };
         if d.positive.is_empty() && d.kind.is_none() {
             return false;
@@ -610,7 +611,7 @@ impl DeviceTable {
         if d.incidents.open.is_some() {
             // Closed as evicted, explained on the windows it had.
             self.evicted_with_incidents.push((id.to_string(), d.clone()));
-            d.incidents.close_evicted(unix_now());
+            d.incidents.close_evicted(if event_clock { d.clock } else { table_time });
         }
         d.unlabeled = RowWindow::new(self.dim, self.sizes.unlabeled);
         d.state = None;
@@ -1102,7 +1103,8 @@ mod tests {
         use crate::monitor::incidents::Decision;
         let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
         let mut t = DeviceTable::new(1, sizes, 10);
-        let now = unix_now();
+        let now = crate::monitor::clock::unix_now();
+        t.set_time(now);
         let start = |t: &mut DeviceTable, id: &str, span: f64| {
             t.start_onboarding(id, span, None, "ops".into(), "".into(), now)
         };

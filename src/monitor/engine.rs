@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::model::{Model, Support, TaskState};
 
+use super::clock::Now;
 pub use super::devices::AdaptJob;
 use super::devices::DeviceTable;
 pub use super::devices::WindowSizes;
@@ -153,7 +154,7 @@ impl Engine {
     /// clock: the records before its adaptation point are scored by the old classifier,
     /// the ones after it by the new one, however the records were cut into batches. So
     /// a capture replayed at any speed gets the same scores as it did live.
-    pub fn process(&mut self, records: &[(&FeatureRecord, &Source)], now_ms: u64) -> Processed {
+    pub fn process(&mut self, records: &[(&FeatureRecord, &Source)], now: Now) -> Processed {
         let mut out = Processed::default();
         let mut taken: HashMap<&str, usize> = HashMap::new();
         let mut kept = Vec::with_capacity(records.len());
@@ -164,12 +165,13 @@ impl Engine {
                 kept.push(i);
             }
         }
-        let (plan, devices) = self.plan(records, &kept);
+        let (plan, devices) = self.plan(records, &kept, now.unix);
         out.verdicts = vec![Verdict::Deferred; records.len()];
         out.clocks = vec![f64::NAN; records.len()];
-        // Rounds on the cadence's points; a device that gets its first classifier in
-        // this batch moves its later records one round on, as `observe` admits the
-        // record that gives it something to adapt on (not as the plan might guess).
+        // Rounds on the cadence's points. With a cadence, a device that gets its first
+        // classifier in this batch moves its later records one round on, from the record
+        // `observe` admits that gives it something to adapt on (not as a plan might
+        // guess); without one, the batch is one round, adapted before it is scored.
         let mut rounds: Vec<Vec<usize>> = Vec::new();
         for (k, p) in plan.iter().enumerate() {
             if rounds.len() <= p.round {
@@ -210,13 +212,15 @@ impl Engine {
                 }
                 moved[k] = true;
                 let seen =
-                    self.devices.observe(device, &r.features, r.known_normal, source, plan[k].clock, now_ms);
+                    self.devices.observe(device, &r.features, r.known_normal, source, plan[k].clock, now.ms);
                 out.evicted += seen.evicted;
                 out.replayed += usize::from(seen.replayed);
                 observed.push(k);
                 taken_as_normal.push(seen.taken_as_normal);
                 out.clocks[kept[k]] = plan[k].clock;
-                if self.devices.get(device).is_some_and(|d| d.awaits_first_classifier()) {
+                if self.cadence.is_some()
+                    && self.devices.get(device).is_some_and(|d| d.awaits_first_classifier())
+                {
                     first_classifier.insert(device);
                 }
             }
@@ -248,8 +252,9 @@ impl Engine {
         &self,
         records: &[(&'a FeatureRecord, &Source)],
         kept: &[usize],
+        wall: f64,
     ) -> (Vec<Planned>, HashMap<&'a str, PlanState>) {
-        let latest = super::clock::unix_now() + self.max_clock_ahead_s;
+        let latest = wall + self.max_clock_ahead_s;
         let capacity = self.devices.sizes().unlabeled;
         let mut devices: HashMap<&'a str, PlanState> = HashMap::new();
         let planned = kept

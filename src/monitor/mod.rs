@@ -7,6 +7,8 @@
 //! value.
 //!
 //! Inside, one job per part:
+//! - `driver` — the one way in: micro-batches cut by size and wait, deferred records
+//!   run again, feedback after records, time passing
 //! - `pipeline` — one micro-batch, feedback, kind shares and the passing of time, to
 //!   what is emitted (`output`)
 //! - `engine` — windows in, verdicts out: admission, adaptation on the event clock's
@@ -22,6 +24,7 @@
 pub mod behaviours;
 pub mod clock;
 pub(crate) mod devices;
+pub mod driver;
 pub mod engine;
 pub(crate) mod explain;
 pub mod fanout;

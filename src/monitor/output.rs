@@ -241,6 +241,7 @@ impl IncidentReport {
         resolution: Option<&str>,
         model_version: &str,
         top_features: Vec<super::explain::FeatureChange>,
+        time: f64,
     ) -> Self {
         let state = match resolution {
             None => "open".to_string(),
@@ -302,7 +303,7 @@ impl IncidentReport {
             opened_by: i.opened_by.clone(),
             resolution: resolution.map(str::to_string),
             model_version: model_version.to_string(),
-            time: unix_now(),
+            time,
             summary,
             severity,
             traffic,
@@ -354,7 +355,7 @@ mod tests {
     #[test]
     fn an_incident_s_attack_share_is_its_own() {
         let incident = crate::monitor::incidents::Incident::sample(2820, 1369);
-        let r = IncidentReport::of("cam", &incident, None, "v", Vec::new());
+        let r = IncidentReport::of("cam", &incident, None, "v", Vec::new(), 0.0);
         assert!((r.attack_share - 1369.0 / 2820.0).abs() < 1e-6);
         assert_eq!(r.model_attack_share, 0.0);
         assert!(r.summary.contains("1369 of 2820 records anomalous (49 %)"), "{}", r.summary);

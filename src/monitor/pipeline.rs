@@ -186,13 +186,13 @@ impl Pipeline {
 
     /// Score the deferred records and then a decoded micro-batch; what it emits in input
     /// order (then the prior updates of devices adapted before scoring), and the input
-    /// offsets it releases once delivered. `service_ms` is the service's clock, used
-    /// under [`Clock::Service`].
+    /// offsets it releases once delivered. `now` is the service's clock and the wall
+    /// clock (the records' own time rules under [`Clock::Event`]).
     pub fn run(
         &mut self,
         engine: &mut Engine,
         fresh: Vec<Consumed>,
-        service_ms: u64,
+        now: Now,
         model_version: &str,
         telemetry: &dyn Telemetry,
     ) -> (Vec<Emitted>, Vec<PartitionOffset>) {
@@ -205,11 +205,11 @@ impl Pipeline {
         batch.extend(fresh);
         let valid: Vec<(&FeatureRecord, &Source)> =
             batch.iter().filter_map(|c| c.decoded.as_ref().ok().map(|r| (r, c.source()))).collect();
-        let batch_now = Now::service(service_ms);
+        let batch_now = now;
         if self.clock == Clock::Service {
             engine.devices.set_time(batch_now.unix);
         }
-        let processed = engine.process(&valid, service_ms);
+        let processed = engine.process(&valid, now);
         if let (Clock::Event, Some(&latest)) =
             (self.clock, processed.clocks.iter().filter(|c| !c.is_nan()).max_by(|a, b| a.total_cmp(b)))
         {
@@ -243,7 +243,13 @@ impl Pipeline {
                                     {
                                         telemetry
                                             .event(Event::Incident { device: &r.device, transition: &t });
-                                        out.push(self.incident_output(engine, &r.device, &t, model_version));
+                                        out.push(self.incident_output(
+                                            engine,
+                                            &r.device,
+                                            &t,
+                                            model_version,
+                                            now,
+                                        ));
                                     }
                                     now
                                 }
@@ -254,28 +260,35 @@ impl Pipeline {
                                 engine.devices.observe_decision(&r.device, decision, &self.rules, now)
                             {
                                 telemetry.event(Event::Incident { device: &r.device, transition: &t });
-                                out.push(self.incident_output(engine, &r.device, &t, model_version));
+                                out.push(self.incident_output(engine, &r.device, &t, model_version, now));
                             }
                         }
                     }
                 },
                 Err(reason) => {
                     telemetry.event(Event::Refused { kind: reason.kind() });
-                    out.push(dead_letter(&c.message, reason.kind(), reason.to_string()));
+                    out.push(dead_letter(&c.message, reason.kind(), reason.to_string(), now.unix));
                 }
             }
             done.push(c);
         }
         telemetry.event(Event::Deferred(self.deferred.len()));
-        out.extend(self.eviction_closes(engine, model_version, telemetry));
-        prior_updates(engine, &processed.adapted, model_version, telemetry, &mut out);
+        out.extend(self.eviction_closes(engine, now, model_version, telemetry));
+        prior_updates(engine, &processed.adapted, model_version, now, telemetry, &mut out);
         let offsets = releasable_offsets(&done, &self.deferred);
         (out, offsets)
     }
 
     /// An incident's transition as an event, with the features that moved.
-    pub fn incident_output(&self, engine: &Engine, device: &str, t: &Transition, version: &str) -> Emitted {
-        self.incident_event(&engine.model, device, engine.devices.get(device), t, version)
+    pub fn incident_output(
+        &self,
+        engine: &Engine,
+        device: &str,
+        t: &Transition,
+        version: &str,
+        now: Now,
+    ) -> Emitted {
+        self.incident_event(&engine.model, device, engine.devices.get(device), t, version, now)
     }
 
     /// [`Self::incident_output`] for a device that may no longer be tracked.
@@ -286,6 +299,7 @@ impl Pipeline {
         d: Option<&Device>,
         t: &Transition,
         version: &str,
+        now: Now,
     ) -> Emitted {
         let (i, resolution) = match t {
             Transition::Opened(i)
@@ -296,7 +310,7 @@ impl Pipeline {
             Transition::Closed(i, r) => (i, Some(r.as_str())),
         };
         let top = d.map(|d| self.explain(model, d, i)).unwrap_or_default();
-        let report = IncidentReport::of(device, i, resolution, version, top);
+        let report = IncidentReport::of(device, i, resolution, version, top, now.unix);
         Emitted::Incident(match t {
             Transition::Opened(_) => IncidentEvent::Opened(report),
             Transition::Updated(_) => IncidentEvent::Updated(report),
@@ -310,9 +324,9 @@ impl Pipeline {
     /// Now for `device` on the pipeline's clock, Unix seconds: the wall clock, or on the
     /// event clock the device's own (an analyst's verdict or an onboarding takes effect
     /// at its newest record).
-    fn time(&self, engine: &Engine, device: &str) -> f64 {
+    fn time(&self, engine: &Engine, device: &str, now: Now) -> f64 {
         match self.clock {
-            Clock::Service => output::unix_now(),
+            Clock::Service => now.unix,
             Clock::Event => engine.devices.get(device).map_or_else(|| engine.devices.time(), |d| d.clock),
         }
     }
@@ -349,21 +363,25 @@ impl Pipeline {
         &self,
         engine: &mut Engine,
         messages: &[Received],
+        now: Now,
         model_version: &str,
         telemetry: &dyn Telemetry,
     ) -> Vec<Emitted> {
+        if self.clock == Clock::Service {
+            engine.devices.set_time(now.unix);
+        }
         let mut out = Vec::new();
         for m in messages {
-            match self.apply_feedback(engine, &m.payload) {
+            match self.apply_feedback(engine, &m.payload, now) {
                 Ok(Accepted::Forgot(f, known_normal)) => {
                     telemetry.event(Event::Forgotten { device: &f.device, known_normal, by: &f.by });
-                    out.extend(self.eviction_closes(engine, model_version, telemetry));
+                    out.extend(self.eviction_closes(engine, now, model_version, telemetry));
                     out.push(Emitted::Incident(IncidentEvent::Forgotten {
                         device: f.device,
                         known_normal,
                         by: f.by,
                         note: f.note,
-                        time: output::unix_now(),
+                        time: now.unix,
                     }));
                 }
                 Ok(Accepted::Onboarding(request, o)) => {
@@ -380,7 +398,7 @@ impl Pipeline {
                         until: o.until,
                         by: o.by,
                         note: o.note,
-                        time: output::unix_now(),
+                        time: now.unix,
                     }));
                 }
                 Ok(Accepted::Verdict(fb, applied)) => {
@@ -395,7 +413,7 @@ impl Pipeline {
                                 by: &fb.by,
                             });
                             out.push(Emitted::Incident(IncidentEvent::Unlearned {
-                                time: self.time(engine, &fb.device),
+                                time: self.time(engine, &fb.device, now),
                                 device: fb.device,
                                 incident_id: fb.incident_id,
                                 by: fb.by,
@@ -406,11 +424,11 @@ impl Pipeline {
                     };
                     telemetry.event(Event::Feedback { device: &fb.device, result });
                     telemetry.event(Event::Incident { device: &fb.device, transition: &transition });
-                    out.push(self.incident_output(engine, &fb.device, &transition, model_version));
+                    out.push(self.incident_output(engine, &fb.device, &transition, model_version, now));
                 }
                 Err(reason) => {
                     telemetry.event(Event::Feedback { device: "", result: "refused" });
-                    out.push(dead_letter(m, "bad_feedback", reason));
+                    out.push(dead_letter(m, "bad_feedback", reason, now.unix));
                 }
             }
         }
@@ -425,8 +443,12 @@ impl Pipeline {
         &self,
         engine: &mut Engine,
         messages: &[Received],
+        now: Now,
         telemetry: &dyn Telemetry,
     ) -> Vec<Emitted> {
+        if self.clock == Clock::Service {
+            engine.devices.set_time(now.unix);
+        }
         let mut out = Vec::new();
         for m in messages {
             let applied = serde_json::from_slice::<Share>(&m.payload)
@@ -436,7 +458,7 @@ impl Pipeline {
                 Ok(()) => telemetry.event(Event::KindShare { result: "applied" }),
                 Err(reason) => {
                     telemetry.event(Event::KindShare { result: "refused" });
-                    out.push(dead_letter(m, "bad_share", reason));
+                    out.push(dead_letter(m, "bad_share", reason, now.unix));
                 }
             }
         }
@@ -444,7 +466,7 @@ impl Pipeline {
         out
     }
 
-    fn apply_feedback(&self, engine: &mut Engine, payload: &[u8]) -> Result<Accepted, String> {
+    fn apply_feedback(&self, engine: &mut Engine, payload: &[u8], now: Now) -> Result<Accepted, String> {
         match FeedbackMessage::decode(payload)? {
             FeedbackMessage::Onboard(request) => {
                 let o = engine.devices.start_onboarding(
@@ -453,7 +475,7 @@ impl Pipeline {
                     request.kind.as_deref(),
                     request.by.clone(),
                     request.note.clone(),
-                    self.time(engine, &request.device),
+                    self.time(engine, &request.device, now),
                 )?;
                 Ok(Accepted::Onboarding(request, o))
             }
@@ -465,9 +487,9 @@ impl Pipeline {
                 Ok(Accepted::Forgot(f, known_normal))
             }
             FeedbackMessage::Verdict(fb) => {
-                let now = self.time(engine, &fb.device);
+                let at = self.time(engine, &fb.device, now);
                 let applied =
-                    engine.devices.apply_feedback(&fb, now, self.feedback_max_age_s, &self.rules.memory)?;
+                    engine.devices.apply_feedback(&fb, at, self.feedback_max_age_s, &self.rules.memory)?;
                 Ok(Accepted::Verdict(fb, Box::new(applied)))
             }
         }
@@ -494,35 +516,35 @@ impl Pipeline {
     pub fn eviction_closes(
         &self,
         engine: &mut Engine,
+        now: Now,
         version: &str,
         telemetry: &dyn Telemetry,
     ) -> Vec<Emitted> {
-        let now = output::unix_now();
         let mut out = Vec::new();
         for (device, mut d) in engine.devices.take_evicted_with_incidents() {
-            if let Some(t) = d.incidents.close_evicted(now) {
+            if let Some(t) = d.incidents.close_evicted(now.unix) {
                 telemetry.event(Event::Incident { device: &device, transition: &t });
-                out.push(self.incident_event(&engine.model, &device, Some(&d), &t, version));
+                out.push(self.incident_event(&engine.model, &device, Some(&d), &t, version, now));
             }
         }
         out
     }
 
-    /// Updates and quiet closes due at `service_ms` of the service's clock, as events:
+    /// Updates and quiet closes due at `now` (the service's clock and the wall's), as events:
     /// each device's time is the wall clock, or on the event clock its records' time
     /// plus the service time since its last record ([`DeviceTable::now_of`]).
     pub fn incident_ticks(
         &self,
         engine: &mut Engine,
-        service_ms: u64,
+        now: Now,
         version: &str,
         telemetry: &dyn Telemetry,
     ) -> Vec<Emitted> {
-        let mut out = self.eviction_closes(engine, version, telemetry);
+        let mut out = self.eviction_closes(engine, now, version, telemetry);
         if self.clock == Clock::Service {
-            engine.devices.set_time(output::unix_now());
+            engine.devices.set_time(now.unix);
         }
-        engine.devices.end_onboarding_due(service_ms);
+        engine.devices.end_onboarding_due(now.ms);
         for (device, o, known_normal) in engine.devices.take_onboarded() {
             telemetry.event(Event::Onboarding {
                 device: &device,
@@ -530,7 +552,7 @@ impl Pipeline {
                 records: o.records,
                 known_normal,
             });
-            let time = engine.devices.now_of(&device, service_ms).unix;
+            let time = engine.devices.now_of(&device, now.ms).unix;
             out.push(Emitted::Incident(IncidentEvent::Onboarded {
                 device,
                 from: o.from,
@@ -545,13 +567,13 @@ impl Pipeline {
         out.extend(engine.devices.take_shares().into_iter().map(Emitted::Share));
         let open = engine.devices.with_open_incidents();
         for device in &open {
-            let now = match self.clock {
-                Clock::Service => Now::service(service_ms),
-                Clock::Event => engine.devices.now_of(device, service_ms),
+            let at = match self.clock {
+                Clock::Service => now,
+                Clock::Event => engine.devices.now_of(device, now.ms),
             };
-            if let Some(t) = engine.devices.tick_incident(device, &self.rules, now) {
+            if let Some(t) = engine.devices.tick_incident(device, &self.rules, at) {
                 telemetry.event(Event::Incident { device, transition: &t });
-                out.push(self.incident_output(engine, device, &t, version));
+                out.push(self.incident_output(engine, device, &t, version, now));
             }
         }
         let still =
@@ -612,14 +634,14 @@ enum Accepted {
 }
 
 /// A refused message (record or feedback) as a dead letter, under its own key.
-fn dead_letter(m: &Received, kind: &str, reason: String) -> Emitted {
+fn dead_letter(m: &Received, kind: &str, reason: String, time: f64) -> Emitted {
     let letter = DeadLetter {
         reason,
         kind: kind.into(),
         source: m.source.clone(),
         payload: output::payload_excerpt(&m.payload),
         payload_bytes: m.payload.len(),
-        time: output::unix_now(),
+        time,
     };
     let key = m.key.as_deref().map(|k| String::from_utf8_lossy(k).into_owned());
     Emitted::DeadLetter { key, letter }
@@ -630,11 +652,14 @@ pub fn prior_updates(
     engine: &Engine,
     devices: &[String],
     model_version: &str,
+    now: Now,
     telemetry: &dyn Telemetry,
     out: &mut Vec<Emitted>,
 ) {
     for device in devices {
-        if let Some(update) = engine.devices.get(device).and_then(|d| d.prior_update(device, model_version)) {
+        if let Some(update) =
+            engine.devices.get(device).and_then(|d| d.prior_update(device, model_version, now.unix))
+        {
             telemetry.event(Event::Prior(update.prior));
             out.push(Emitted::Prior(update));
         }
@@ -782,8 +807,9 @@ mod tests {
                 break;
             }
             let batch: Vec<Received> = messages.by_ref().take(size).collect();
-            let (mut out, _) = pipeline.run(&mut engine, consumed(batch), service_ms, "v", &tally);
-            out.extend(pipeline.incident_ticks(&mut engine, service_ms, "v", &tally));
+            let (mut out, _) =
+                pipeline.run(&mut engine, consumed(batch), Now::service(service_ms), "v", &tally);
+            out.extend(pipeline.incident_ticks(&mut engine, Now::service(service_ms), "v", &tally));
             service_ms += service_ms_step;
             for e in out {
                 match e {
@@ -867,12 +893,15 @@ mod tests {
                 message(0, o, json.as_bytes())
             })
             .collect();
-        let (out, _) = pipeline.run(&mut engine, consumed(messages), 1_000, "v", &tally);
+        let (out, _) = pipeline.run(&mut engine, consumed(messages), Now::service(1_000), "v", &tally);
         assert!(out.iter().any(|e| matches!(e, Emitted::Incident(IncidentEvent::Opened(_)))));
         let closed =
             |out: &[Emitted]| out.iter().any(|e| matches!(e, Emitted::Incident(IncidentEvent::Closed(_))));
-        assert!(!closed(&pipeline.incident_ticks(&mut engine, 5_000, "v", &tally)), "4 s of quiet < 5 s");
-        let out = pipeline.incident_ticks(&mut engine, 6_100, "v", &tally);
+        assert!(
+            !closed(&pipeline.incident_ticks(&mut engine, Now::service(5_000), "v", &tally)),
+            "4 s of quiet < 5 s"
+        );
+        let out = pipeline.incident_ticks(&mut engine, Now::service(6_100), "v", &tally);
         assert!(closed(&out), "5.1 s after its last record: closed");
     }
 
@@ -894,14 +923,14 @@ mod tests {
         let tally = Tally::default();
         let (mut engine, mut pipeline) = (engine(2), pipeline());
         let fresh = consumed((0..5).map(|o| record("a", o, o == 0)).collect());
-        let (outputs, offsets) = pipeline.run(&mut engine, fresh, 0, "v", &tally);
+        let (outputs, offsets) = pipeline.run(&mut engine, fresh, Now::service(0), "v", &tally);
         assert_eq!(kinds(&outputs), ["score", "score", "prior"]);
         assert_eq!(offsets, vec![("in".to_string(), 0, 1)]);
         assert!(pipeline.has_deferred());
-        let (outputs, offsets) = pipeline.run(&mut engine, Vec::new(), 0, "v", &tally);
+        let (outputs, offsets) = pipeline.run(&mut engine, Vec::new(), Now::service(0), "v", &tally);
         assert_eq!((outputs.len(), offsets), (2, vec![("in".to_string(), 0, 3)]));
         let (outputs, offsets) =
-            pipeline.run(&mut engine, consumed(vec![record("b", 5, false)]), 0, "v", &tally);
+            pipeline.run(&mut engine, consumed(vec![record("b", 5, false)]), Now::service(0), "v", &tally);
         assert_eq!((outputs.len(), offsets), (2, vec![("in".to_string(), 0, 5)]));
         assert!(!pipeline.has_deferred());
         assert_eq!(tally.get("deferred"), 3 + 1, "deferrals counted per batch");
@@ -921,7 +950,7 @@ mod tests {
         let mut messages: Vec<Received> = (0..4).map(|o| record("a", o, o == 0)).collect();
         messages.push(record("c", 4, false));
         messages.push(message(0, 5, b"{not json"));
-        let (outputs, _) = pipeline.run(&mut engine, consumed(messages), 0, "v", &tally);
+        let (outputs, _) = pipeline.run(&mut engine, consumed(messages), Now::service(0), "v", &tally);
         let decisions = decisions(&outputs);
         assert!(decisions[..4].iter().all(|d| *d != "unknown"), "{decisions:?}");
         assert_eq!(decisions[4], "unknown", "a device with no known-normal record cannot be scored");
@@ -945,7 +974,7 @@ mod tests {
             |outputs: &[Emitted]| outputs.iter().filter(|o| matches!(o, Emitted::Incident(_))).count();
         let mut run = |offsets: std::ops::Range<i64>| {
             let fresh = consumed(offsets.map(|o| record("a", o, false)).collect());
-            pipeline.run(&mut engine, fresh, 0, "v", &tally).0
+            pipeline.run(&mut engine, fresh, Now::service(0), "v", &tally).0
         };
         let outputs = run(0..3);
         assert_eq!(opened(&outputs), 0, "bootstrap records are learned as normal: no incident");

@@ -21,6 +21,12 @@ pub struct CoreSettings {
     pub max_per_device: usize,
     /// Records per micro-batch, deferred ones included.
     pub max_batch: usize,
+    /// How long a started micro-batch waits for more, ms.
+    pub max_wait_ms: u64,
+    /// A message larger than this is refused (a dead letter).
+    pub max_message_bytes: usize,
+    /// The topic whose messages are feedback (verdicts, onboardings, forgets).
+    pub feedback_topic: String,
     /// Devices adapted in one batched solve.
     pub adaptation_batch: usize,
     /// How far ahead of the host's clock a record's time is believed.

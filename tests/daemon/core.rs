@@ -6,18 +6,21 @@ use crate::support::*;
 use metapu::daemon::config::DaemonConfig;
 use metapu::data::Label;
 use metapu::model::file;
+use metapu::monitor::clock::Now;
+use metapu::monitor::driver::Driver;
 use metapu::monitor::engine::Engine;
 use metapu::monitor::feedback::{Feedback, FeedbackMessage, Verdict};
 use metapu::monitor::incidents::IncidentRules;
 use metapu::monitor::output::{IncidentEvent, Source};
-use metapu::monitor::pipeline::{Consumed, Emitted, Pipeline, Received, RecordOutputs};
-use metapu::monitor::record::FeatureRecord;
+use metapu::monitor::pipeline::{Emitted, Received, RecordOutputs};
+use metapu::monitor::record;
 use metapu::monitor::telemetry::Tally;
 
-/// The daemon's engine and pipeline on the test model, with quick incidents.
+/// The daemon's engine and driver on the test model, with quick incidents.
 struct Core {
     engine: Engine,
-    pipeline: Pipeline,
+    driver: Driver,
+    feedback_topic: String,
     telemetry: Tally,
     offset: i64,
 }
@@ -41,29 +44,31 @@ impl Core {
         settings.trust_input_labels = true;
         Self {
             engine: settings.engine(model),
-            pipeline: settings.pipeline(),
+            driver: Driver::new(&settings),
+            feedback_topic: settings.feedback_topic.clone(),
             telemetry: Tally::default(),
             offset: 0,
         }
     }
 
-    /// One micro-batch of the device's records, a second apart.
+    /// The device's records, a second apart, arriving at once: one micro-batch, as the
+    /// driver cuts it, run until no record waits.
     fn feed(&mut self, rows: &[Vec<f32>], known: bool) -> Vec<Emitted> {
-        let batch = rows
-            .iter()
-            .map(|row| {
-                self.offset += 1;
-                let r = FeatureRecord {
-                    device: "cam".into(),
-                    ts: self.offset as f64,
-                    features: row.clone(),
-                    known_normal: known,
-                    context: None,
-                };
-                Consumed::record(r, Source { topic: "in".into(), partition: 0, offset: self.offset })
-            })
-            .collect();
-        self.pipeline.run(&mut self.engine, batch, 0, "v", &self.telemetry).0
+        for row in rows {
+            self.offset += 1;
+            let message = Received {
+                source: Source { topic: "in".into(), partition: 0, offset: self.offset },
+                key: None,
+                payload: record::encode("cam", self.offset as f64, row, known),
+            };
+            self.driver.gather(message, 0);
+        }
+        let mut emitted = Vec::new();
+        while let Some(step) = self.driver.next_step(&mut self.engine, Now::service(0), "v", &self.telemetry)
+        {
+            emitted.extend(step.emitted);
+        }
+        emitted
     }
 
     /// What the adapter thread does on its interval: every changed device re-adapted.
@@ -80,11 +85,14 @@ impl Core {
             note: "firmware update".into(),
         };
         let m = Received {
-            source: Source { topic: "feedback".into(), partition: 0, offset: 0 },
+            source: Source { topic: self.feedback_topic.clone(), partition: 0, offset: 0 },
             key: Some(b"cam".to_vec()),
             payload: FeedbackMessage::Verdict(fb).encode(),
         };
-        self.pipeline.feedback(&mut self.engine, &[m], "v", &self.telemetry)
+        // On the feedback topic: the driver applies it after the batch's records.
+        self.driver.gather(m, 0);
+        let step = self.driver.next_step(&mut self.engine, Now::service(0), "v", &self.telemetry);
+        step.map(|s| s.emitted).unwrap_or_default()
     }
 }
 

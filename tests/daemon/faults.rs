@@ -4,6 +4,7 @@
 use crate::support::fixture;
 use metapu::data::Label;
 use metapu::model::file;
+use metapu::monitor::clock::Now;
 use metapu::monitor::engine::{Engine, Source, Verdict, WindowSizes};
 use metapu::monitor::record::FeatureRecord;
 
@@ -25,7 +26,7 @@ fn feed(e: &mut Engine, records: &[FeatureRecord], first_offset: i64) -> Vec<Ver
         .map(|i| Source { topic: "in".into(), partition: 0, offset: first_offset + i })
         .collect();
     let pairs: Vec<(&FeatureRecord, &Source)> = records.iter().zip(&sources).collect();
-    e.process(&pairs, 0).verdicts
+    e.process(&pairs, Now::service(0)).verdicts
 }
 
 fn adapt_all(e: &mut Engine) {

@@ -7,6 +7,7 @@ use std::io::Write;
 use metapu::daemon::adapter::Adapter;
 use metapu::daemon::config::{DaemonConfig, Sources};
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
+use metapu::monitor::clock::Now;
 use metapu::monitor::engine::{run_adaptation, Engine, Source, Verdict, WindowSizes};
 use metapu::monitor::record::{decode, encode, encode_binary, InvalidRecord};
 
@@ -217,21 +218,21 @@ fn the_engine_scores_only_adapted_devices() {
         context: None,
     };
     let (r1, r2, r3) = (rec("p", 0.1, true), rec("p", 0.3, false), rec("q", 0.2, false));
-    let processed = e.process(&[(&r1, &at(0, 0)), (&r2, &at(0, 1)), (&r3, &at(0, 2))], 0);
+    let processed = e.process(&[(&r1, &at(0, 0)), (&r2, &at(0, 1)), (&r3, &at(0, 2))], Now::service(0));
     let v = processed.verdicts;
     assert!(v[..2].iter().all(|v| matches!(v, Verdict::Scored { .. })), "p adapted before scoring: {v:?}");
     assert_eq!(v[2], Verdict::Unknown, "q has no positive: no classifier");
     assert_eq!(processed.adapted, ["p"]);
     assert!(e.adaptation_jobs(1, 100).is_empty(), "p's windows were just adapted; q has no positive");
     let r4 = rec("p", 0.5, false);
-    e.process(&[(&r4, &at(0, 3))], 0);
+    e.process(&[(&r4, &at(0, 3))], Now::service(0));
     let jobs = e.adaptation_jobs(1, 100);
     assert_eq!(jobs.len(), 1, "p changed since; q has no positive");
     assert_eq!(e.install(run_adaptation(&e.model, &jobs, 8)), ["p"]);
     // The adapter thread holds p's windows while an analyst's verdict adapts p at once:
     // the thread's classifier, adapted on the older windows, must not replace it.
     let r5 = rec("p", 0.7, true);
-    e.process(&[(&r5, &at(0, 4))], 0);
+    e.process(&[(&r5, &at(0, 4))], Now::service(0));
     let held_by_the_adapter = e.adaptation_jobs(1, 100);
     assert_eq!(e.adapt_now(["p"]), ["p"]);
     assert!(e.install(run_adaptation(&e.model, &held_by_the_adapter, 8)).is_empty(), "stale classifier");

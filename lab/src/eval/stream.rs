@@ -1,21 +1,25 @@
-//! A device's traffic as the daemon would live it: records in capture order, in
-//! micro-batches cut by capture time, through the daemon's engine (windows, batched
-//! scoring, threshold), re-adapted at the adaptation points the daemon's event clock
+//! A device's traffic as the daemon would live it: records in capture order, each
+//! arriving at its capture time, through the daemon's driver (micro-batches cut by size
+//! and wait, deferred records, the engine's windows, batched scoring and threshold), re-adapted at the adaptation points the daemon's event clock
 //! sets on capture time (`EventCadence`); the first `labeled` benign records are marked
 //! known-normal, as an operator onboards a device. What an analyst would have seen: alerts on benign
 //! traffic (false positive rate), on attack traffic (true positive rate), and how
 //! many attack records passed before the first alert; and the incidents the daemon's
 //! rules open on those decisions, on the capture clock.
 
+use std::collections::HashSet;
+
 use metapu::daemon::config::DaemonConfig;
-use metapu::daemon::{Feedback, FeedbackMessage, FeedbackVerdict};
 use metapu::data::{Label, Task};
 use metapu::model::Model;
+use metapu::monitor::clock::Now;
+use metapu::monitor::driver::Driver;
 use metapu::monitor::engine::Engine;
+use metapu::monitor::feedback::{Feedback, FeedbackMessage, Onboard, Verdict as FeedbackVerdict};
 use metapu::monitor::kinds::Share;
 use metapu::monitor::output::{IncidentEvent, Source};
-use metapu::monitor::pipeline::{Clock, Consumed, Emitted, Pipeline, Received, RecordOutputs};
-use metapu::monitor::record::{Context, FeatureRecord};
+use metapu::monitor::pipeline::{Clock, Emitted, Received, RecordOutputs};
+use metapu::monitor::record::{self, Context};
 use metapu::monitor::settings::CoreSettings;
 use metapu::monitor::telemetry::Tally;
 
@@ -37,7 +41,6 @@ pub struct StreamConfig {
     /// What the daemon's core decides with, on the event clock (each device on its
     /// capture's time).
     pub core: CoreSettings,
-    pub batch_window_s: f64,
     /// Benign records marked known-normal at the start of each device.
     pub labeled: usize,
     /// Or onboarding by time (`metapu onboard --for`): from each device's first record
@@ -62,13 +65,7 @@ impl StreamConfig {
         // quiet runs out; here a silent device's time moves only with its next record,
         // which can come days after its incident closed: its verdict is not late.
         core.feedback_max_age_s = u64::MAX / 2;
-        Self {
-            core,
-            batch_window_s: cfg.scoring.max_wait_ms as f64 / 1000.0,
-            labeled,
-            onboard_for_s: None,
-            analyst: false,
-        }
+        Self { core, labeled, onboard_for_s: None, analyst: false }
     }
 }
 
@@ -144,7 +141,7 @@ impl DeviceOutcome {
     }
 }
 
-/// Every device through one engine and the daemon's pipeline, one device after the
+/// Every device through one engine and the daemon's driver, one device after the
 /// other, each on its own capture clock (the captures come from different years).
 pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<DeviceOutcome> {
     let dim = model.dim();
@@ -152,14 +149,15 @@ pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<De
     // where the daemon's event clock adapts it.
     let core = CoreSettings { max_tracked: devices.len().max(1), ..cfg.core.clone() };
     let mut engine = core.engine(model);
-    let mut pipeline = core.pipeline();
+    let mut driver = Driver::new(&core);
 
-    let metrics = Tally::default();
+    let telemetry = Tally::default();
     let mut offset = 0i64;
     devices
         .iter()
         .map(|d| {
-            let out = run_device(&mut engine, &mut pipeline, &metrics, d, dim, cfg, offset);
+            let mut lab = Lab { engine: &mut engine, driver: &mut driver, telemetry: &telemetry };
+            let out = run_device(&mut lab, d, dim, cfg, offset);
             offset += d.task.len() as i64;
             out
         })
@@ -175,10 +173,37 @@ pub fn source(offset: i64) -> Source {
 /// The topic name of [`source`].
 pub const STREAM_TOPIC: &str = "stream";
 
+/// The service clock stands still (each device runs on its capture's time); the wall
+/// clock only stamps events.
+fn now() -> Now {
+    Now::service(0)
+}
+
+/// The monitor as the lab drives it.
+struct Lab<'a> {
+    engine: &'a mut Engine,
+    driver: &'a mut Driver,
+    telemetry: &'a Tally,
+}
+
+/// One device's stream as it is being read: what the outcome counts so far, and what
+/// carries from one run of the pipeline to the next.
+struct DeviceRun<'a> {
+    d: &'a DeviceStream,
+    cfg: &'a StreamConfig,
+    offset: i64,
+    out: DeviceOutcome,
+    /// The next record no run has decided yet.
+    cursor: usize,
+    /// An incident was open (as the analyst sees it) when the next run began.
+    open: bool,
+    false_incidents: HashSet<String>,
+    /// An incident's news stays on its later events: each is counted once, at its record.
+    news_seen: HashSet<i64>,
+}
+
 fn run_device(
-    engine: &mut Engine,
-    pipeline: &mut Pipeline,
-    metrics: &Tally,
+    lab: &mut Lab<'_>,
     d: &DeviceStream,
     dim: usize,
     cfg: &StreamConfig,
@@ -207,59 +232,83 @@ fn run_device(
     };
     let labels_known = cfg.onboard_for_s.is_none();
     out.hours = (d.ts.last().copied().unwrap_or(0.0) - d.ts.first().copied().unwrap_or(0.0)) / 3600.0;
-    // Open as the analyst sees it: a suppressed incident is not.
-    let open = |engine: &Engine| {
+    let mut run = DeviceRun {
+        d,
+        cfg,
+        offset,
+        out,
+        cursor: 0,
+        open: false,
+        false_incidents: HashSet::new(),
+        news_seen: HashSet::new(),
+    };
+    run.open = run.open_now(lab.engine);
+    // Each record arrives at its capture time, as the daemon's consumer would see it
+    // live: the driver cuts the micro-batches (size and wait) and runs deferred records.
+    for i in 0..n {
+        let message = Received {
+            source: source(offset + i as i64),
+            key: Some(task.id.as_bytes().to_vec()),
+            payload: record::encode_binary(
+                &task.id,
+                d.ts[i],
+                task.row(i, dim),
+                labels_known && run.out.known[i],
+                d.contexts.get(i),
+            ),
+        };
+        let arrival_ms = (d.ts[i].max(0.0) * 1000.0) as u64;
+        if lab.driver.expired(arrival_ms) {
+            run.drain(lab);
+        }
+        if lab.driver.gather(message, arrival_ms) {
+            run.drain(lab);
+        }
+    }
+    run.drain(lab);
+    run.out
+}
+
+impl DeviceRun<'_> {
+    /// Open as the analyst sees it: a suppressed incident is not.
+    fn open_now(&self, engine: &Engine) -> bool {
         engine
             .devices
-            .get(&task.id)
+            .get(&self.d.task.id)
             .and_then(|d| d.incidents.open.as_ref())
             .is_some_and(|i| i.suppressed.is_none())
-    };
-    let mut false_incidents = std::collections::HashSet::new();
-    // An incident's news stays on its later events: each is counted once, at its record.
-    let mut news_seen = std::collections::HashSet::new();
-    let mut start = 0;
-    while start < n {
-        // A micro-batch: what arrives within the batching window, up to max_batch and
-        // the device's share of a batch (the daemon defers the rest to the next).
-        let (max_batch, per_device) = (cfg.core.max_batch, cfg.core.max_per_device);
-        let cap = if per_device > 0 { max_batch.min(per_device) } else { max_batch };
-        let mut end = start + 1;
-        while end < n && end - start < cap && d.ts[end] - d.ts[start] <= cfg.batch_window_s {
-            end += 1;
+    }
+
+    /// Run what the driver holds, one run of the pipeline at a time, until nothing waits.
+    fn drain(&mut self, lab: &mut Lab<'_>) {
+        while let Some(step) = lab.driver.next_step(lab.engine, now(), "lab", lab.telemetry) {
+            self.step(lab, step.emitted);
         }
-        let batch: Vec<Consumed> = (start..end)
-            .map(|i| {
-                let record = FeatureRecord {
-                    device: task.id.clone(),
-                    ts: d.ts[i],
-                    features: task.row(i, dim).to_vec(),
-                    known_normal: labels_known && out.known[i],
-                    context: d.contexts.get(i).copied(),
-                };
-                Consumed::record(record, source(offset + i as i64))
+    }
+
+    /// What one run of the pipeline decided: the records it scored (the next ones in
+    /// order; the rest wait as the daemon's deferred records do), the incidents it
+    /// opened, then the ticks, the analyst's verdicts and the kind shares that follow.
+    fn step(&mut self, lab: &mut Lab<'_>, emitted: Vec<Emitted>) {
+        let (d, cfg, offset) = (self.d, self.cfg, self.offset);
+        let task = &d.task;
+        let start = self.cursor;
+        let end = emitted
+            .iter()
+            .filter_map(|e| match e {
+                Emitted::Score(s) => Some((s.source.offset - offset) as usize + 1),
+                _ => None,
             })
-            .collect();
+            .max()
+            .unwrap_or(start);
+        self.cursor = end;
+        if start == 0 && end > 0 {
+            self.begin(lab);
+        }
+        let out = &mut self.out;
         // An incident already open when the attack begins covers it.
         let attack_begins = (start..end).find(|&i| task.labels[i] == Label::Negative);
         let attack_before = out.attack;
-        let open_before = open(engine);
-        let (emitted, _) = pipeline.run(engine, batch, 0, "lab", metrics);
-        if let (0, Some(span)) = (start, cfg.onboard_for_s) {
-            // The device is tracked from its first batch on: onboard it from its first record.
-            let first = d.ts.first().copied().unwrap_or(0.0);
-            let kind = d.kind.as_deref();
-            if let Err(e) =
-                engine.devices.start_onboarding(&task.id, span, kind, "lab".into(), String::new(), first)
-            {
-                panic!("onboarding {}: {e}", task.id);
-            }
-        } else if let (0, Some(kind)) = (start, &d.kind) {
-            let first = d.ts.first().copied().unwrap_or(0.0);
-            if let Err(e) = engine.devices.join_kind(&task.id, kind, first) {
-                panic!("{} joining {kind}: {e}", task.id);
-            }
-        }
         let mut verdicts: Vec<Option<bool>> = vec![None; end - start];
         let mut opened_at = Vec::new();
         let mut reopened_at = Vec::new();
@@ -289,7 +338,7 @@ fn run_device(
                     closed_at.push(last_scored)
                 }
                 Emitted::Incident(IncidentEvent::Updated(r)) if !r.is_suppressed() => {
-                    if let Some(n) = r.news.as_ref().filter(|n| news_seen.insert(n.by.offset)) {
+                    if let Some(n) = r.news.as_ref().filter(|n| self.news_seen.insert(n.by.offset)) {
                         news_at.push((n.by.offset - offset) as usize);
                         out.news.push(n.why.clone());
                     }
@@ -299,12 +348,12 @@ fn run_device(
                     // went beyond the dismissed behaviour.
                     let by = r.news.as_ref().map_or(&r.opened_by, |n| &n.by);
                     out.news.extend(
-                        r.news.as_ref().filter(|n| news_seen.insert(n.by.offset)).map(|n| n.why.clone()),
+                        r.news.as_ref().filter(|n| self.news_seen.insert(n.by.offset)).map(|n| n.why.clone()),
                     );
                     out.looks.extend(r.look.as_ref().map(|l| (r.figures.first_ts, l.why.clone())));
                     let at = (by.offset - offset) as usize;
                     if cfg.analyst && attack_before == 0 && attack_begins.is_none_or(|a| at < a) {
-                        false_incidents.insert(r.incident_id.clone());
+                        self.false_incidents.insert(r.incident_id.clone());
                     }
                     opened_at.push(at);
                     out.opened.push(r.incident_id.clone());
@@ -321,7 +370,7 @@ fn run_device(
         }
         let mut opened = opened_at.into_iter().peekable();
         let mut reopened = reopened_at.into_iter().peekable();
-        let mut open_now = open_before;
+        let mut open_now = self.open;
         let mut news = news_at.into_iter().peekable();
         let mut closed = closed_at.into_iter().peekable();
         for i in start..end {
@@ -386,8 +435,9 @@ fn run_device(
         // other, each on its own clock: what the tick does to an earlier device's
         // incident is no event of this one.
         let mut shares = Vec::new();
-        let ticked: Vec<Emitted> = pipeline
-            .incident_ticks(engine, 0, "lab", metrics)
+        let ticked: Vec<Emitted> = lab
+            .driver
+            .tick(lab.engine, now(), "lab", lab.telemetry)
             .into_iter()
             .filter(|e| match e {
                 Emitted::Share(s) => {
@@ -398,34 +448,65 @@ fn run_device(
                 _ => false,
             })
             .collect();
-        out.incident_events += ticked.len();
+        self.out.incident_events += ticked.len();
         // The analyst reviews each false incident once it has closed.
         for e in emitted.iter().chain(&ticked) {
             if let Emitted::Incident(IncidentEvent::Closed(r)) = e {
-                if false_incidents.remove(&r.incident_id) {
-                    out.incident_events +=
-                        dismiss(engine, pipeline, metrics, &task.id, &r.incident_id, &mut shares);
+                if self.false_incidents.remove(&r.incident_id) {
+                    self.out.incident_events += dismiss(lab, &task.id, &r.incident_id, &mut shares);
                 }
             }
         }
         // What the device shares with its kind comes back as the kinds topic would
         // bring it (every daemon reads it, this one included).
-        share_back(engine, pipeline, metrics, shares);
-        start = end;
+        share_back(lab, shares);
+        self.open = self.open_now(lab.engine);
     }
-    out
+
+    /// The device is tracked from its first run on: onboard it from there (`metapu
+    /// onboard --for`, through the feedback path), or place it in its kind.
+    fn begin(&mut self, lab: &mut Lab<'_>) {
+        let d = self.d;
+        let id = &d.task.id;
+        if let Some(span) = self.cfg.onboard_for_s {
+            let onboard = FeedbackMessage::Onboard(Onboard {
+                device: id.clone(),
+                onboard_for_s: span,
+                kind: d.kind.clone(),
+                by: "lab".into(),
+                note: String::new(),
+            });
+            let emitted = feedback(lab, id, onboard);
+            if let Some(reason) = dead_letter(&emitted) {
+                panic!("onboarding {id}: {reason}");
+            }
+        } else if let Some(kind) = &d.kind {
+            let first = d.ts.first().copied().unwrap_or(0.0);
+            if let Err(e) = lab.engine.devices.join_kind(id, kind, first) {
+                panic!("{id} joining {kind}: {e}");
+            }
+        }
+    }
+}
+
+/// A message on the feedback topic, through the daemon's feedback path.
+fn feedback(lab: &mut Lab<'_>, device: &str, message: FeedbackMessage) -> Vec<Emitted> {
+    let message =
+        Received { source: source(-1), key: Some(device.as_bytes().to_vec()), payload: message.encode() };
+    lab.driver.pipeline.feedback(lab.engine, &[message], now(), "lab", lab.telemetry)
+}
+
+/// The reason of the first dead letter among `emitted`.
+fn dead_letter(emitted: &[Emitted]) -> Option<&str> {
+    emitted.iter().find_map(|e| match e {
+        Emitted::DeadLetter { letter, .. } => Some(letter.reason.as_str()),
+        _ => None,
+    })
 }
 
 /// The analyst's false-positive verdict on an incident, through the daemon's feedback
 /// path; the incident events it gives.
-fn dismiss(
-    engine: &mut Engine,
-    pipeline: &mut Pipeline,
-    metrics: &Tally,
-    device: &str,
-    incident_id: &str,
-    shares: &mut Vec<Share>,
-) -> usize {
+fn dismiss(lab: &mut Lab<'_>, device: &str, incident_id: &str, shares: &mut Vec<Share>) -> usize {
     let verdict = FeedbackMessage::Verdict(Feedback {
         device: device.into(),
         incident_id: incident_id.into(),
@@ -433,13 +514,9 @@ fn dismiss(
         by: "lab analyst".into(),
         note: String::new(),
     });
-    let message =
-        Received { source: source(-1), key: Some(device.as_bytes().to_vec()), payload: verdict.encode() };
-    let emitted = pipeline.feedback(engine, &[message], "lab", metrics);
-    if let Some(Emitted::DeadLetter { letter, .. }) =
-        emitted.iter().find(|e| matches!(e, Emitted::DeadLetter { .. }))
-    {
-        panic!("the analyst's verdict on {incident_id} was refused: {}", letter.reason);
+    let emitted = feedback(lab, device, verdict);
+    if let Some(reason) = dead_letter(&emitted) {
+        panic!("the analyst's verdict on {incident_id} was refused: {reason}");
     }
     shares.extend(emitted.iter().filter_map(|e| match e {
         Emitted::Share(s) => Some(s.clone()),
@@ -449,7 +526,7 @@ fn dismiss(
 }
 
 /// Shares a device published, read back as the kinds topic's messages.
-fn share_back(engine: &mut Engine, pipeline: &Pipeline, metrics: &Tally, shares: Vec<Share>) {
+fn share_back(lab: &mut Lab<'_>, shares: Vec<Share>) {
     let messages: Vec<Received> = shares
         .iter()
         .map(|s| Received {
@@ -458,7 +535,7 @@ fn share_back(engine: &mut Engine, pipeline: &Pipeline, metrics: &Tally, shares:
             payload: serde_json::to_vec(s).expect("a share serialises"),
         })
         .collect();
-    if let Some(Emitted::DeadLetter { letter, .. }) = pipeline.shares(engine, &messages, metrics).first() {
-        panic!("a share was refused: {}", letter.reason);
+    if let Some(reason) = dead_letter(&lab.driver.shares(lab.engine, &messages, now(), lab.telemetry)) {
+        panic!("a share was refused: {reason}");
     }
 }

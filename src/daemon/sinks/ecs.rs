@@ -220,7 +220,7 @@ mod tests {
             let (c, at) = syn_to(host, 1_500_000_000.0 + f64::from(host) * 0.1);
             incident.traffic.add(&c, at);
         }
-        let report = IncidentReport::of("cam", &incident, None, "5d2c0f1e9a7b", Vec::new());
+        let report = IncidentReport::of("cam", &incident, None, "5d2c0f1e9a7b", Vec::new(), 1.7e9);
         let doc = document(&IncidentEvent::Opened(report));
         let at = |path: &str| doc.pointer(path).cloned().unwrap_or_default();
         assert_eq!(at("/event/kind"), "alert");
@@ -245,7 +245,7 @@ mod tests {
     fn a_reopened_incident_is_a_start_of_the_same_incident() {
         let mut incident = Incident::sample(30, 20);
         incident.reopened = 2;
-        let report = IncidentReport::of("cam", &incident, None, "5d2c0f1e9a7b", Vec::new());
+        let report = IncidentReport::of("cam", &incident, None, "5d2c0f1e9a7b", Vec::new(), 1.7e9);
         let doc = document(&IncidentEvent::Reopened(report));
         let at = |path: &str| doc.pointer(path).cloned().unwrap_or_default();
         assert_eq!(at("/event/action"), "incident-reopened");

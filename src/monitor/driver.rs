@@ -1,0 +1,195 @@
+//! The one way the monitor is driven. Messages come in with the time they arrived;
+//! the driver cuts them into micro-batches as `[scoring]` says (`max_batch` messages, or
+//! `max_wait_ms` after the first), decodes each batch, runs its records through the
+//! pipeline (the per-device cap, deferral, the clock and the adaptation cadence are the
+//! engine's and the pipeline's, built from the same [`CoreSettings`]), applies the
+//! feedback topic's messages after them, and runs deferred records again at once.
+//! The daemon's service loop, the lab and the tests' core harness all drive the
+//! monitor through it, so a record meets the same batches whichever feeds it.
+
+use super::clock::Now;
+use super::engine::Engine;
+use super::pipeline::{
+    decode_batch, highest_offsets, Consumed, Emitted, PartitionOffset, Pipeline, Received,
+};
+use super::settings::CoreSettings;
+use super::telemetry::Telemetry;
+
+/// Messages gathered into the next micro-batch (times on the caller's clock, ms).
+#[derive(Debug)]
+pub struct Batcher<T> {
+    items: Vec<T>,
+    first_ms: Option<u64>,
+    max: usize,
+    max_wait_ms: u64,
+}
+
+impl<T> Batcher<T> {
+    pub fn new(max: usize, max_wait_ms: u64) -> Self {
+        Self { items: Vec::new(), first_ms: None, max: max.max(1), max_wait_ms: max_wait_ms.max(1) }
+    }
+
+    /// Gather an item that arrived at `now_ms`.
+    pub fn push(&mut self, item: T, now_ms: u64) {
+        self.first_ms.get_or_insert(now_ms);
+        self.items.push(item);
+    }
+
+    pub fn full(&self) -> bool {
+        self.items.len() >= self.max
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// When the started batch must be run: `max_wait_ms` after its first item.
+    pub fn deadline_ms(&self) -> Option<u64> {
+        self.first_ms.map(|first| first + self.max_wait_ms)
+    }
+
+    pub fn take(&mut self) -> Vec<T> {
+        self.first_ms = None;
+        std::mem::take(&mut self.items)
+    }
+}
+
+/// What one run of the pipeline gave: its outputs, and the input offsets they release
+/// once delivered.
+#[derive(Debug, Default)]
+pub struct Step {
+    pub emitted: Vec<Emitted>,
+    pub offsets: Vec<PartitionOffset>,
+}
+
+/// The pipeline and the batch being gathered.
+pub struct Driver {
+    pub pipeline: Pipeline,
+    gathering: Batcher<Received>,
+    /// Messages on this topic are the feedback topic's (verdicts, onboardings, forgets).
+    feedback_topic: String,
+    max_message_bytes: usize,
+}
+
+impl Driver {
+    pub fn new(settings: &CoreSettings) -> Self {
+        Self {
+            pipeline: settings.pipeline(),
+            gathering: Batcher::new(settings.max_batch, settings.max_wait_ms),
+            feedback_topic: settings.feedback_topic.clone(),
+            max_message_bytes: settings.max_message_bytes,
+        }
+    }
+
+    /// Gather a message that arrived at `now_ms`; true when the batch is full.
+    pub fn gather(&mut self, message: Received, now_ms: u64) -> bool {
+        self.gathering.push(message, now_ms);
+        self.gathering.full()
+    }
+
+    /// When the gathered batch is due (ms on the gathering's clock): at its deadline;
+    /// at once while deferred records wait; never when there is nothing to run.
+    pub fn due_ms(&self, now_ms: u64) -> Option<u64> {
+        self.gathering.deadline_ms().or_else(|| self.pipeline.has_deferred().then_some(now_ms))
+    }
+
+    /// Take the gathered batch (to run it with [`Self::run`]).
+    pub fn take(&mut self) -> Vec<Received> {
+        self.gathering.take()
+    }
+
+    /// Whether to stop taking messages: as many records wait as a batch holds.
+    pub fn backlogged(&self) -> bool {
+        self.pipeline.backlogged()
+    }
+
+    /// Run deferred records and `messages` through the pipeline: the records first,
+    /// then the feedback topic's messages. `before` sees the decoded batch before it is
+    /// scored (the daemon places parked state of the devices in it).
+    pub fn run(
+        &mut self,
+        engine: &mut Engine,
+        messages: Vec<Received>,
+        now: Now,
+        version: &str,
+        telemetry: &dyn Telemetry,
+        before: impl FnOnce(&mut Engine, &[Consumed]),
+    ) -> Step {
+        let (feedback, records): (Vec<Received>, Vec<Received>) =
+            messages.into_iter().partition(|m| m.source.topic == self.feedback_topic);
+        let batch = decode_batch(records, engine.model.dim(), self.max_message_bytes);
+        before(engine, &batch);
+        let (mut emitted, mut offsets) = self.pipeline.run(engine, batch, now, version, telemetry);
+        if !feedback.is_empty() {
+            emitted.extend(self.pipeline.feedback(engine, &feedback, now, version, telemetry));
+            offsets.extend(highest_offsets(feedback.iter().map(|m| &m.source)));
+        }
+        Step { emitted, offsets }
+    }
+
+    /// Whether a message arriving at `arrival_ms` comes after the started batch's wait
+    /// (a driver with no timer of its own runs that batch first).
+    pub fn expired(&self, arrival_ms: u64) -> bool {
+        self.gathering.deadline_ms().is_some_and(|d| arrival_ms > d)
+    }
+
+    /// For a driver with no timer of its own (the lab, the tests): run the gathered
+    /// batch, or else the deferred records, as the service runs them once due; `None`
+    /// when nothing waits. Called until `None`, it leaves no record behind.
+    pub fn next_step(
+        &mut self,
+        engine: &mut Engine,
+        now: Now,
+        version: &str,
+        telemetry: &dyn Telemetry,
+    ) -> Option<Step> {
+        let messages = self.take();
+        if messages.is_empty() && !self.pipeline.has_deferred() {
+            return None;
+        }
+        Some(self.run(engine, messages, now, version, telemetry, |_, _| {}))
+    }
+
+    /// Time passes: incident updates and quiet closes due, onboardings ended.
+    pub fn tick(
+        &mut self,
+        engine: &mut Engine,
+        now: Now,
+        version: &str,
+        telemetry: &dyn Telemetry,
+    ) -> Vec<Emitted> {
+        self.pipeline.incident_ticks(engine, now, version, telemetry)
+    }
+
+    /// The kinds topic's messages.
+    pub fn shares(
+        &mut self,
+        engine: &mut Engine,
+        messages: &[Received],
+        now: Now,
+        telemetry: &dyn Telemetry,
+    ) -> Vec<Emitted> {
+        self.pipeline.shares(engine, messages, now, telemetry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_due_when_full_or_its_wait_is_over() {
+        let mut b = Batcher::new(3, 20);
+        assert_eq!(b.deadline_ms(), None, "nothing gathered, nothing due");
+        b.push('a', 100);
+        b.push('b', 115);
+        assert_eq!(b.deadline_ms(), Some(120), "from the first item");
+        assert!(!b.full());
+        b.push('c', 130);
+        assert!(b.full());
+        assert_eq!(b.take(), vec!['a', 'b', 'c']);
+        assert_eq!(b.deadline_ms(), None);
+        b.push('d', 500);
+        assert_eq!(b.deadline_ms(), Some(520), "a new batch waits from its own first item");
+    }
+}
