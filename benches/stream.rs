@@ -1,7 +1,9 @@
 //! `make bench`, the peer comparison, our side: the labeled stream that the peers
 //! also read (runs/bench/stream.csv from `metapu simulate`) goes through the daemon's
-//! engine in arrival order — JSON decode, window update, batched scoring, periodic
-//! re-adaptation — with each device's first 10 benign records labeled normal. Writes
+//! driver in arrival order, with the daemon's default settings — micro-batches, JSON
+//! decode, window update, batched scoring, re-adaptation at the event clock's points
+//! (each device a record a second of its own time) — with each device's first 10
+//! benign records labeled normal. Writes
 //! every record's anomaly score (1 − posterior of normal; 0.5 before the device's
 //! first adaptation) to runs/bench/scores-ours.csv and the throughput to
 //! runs/bench/ours.json; benches/peers.py computes the metrics for everyone alike.
@@ -10,16 +12,17 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
+use metapu::daemon::DaemonConfig;
 use metapu::data::{csv_tasks, Label};
 use metapu::model::{default_device, file};
 use metapu::monitor::clock::Now;
-use metapu::monitor::engine::{Engine, Source, Verdict, WindowSizes};
-use metapu::monitor::record::{decode, encode, encode_binary};
+use metapu::monitor::driver::{Driver, Step};
+use metapu::monitor::engine::Source;
+use metapu::monitor::pipeline::{Emitted, Received, RecordOutputs};
+use metapu::monitor::record::{encode, encode_binary};
+use metapu::monitor::telemetry::Tally;
 
 const LABELED: usize = 10;
-const BATCH: usize = 1024;
-/// Re-adapt changed devices every this many records (the daemon does it by time).
-const ADAPT_EVERY: usize = 4096;
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -57,8 +60,8 @@ fn main() {
             })
             .collect()
     };
-    let (scores, json_rate) = run(&model_path, &encoded(false), dim);
-    let (_, binary_rate) = run(&model_path, &encoded(true), dim);
+    let (scores, json_rate) = run(&model_path, encoded(false));
+    let (_, binary_rate) = run(&model_path, encoded(true));
 
     let mut out =
         std::io::BufWriter::new(std::fs::File::create(dir.join("scores-ours.csv")).expect("scores file"));
@@ -76,33 +79,39 @@ fn main() {
     );
 }
 
-/// The stream through a fresh engine: (anomaly score per record, records/s).
-fn run(model_path: &Path, payloads: &[Vec<u8>], dim: usize) -> (Vec<f32>, f64) {
+/// The stream through a fresh engine and driver, every record arriving at once (a
+/// backlog): (anomaly score per record, records/s).
+fn run(model_path: &Path, payloads: Vec<Vec<u8>>) -> (Vec<f32>, f64) {
     let model = file::load(model_path, default_device()).expect("default model");
-    let sizes = WindowSizes { positive: 50, unlabeled: 200, bootstrap_positives: 0 };
-    let mut engine = Engine::new(model, sizes, 100_000, 0.5);
-    engine.adaptation_batch = 1024;
+    let mut settings = DaemonConfig::defaults().core_settings();
+    settings.max_tracked = 100_000;
+    settings.outputs = RecordOutputs { scores: true, alerts: false };
+    settings.trust_input_labels = true;
+    let mut engine = settings.engine(model);
+    let mut driver = Driver::new(&settings);
+    let telemetry = Tally::default();
     let mut scores = vec![0.5f32; payloads.len()];
-    let started = Instant::now();
-    let mut since_adapt = 0;
-    for (chunk_no, chunk) in payloads.chunks(BATCH).enumerate() {
-        let records: Vec<_> =
-            chunk.iter().map(|p| decode(None, p, dim, 1 << 20).expect("valid record")).collect();
-        let sources: Vec<Source> = (0..records.len())
-            .map(|k| Source { topic: "bench".into(), partition: 0, offset: (chunk_no * BATCH + k) as i64 })
-            .collect();
-        let refs: Vec<_> = records.iter().zip(&sources).collect();
-        let out = engine.process(&refs, Now::service(0));
-        for (k, v) in out.verdicts.iter().enumerate() {
-            if let Verdict::Scored { posterior, .. } = v {
-                scores[chunk_no * BATCH + k] = 1.0 - posterior;
+    let mut take = |step: Step| {
+        for e in step.emitted {
+            if let Emitted::Score(s) = e {
+                if let Some(posterior) = s.score {
+                    scores[s.source.offset as usize] = 1.0 - posterior;
+                }
             }
         }
-        since_adapt += records.len();
-        if since_adapt >= ADAPT_EVERY {
-            since_adapt = 0;
-            engine.adapt_changed();
+    };
+    let n = payloads.len();
+    let started = Instant::now();
+    for (k, payload) in payloads.into_iter().enumerate() {
+        let source = Source { topic: "bench".into(), partition: 0, offset: k as i64 };
+        if driver.gather(Received { source, key: None, payload }, 0) {
+            while let Some(step) = driver.next_step(&mut engine, Now::service(0), "bench", &telemetry) {
+                take(step);
+            }
         }
     }
-    (scores, payloads.len() as f64 / started.elapsed().as_secs_f64())
+    while let Some(step) = driver.next_step(&mut engine, Now::service(0), "bench", &telemetry) {
+        take(step);
+    }
+    (scores, n as f64 / started.elapsed().as_secs_f64())
 }

@@ -223,10 +223,14 @@ async fn the_daemon_on_the_broker_and_the_lab_open_the_same_incidents_over_the_s
 
 /// Produce `values` under `key`, all in flight at once, in order on one partition.
 async fn send_all(p: &rdkafka::producer::FutureProducer, key: &str, values: Vec<Vec<u8>>) {
-    let sends = values.iter().map(|v| {
-        p.send(rdkafka::producer::FutureRecord::to(STREAM_TOPIC).key(key).payload(v), Duration::from_secs(30))
-    });
-    for r in futures::future::join_all(sends).await {
-        r.expect("delivered");
+    let deliveries: Vec<_> = values
+        .iter()
+        .map(|v| {
+            p.send_result(rdkafka::producer::FutureRecord::to(STREAM_TOPIC).key(key).payload(v))
+                .unwrap_or_else(|(e, _)| panic!("enqueued: {e}"))
+        })
+        .collect();
+    for d in deliveries {
+        d.await.expect("not cancelled").unwrap_or_else(|(e, _)| panic!("delivered: {e}"));
     }
 }

@@ -1,0 +1,105 @@
+//! Classifiers: which devices are due, their windows handed over, classifiers installed
+//! unless stale, all dropped on a model reload; a device's state restored from a snapshot.
+
+use super::*;
+
+impl DeviceTable {
+    /// Devices to re-adapt: windows changed (at least `min_changed` records, counted as
+    /// a share of a full unlabeled window: [`crate::monitor::engine::records_needed`]) and a
+    /// positive.
+    pub fn due_for_adaptation(&self, min_changed: usize) -> Vec<String> {
+        let capacity = self.sizes.unlabeled;
+        self.devices
+            .iter()
+            .filter(|(_, d)| {
+                d.changed >= crate::monitor::engine::records_needed(min_changed, d.unlabeled.len(), capacity)
+                    && d.adaptable()
+            })
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// A device's windows for adaptation (shared, copy on write), marked handed over.
+    pub fn take_windows(&mut self, id: &str) -> Option<AdaptJob> {
+        let d = self.devices.get_mut(id)?;
+        d.changed = 0;
+        self.handovers += 1;
+        Some(AdaptJob {
+            device: id.to_string(),
+            positive: d.known_normal_rows(),
+            unlabeled: d.unlabeled.shared(),
+            handover: self.handovers,
+        })
+    }
+
+    /// Install the classifier adapted on `handover`'s windows, unless the device is no
+    /// longer tracked or already has one adapted on newer windows. Returns whether it
+    /// was installed.
+    pub fn install(&mut self, id: &str, handover: u64, state: TaskState) -> bool {
+        match self.devices.get_mut(id) {
+            Some(d) if handover > d.installed_handover => {
+                d.state = Some(state);
+                d.installed_handover = handover;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Install restored windows (state topic: read from state partition `home`);
+    /// counts as seen now.
+    pub fn restore(&mut self, id: &str, snapshot: &Snapshot, partition: i32, home: i32, now_ms: u64) {
+        let mut d = Device::new(self.dim, &self.sizes, partition, self.handovers);
+        d.home = Some(home);
+        d.positive = RowWindow::from_rows(self.dim, self.sizes.positive, &snapshot.positive);
+        d.unlabeled = RowWindow::from_rows(self.dim, self.sizes.unlabeled, &snapshot.unlabeled);
+        d.seen = snapshot.seen;
+        d.last_source = snapshot.last_source.clone();
+        d.changed = usize::from(d.adaptable());
+        d.idle = d.unlabeled.is_empty() && !d.positive.is_empty();
+        d.first_seen_ms = now_ms;
+        d.incidents = snapshot.incidents.clone();
+        // An open incident's quiet period runs on from its last anomalous record on the
+        // event clock (a restart changes no incident), from now on the service's.
+        let last_ts = d.incidents.open.as_ref().map(|i| i.figures.last_ts).filter(|_| self.event_clock);
+        d.incidents = match last_ts {
+            Some(ts) => {
+                d.clock = ts;
+                d.incidents.restored(Now::event(ts).ms)
+            }
+            None => d.incidents.restored(now_ms),
+        };
+        d.onboarding = snapshot.onboarding.clone();
+        d.onboarded = snapshot.onboarded.clone();
+        d.kind = snapshot.kind.clone();
+        d.rows_accepted = snapshot.rows_accepted;
+        d.positive.pin(snapshot.pinned);
+        if snapshot.rows_apart {
+            // On the state topic as they are. (A whole snapshot's rows are written again,
+            // apart, with the device's next main record, which would otherwise lack them.)
+            (d.positive_written, d.unlabeled_written) = (d.positive.stamp(), d.unlabeled.stamp());
+            d.unlabeled_written_ms = now_ms;
+        }
+        if d.onboarding.is_some() {
+            self.onboarding.insert(id.to_string());
+        }
+        if let Some(old) = self.devices.insert(id.to_string(), d) {
+            self.recency.remove(&old.lru_key);
+        }
+        self.refresh_offered(id);
+        self.touch(id, now_ms);
+        while self.recency.len() > self.max_tracked {
+            if self.evict_oldest().is_none() {
+                break;
+            }
+        }
+    }
+
+    /// Forget every adapted state (after a model reload), keeping windows.
+    pub fn invalidate_states(&mut self) {
+        for d in self.devices.values_mut() {
+            d.state = None;
+            d.changed = d.changed.max(1);
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! A device's kind: joining one, what a member shares of what it was onboarded on and
+//! dismissed, and what it is offered of its siblings'.
+
+use super::*;
+
+impl DeviceTable {
+    /// The tracked device `id` is of `kind` from now (`now`: Unix seconds); it leaves
+    /// the kind it was of, withdrawing what it shared there.
+    pub fn join_kind(&mut self, id: &str, kind: &str, now: f64) -> Result<(), String> {
+        crate::monitor::kinds::check_name(kind).map_err(|e| e.to_string())?;
+        let d = self.devices.get_mut(id).ok_or_else(|| format!("unknown device {id}"))?;
+        if d.kind.as_deref() == Some(kind) {
+            return Ok(());
+        }
+        d.unsnapshotted = true;
+        if d.rows_accepted || !d.incidents.memory.is_empty() {
+            self.share_due.insert(id.to_string());
+        }
+        if let Some(old) = d.kind.replace(kind.to_string()) {
+            self.shares.push(Share::withdrawn(old, id, self.dim, now));
+        }
+        self.refresh_offered(id);
+        Ok(())
+    }
+
+    /// Queue what a member accepted for its kind: its known-normal rows if an operator
+    /// onboarded it, and the behaviours analysts dismissed on it.
+    pub(super) fn share(&mut self, id: &str) {
+        let Some(d) = self.devices.get(id) else { return };
+        let Some(kind) = d.kind.clone() else { return };
+        let normal = if d.rows_accepted { d.positive.rows().to_vec() } else { Vec::new() };
+        // What people dismissed, not what the daemon learned by itself.
+        let behaviours = d
+            .incidents
+            .memory
+            .behaviours
+            .iter()
+            .filter(|b| !b.dismissal.learned)
+            .cloned()
+            .map(|mut b| {
+                b.dismissal.on = Some(id.to_string());
+                b
+            })
+            .collect();
+        let at = self.time_of(d);
+        self.shares.push(Share { kind, device: id.to_string(), dim: self.dim, normal, behaviours, at });
+    }
+
+    /// Now for device `d`, Unix seconds: its own clock on the event clock, the table's
+    /// otherwise.
+    pub(super) fn time_of(&self, d: &Device) -> f64 {
+        if self.event_clock {
+            d.clock
+        } else {
+            self.time()
+        }
+    }
+
+    /// Shares to publish on the kinds topic since the last call (a member labeled
+    /// records of shares once per call, however many it labeled).
+    pub fn take_shares(&mut self) -> Vec<Share> {
+        for id in std::mem::take(&mut self.share_due) {
+            self.share(&id);
+        }
+        std::mem::take(&mut self.shares)
+    }
+
+    /// A share read on the kinds topic (this daemon's own included): the kind's members
+    /// held here are offered what it now holds.
+    pub fn apply_share(&mut self, share: Share) -> Result<(), KindError> {
+        let kind = self.kinds.apply(share, self.dim)?;
+        let members: Vec<String> = self
+            .devices
+            .iter()
+            .filter(|(_, d)| d.kind.as_deref() == Some(kind.as_str()))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in members {
+            self.refresh_offered(&id);
+        }
+        Ok(())
+    }
+
+    /// What the device's kind offers it now; re-adapted if that changed what it is
+    /// adapted on.
+    pub(super) fn refresh_offered(&mut self, id: &str) {
+        let Some(d) = self.devices.get_mut(id) else { return };
+        let offered =
+            d.kind.as_deref().and_then(|k| self.kinds.offered_rows(k, id, self.dim, self.sizes.positive));
+        if offered != d.offered {
+            d.offered = offered;
+            if d.positive.len() < d.positive.capacity() {
+                d.changed = d.changed.max(1);
+            }
+        }
+    }
+
+    /// Kinds and their members that shared something (for the metrics).
+    pub fn kind_counts(&self) -> Vec<(String, usize)> {
+        self.kinds.counts()
+    }
+}

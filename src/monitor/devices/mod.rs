@@ -1,0 +1,424 @@
+//! Per-device state: the positive and unlabeled windows, the adapted classifier and
+//! bookkeeping; the device table, the one owner of that state. Here: a device, the
+//! table, and what it admits of each record (`observe`: the one admission rule). Its
+//! other jobs, each in its own file: `onboarding`, `kinds`, `eviction` (capacity,
+//! idleness, forgetting, moved partitions, unmonitored devices), `adaptation` (due
+//! devices, handovers, installs, restores) and `incidents` (routing to a device's
+//! tracker).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::model::TaskState;
+
+use super::behaviours::MemoryRules;
+use super::clock::Now;
+use super::feedback::Feedback;
+use super::incidents::{Applied, Decision, IncidentRules, IncidentTracker, Transition};
+use super::kinds::{KindError, Kinds, Share};
+use super::onboarding::{seed_of, Onboarding, MAX_SPAN_S};
+use super::output::PriorUpdate;
+use super::record::Source;
+use super::snapshot::Snapshot;
+use super::windows::{RowWindow, SharedRows};
+
+mod adaptation;
+mod eviction;
+mod incidents;
+mod kinds;
+mod onboarding;
+#[cfg(test)]
+mod tests;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowSizes {
+    pub positive: usize,
+    pub unlabeled: usize,
+    pub bootstrap_positives: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Device {
+    pub positive: RowWindow,
+    pub unlabeled: RowWindow,
+    /// The adapted classifier, once the device has a positive and was adapted.
+    pub state: Option<TaskState>,
+    /// Records seen since the device was first tracked (or restored).
+    pub seen: u64,
+    /// Records since the windows were last handed to adaptation.
+    pub changed: usize,
+    /// The handover whose classifier `state` is (see [`AdaptJob::handover`]).
+    installed_handover: u64,
+    /// Windows changed since the last snapshot.
+    pub unsnapshotted: bool,
+    /// When the last snapshot was taken (service clock, ms).
+    pub last_snapshot_ms: u64,
+    /// The stamps ([`RowWindow::stamp`]) of the known-normal and unlabeled rows last
+    /// written to the state topic (0: not written by this process), and when the
+    /// unlabeled rows were (service clock, ms).
+    pub positive_written: u64,
+    pub unlabeled_written: u64,
+    pub unlabeled_written_ms: u64,
+    /// Kafka partition the device's records arrive on (state follows it).
+    pub partition: i32,
+    /// The state partition its snapshot was restored from, where it stays; `None`: the
+    /// one its input partition maps to.
+    pub home: Option<i32>,
+    /// The newest input record that entered the windows. A redelivered record (at or
+    /// before it on the same topic-partition, after a crash or a rebalance) is scored
+    /// again but does not enter the windows twice.
+    pub last_source: Option<Source>,
+    /// When the device was first tracked (or restored), service clock, ms.
+    first_seen_ms: u64,
+    /// Reported once as sending traffic with no known-normal record.
+    unmonitored_reported: bool,
+    /// Its last decisions and open incident.
+    pub incidents: IncidentTracker,
+    /// Silent for `devices.idle_timeout_s`: its unlabeled window and classifier were
+    /// freed, its known-normal records kept (until it sends again).
+    pub idle: bool,
+    /// An operator's onboarding in progress: its records are known-normal until it ends.
+    pub onboarding: Option<Onboarding>,
+    /// The last onboarding finished (who, when, the span, how many records it took).
+    pub onboarded: Option<Onboarding>,
+    last_seen_ms: u64,
+    lru_key: u64,
+    /// Its clock under the event clock: the newest (bounded) timestamp of its records,
+    /// Unix seconds; 0 before its first record.
+    pub clock: f64,
+    /// Under the event clock, when (on its own clock) it is next re-adapted; `None`
+    /// until its first record sets it.
+    pub next_adapt_ts: Option<f64>,
+    /// Under the event clock, records since its last adaptation point.
+    pub records_since_adaptation: usize,
+    /// Its kind, as the operator named it when onboarding it (`kinds.rs`).
+    pub kind: Option<String>,
+    /// Known-normal rows its kind offers it (its siblings'), while its own positive
+    /// window has room: adapted on after its own.
+    pub offered: Option<SharedRows>,
+    /// Its known-normal rows are what an operator accepted (an onboarding, or records
+    /// labeled normal by a trusted producer): shared with its kind.
+    pub rows_accepted: bool,
+}
+
+impl Device {
+    /// Rows changed since they were last written to the state topic.
+    pub fn rows_unwritten(&self) -> (bool, bool) {
+        (self.positive.stamp() != self.positive_written, self.unlabeled.stamp() != self.unlabeled_written)
+    }
+
+    /// `handovers`: the table's count so far, so that a job handed out for an earlier
+    /// device of the same id (evicted since) cannot install its classifier here.
+    fn new(dim: usize, sizes: &WindowSizes, partition: i32, handovers: u64) -> Self {
+        Self {
+            positive: RowWindow::new(dim, sizes.positive),
+            unlabeled: RowWindow::new(dim, sizes.unlabeled),
+            state: None,
+            seen: 0,
+            changed: 0,
+            installed_handover: handovers,
+            unsnapshotted: false,
+            last_snapshot_ms: 0,
+            positive_written: 0,
+            unlabeled_written: 0,
+            unlabeled_written_ms: 0,
+            partition,
+            home: None,
+            last_source: None,
+            first_seen_ms: 0,
+            unmonitored_reported: false,
+            incidents: IncidentTracker::default(),
+            idle: false,
+            onboarding: None,
+            onboarded: None,
+            last_seen_ms: 0,
+            lru_key: 0,
+            clock: 0.0,
+            next_adapt_ts: None,
+            records_since_adaptation: 0,
+            kind: None,
+            offered: None,
+            rows_accepted: false,
+        }
+    }
+
+    /// Known-normal rows of its own, or offered by its kind.
+    pub fn has_known_normal(&self) -> bool {
+        !self.positive.is_empty() || self.offered.is_some()
+    }
+
+    /// Something to adapt on: known-normal records and recent traffic (an idle device
+    /// has only the first).
+    pub fn adaptable(&self) -> bool {
+        self.has_known_normal() && !self.unlabeled.is_empty()
+    }
+
+    /// Something to adapt on and no classifier yet: adapted at once, before its
+    /// records are scored.
+    pub fn awaits_first_classifier(&self) -> bool {
+        self.state.is_none() && self.adaptable()
+    }
+
+    /// The known-normal rows it is adapted on: its own, then as many of those its kind
+    /// offers as its window has room for.
+    fn known_normal_rows(&self) -> SharedRows {
+        let own = self.positive.shared();
+        let Some(offered) = &self.offered else { return own };
+        let room = (self.positive.capacity() - self.positive.len()) * self.positive.dim();
+        if room == 0 {
+            return own;
+        }
+        let mut rows = Vec::with_capacity(own.len() + room.min(offered.len()));
+        rows.extend_from_slice(&own);
+        rows.extend_from_slice(&offered[..room.min(offered.len())]);
+        SharedRows::new(rows)
+    }
+
+    /// The prior update of a device just adapted, as of `time` (Unix seconds); `None`
+    /// if it has no classifier.
+    pub fn prior_update(&self, id: &str, model_version: &str, time: f64) -> Option<PriorUpdate> {
+        let prior = self.state.as_ref()?.prior;
+        Some(PriorUpdate {
+            device: id.to_string(),
+            prior,
+            attack_share: 1.0 - prior,
+            positive_window: self.positive.len(),
+            unlabeled_window: self.unlabeled.len(),
+            time,
+            model_version: model_version.to_string(),
+        })
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.positive.heap_bytes()
+            + self.unlabeled.heap_bytes()
+            + self.state.as_ref().map_or(0, |s| 4 * (s.z_p.len() + s.z_u.len() + s.w.len()))
+    }
+}
+
+/// A device's windows handed to adaptation.
+#[derive(Debug, Clone)]
+pub struct AdaptJob {
+    pub device: String,
+    pub positive: SharedRows,
+    pub unlabeled: SharedRows,
+    /// Numbers the handovers of the whole table in order: a classifier adapted on
+    /// older windows than the installed one is stale (the adapter thread can finish a
+    /// job after an analyst's verdict re-adapted the device at once).
+    pub handover: u64,
+}
+
+/// What [`DeviceTable::observe`] did with a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Observed {
+    /// Devices evicted to make room for a new one.
+    pub evicted: usize,
+    /// The record was already in the windows (redelivery): left out of them.
+    pub replayed: bool,
+    /// The record entered the positive window as known-normal: labeled so, or taken
+    /// so (a new device's first records, or an onboarding span's).
+    pub taken_as_normal: bool,
+}
+
+/// A forgotten device: its id, input partition and home (see [`Device::home`]).
+pub type Forgotten = (String, i32, Option<i32>);
+
+#[derive(Debug)]
+pub struct DeviceTable {
+    dim: usize,
+    sizes: WindowSizes,
+    max_tracked: usize,
+    devices: HashMap<String, Device>,
+    /// lru key → device id; the smallest key is the least recently seen.
+    recency: BTreeMap<u64, String>,
+    clock: u64,
+    /// Windows handed to adaptation so far (see [`AdaptJob::handover`]).
+    handovers: u64,
+    /// Devices evicted (capacity or idle) with an incident open: their incidents must
+    /// still be closed on the incidents topic (see [`Self::take_evicted_with_incidents`]).
+    evicted_with_incidents: Vec<(String, Device)>,
+    /// Devices evicted (capacity or idle), their input partitions and homes: their
+    /// snapshots on the state topic must be deleted too (see [`Self::take_forgotten`]).
+    forgotten: Vec<Forgotten>,
+    /// Devices being onboarded, so that a span ends even if the device falls silent.
+    onboarding: BTreeSet<String>,
+    /// Onboardings ended, with the known-normal records each left (see
+    /// [`Self::take_onboarded`]).
+    onboarded: Vec<(String, Onboarding, usize)>,
+    /// The pipeline's time (Unix seconds) for onboarding spans: the wall clock in the
+    /// daemon, the records' own in a replay of captures, as the pipeline last set it.
+    time: Option<f64>,
+    /// Each device runs on its records' own clock ([`Device::clock`]) rather than
+    /// [`Self::time`]: onboarding spans, incidents and adaptation follow capture time.
+    pub event_clock: bool,
+    /// What each kind's members shared (the kinds topic, read whole).
+    kinds: Kinds,
+    /// Shares of members held here, to publish on the kinds topic (see
+    /// [`Self::take_shares`]).
+    shares: Vec<Share>,
+    /// Members whose accepted rows changed since the last shares were taken.
+    share_due: BTreeSet<String>,
+}
+
+impl DeviceTable {
+    /// The window sizes every device gets.
+    pub fn sizes(&self) -> &WindowSizes {
+        &self.sizes
+    }
+
+    pub fn new(dim: usize, sizes: WindowSizes, max_tracked: usize) -> Self {
+        Self {
+            dim,
+            sizes,
+            max_tracked,
+            devices: HashMap::new(),
+            recency: BTreeMap::new(),
+            clock: 0,
+            handovers: 0,
+            evicted_with_incidents: Vec::new(),
+            forgotten: Vec::new(),
+            onboarding: BTreeSet::new(),
+            onboarded: Vec::new(),
+            time: None,
+            event_clock: false,
+            kinds: Kinds::default(),
+            shares: Vec::new(),
+            share_due: BTreeSet::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.devices.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty()
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The time onboarding spans are judged by from now on (see [`Self::time`]).
+    pub fn set_time(&mut self, unix: f64) {
+        self.time = Some(unix);
+    }
+
+    /// The pipeline's time as last set (0 before it is).
+    pub fn time(&self) -> f64 {
+        self.time.unwrap_or(0.0)
+    }
+
+    /// Now for one device at `service_ms` of the service's clock. Under the event clock:
+    /// its records' clock plus the service time since its last record arrived, so that
+    /// time still passes for a device that falls silent (an incident closes, a span
+    /// ends) while a replay at any speed sees only record time. Otherwise the table's
+    /// time.
+    pub fn now_of(&self, id: &str, service_ms: u64) -> Now {
+        match self.devices.get(id).filter(|_| self.event_clock) {
+            Some(d) => Now::event(d.clock + service_ms.saturating_sub(d.last_seen_ms) as f64 / 1000.0),
+            None if self.event_clock => Now::event(self.time()),
+            None => Now { ms: service_ms, unix: self.time() },
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Device> {
+        self.devices.get(id)
+    }
+
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut Device> {
+        self.devices.get_mut(id)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Device)> {
+        self.devices.iter()
+    }
+
+    /// Seen now; an active device becomes the most recently seen (idle ones are not in
+    /// the recency order: they hold no unlabeled window and do not count in
+    /// `max_tracked`).
+    fn touch(&mut self, id: &str, now_ms: u64) {
+        self.clock += 1;
+        let clock = self.clock;
+        if let Some(d) = self.devices.get_mut(id) {
+            self.recency.remove(&d.lru_key);
+            d.lru_key = clock;
+            d.last_seen_ms = now_ms;
+            if !d.idle {
+                self.recency.insert(clock, id.to_string());
+            }
+        }
+    }
+
+    /// Record one valid record of `id` that arrived from `source`.
+    pub fn observe(
+        &mut self,
+        id: &str,
+        features: &[f32],
+        known_normal: bool,
+        source: &Source,
+        clock: f64,
+        now_ms: u64,
+    ) -> Observed {
+        let mut out = Observed::default();
+        let arriving = self.devices.get(id).is_none_or(|d| d.idle);
+        if arriving {
+            // Room among the active devices, for a new one or one back from idleness.
+            while self.recency.len() >= self.max_tracked {
+                if self.evict_oldest().is_none() {
+                    break;
+                }
+                out.evicted += 1;
+            }
+        }
+        if !self.devices.contains_key(id) {
+            let mut d = Device::new(self.dim, &self.sizes, source.partition, self.handovers);
+            d.first_seen_ms = now_ms;
+            self.devices.insert(id.to_string(), d);
+        }
+        let bootstrap = self.sizes.bootstrap_positives as u64;
+        let table_time = self.time();
+        let event_clock = self.event_clock;
+        if let Some(d) = self.devices.get_mut(id) {
+            d.clock = d.clock.max(clock);
+            let now_unix = if event_clock { d.clock } else { table_time };
+            out.replayed = d.last_source.as_ref().is_some_and(|last| {
+                last.partition == source.partition
+                    && last.topic == source.topic
+                    && source.offset <= last.offset
+            });
+            d.idle = false;
+            let onboarding = d.onboarding.as_ref().map(|o| o.active(now_unix));
+            if onboarding == Some(false) {
+                Self::finish_onboarding(id, d, &mut self.onboarded);
+                self.onboarding.remove(id);
+            }
+            if !out.replayed {
+                if onboarding == Some(true) {
+                    if let Some(o) = d.onboarding.as_mut() {
+                        o.take(&mut d.positive, features, seed_of(id));
+                    }
+                    out.taken_as_normal = true;
+                } else if known_normal || d.seen < bootstrap {
+                    d.positive.push(features);
+                    out.taken_as_normal = true;
+                    // Labeled by a producer the operator trusts: accepted, as an
+                    // onboarding is (a bootstrap's first records are merely first).
+                    if known_normal {
+                        d.rows_accepted = true;
+                        if d.kind.is_some() {
+                            self.share_due.insert(id.to_string());
+                        }
+                    }
+                }
+                d.unlabeled.push(features);
+                d.seen += 1;
+                d.changed += 1;
+                d.unsnapshotted = true;
+                d.partition = source.partition;
+                d.last_source = Some(source.clone());
+            }
+        }
+        self.touch(id, now_ms);
+        out
+    }
+}
