@@ -126,30 +126,24 @@ pub(crate) fn onboarding(metrics: &Metrics, device: &str, event: &str, records: 
 
 /// An incident opened, updated or closed.
 pub(crate) fn incident(metrics: &Metrics, device: &str, transition: &Transition) {
+    metrics.incidents.with_label_values(&[transition.name()]).inc();
     match transition {
-        Transition::Opened(i) => {
-            metrics.incidents.with_label_values(&["opened"]).inc();
-            match &i.news {
-                Some(news) => {
-                    tracing::info!(device, incident = %i.id, news = %news.why, "suppressed incident opened: news")
-                }
-                None => tracing::info!(device, incident = %i.id, "incident opened"),
+        Transition::Opened(i) => match &i.news {
+            Some(news) => {
+                tracing::info!(device, incident = %i.id, news = %news.why, "suppressed incident opened: news")
             }
-        }
-        Transition::Updated(_) => metrics.incidents.with_label_values(&["updated"]).inc(),
+            None => tracing::info!(device, incident = %i.id, "incident opened"),
+        },
+        Transition::Updated(_) | Transition::Reviewed(_) => {}
         Transition::Reopened(i) => {
-            metrics.incidents.with_label_values(&["reopened"]).inc();
             tracing::info!(device, incident = %i.id, reopened = i.reopened, "incident reopened");
         }
         Transition::Suppressed(i) => {
-            metrics.incidents.with_label_values(&["suppressed"]).inc();
             let dismissed = i.suppressed.as_ref().map_or("", |d| d.incident_id.as_str());
             let on = i.suppressed.as_ref().and_then(|d| d.on.as_deref()).unwrap_or(device);
             tracing::info!(device, incident = %i.id, dismissed, on, "incident suppressed: a dismissed behaviour");
         }
-        Transition::Reviewed(_) => metrics.incidents.with_label_values(&["reviewed"]).inc(),
         Transition::Closed(i, resolution) => {
-            metrics.incidents.with_label_values(&["closed"]).inc();
             metrics.incidents_closed.with_label_values(&[resolution.as_str()]).inc();
             tracing::info!(device, incident = %i.id, resolution = resolution.as_str(), records = i.figures.records, "incident closed");
         }

@@ -39,10 +39,6 @@ impl<T> Batcher<T> {
         self.items.len() >= self.max
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
     /// When the started batch must be run: `max_wait_ms` after its first item.
     pub fn deadline_ms(&self) -> Option<u64> {
         self.first_ms.map(|first| first + self.max_wait_ms)

@@ -205,10 +205,7 @@ impl Pipeline {
         batch.extend(fresh);
         let valid: Vec<(&FeatureRecord, &Source)> =
             batch.iter().filter_map(|c| c.decoded.as_ref().ok().map(|r| (r, c.source()))).collect();
-        let batch_now = now;
-        if self.clock == Clock::Service {
-            engine.devices.set_time(batch_now.unix);
-        }
+        self.follow_service_clock(engine, now);
         let processed = engine.process(&valid, now);
         if let (Clock::Event, Some(&latest)) =
             (self.clock, processed.clocks.iter().filter(|c| !c.is_nan()).max_by(|a, b| a.total_cmp(b)))
@@ -234,7 +231,7 @@ impl Pipeline {
                         self.record_outputs(r, c.source(), v, model_version, telemetry, &mut out);
                         if let Verdict::Scored { posterior, anomalous, prior, taken_as_normal } = v {
                             let now = match self.clock {
-                                Clock::Service => batch_now,
+                                Clock::Service => now,
                                 Clock::Event => {
                                     // On the records' clock an incident closes (or is
                                     // updated) as the device's time passes, at its records.
@@ -321,6 +318,14 @@ impl Pipeline {
         })
     }
 
+    /// On the service clock the device table's time (onboarding spans, kind shares) is
+    /// the wall clock of the call that acts on it; on the event clock the records set it.
+    fn follow_service_clock(&self, engine: &mut Engine, now: Now) {
+        if self.clock == Clock::Service {
+            engine.devices.set_time(now.unix);
+        }
+    }
+
     /// Now for `device` on the pipeline's clock, Unix seconds: the wall clock, or on the
     /// event clock the device's own (an analyst's verdict or an onboarding takes effect
     /// at its newest record).
@@ -367,9 +372,7 @@ impl Pipeline {
         model_version: &str,
         telemetry: &dyn Telemetry,
     ) -> Vec<Emitted> {
-        if self.clock == Clock::Service {
-            engine.devices.set_time(now.unix);
-        }
+        self.follow_service_clock(engine, now);
         let mut out = Vec::new();
         for m in messages {
             match self.apply_feedback(engine, &m.payload, now) {
@@ -446,9 +449,7 @@ impl Pipeline {
         now: Now,
         telemetry: &dyn Telemetry,
     ) -> Vec<Emitted> {
-        if self.clock == Clock::Service {
-            engine.devices.set_time(now.unix);
-        }
+        self.follow_service_clock(engine, now);
         let mut out = Vec::new();
         for m in messages {
             let applied = serde_json::from_slice::<Share>(&m.payload)
@@ -541,9 +542,7 @@ impl Pipeline {
         telemetry: &dyn Telemetry,
     ) -> Vec<Emitted> {
         let mut out = self.eviction_closes(engine, now, version, telemetry);
-        if self.clock == Clock::Service {
-            engine.devices.set_time(now.unix);
-        }
+        self.follow_service_clock(engine, now);
         engine.devices.end_onboarding_due(now.ms);
         for (device, o, known_normal) in engine.devices.take_onboarded() {
             telemetry.event(Event::Onboarding {
