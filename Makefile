@@ -89,7 +89,9 @@ real-results: build | $(RUNS)
 # and with each real attack and two simulated floods merged in at ¼, ½ and ¾ of the
 # week (scripts/week-data.sh): false incidents per device-day, and whether every attack
 # got an incident; then the same with an analyst who dismisses every false incident as
-# it closes, through the feedback path (about 15 minutes on two cores).
+# it closes, through the feedback path; then every attack merged twice (3 days or 1 hour
+# apart) with nobody answering, and with the first wave's incidents confirmed (about 25
+# minutes on two cores).
 WEEK := $(RUNS)/week
 week-results: build | $(RUNS)
 	bash scripts/week-data.sh $(WEEK)
@@ -97,8 +99,11 @@ week-results: build | $(RUNS)
 	$(LAB) week --captures $(WEEK)/attacked --model $(IOT_MODEL) --out $(WEEK)/attacked-out
 	$(LAB) week --captures $(WEEK)/clean --model $(IOT_MODEL) --out $(WEEK)/clean-analyst --analyst
 	$(LAB) week --captures $(WEEK)/attacked --model $(IOT_MODEL) --out $(WEEK)/attacked-analyst --analyst
+	$(LAB) week --captures $(WEEK)/repeated --model $(IOT_MODEL) --out $(WEEK)/repeated-out
+	$(LAB) week --captures $(WEEK)/repeated --model $(IOT_MODEL) --out $(WEEK)/repeated-confirmed --confirm-attacks
 	python3 scripts/week-results.py $(WEEK)/clean-out/week.json $(WEEK)/attacked-out/week.json \
-	  $(WEEK)/clean-analyst/week.json $(WEEK)/attacked-analyst/week.json
+	  $(WEEK)/clean-analyst/week.json $(WEEK)/attacked-analyst/week.json \
+	  $(WEEK)/repeated-out/week.json $(WEEK)/repeated-confirmed/week.json
 
 # Device kinds (scripts/kinds-results.sh): a camera fleet of one kind and IoT Sentinel's
 # pairs of one model, without and with the kind; needs week-results' inputs (1 min).

@@ -240,6 +240,7 @@ fn incident_looks() {
             bytes: 200,
             direction: Some(if outbound { Direction::Outbound } else { Direction::Inbound }),
             device_mac: None,
+            arp: None,
         }
     };
     println!();

@@ -238,6 +238,7 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, binary: bool,
             bytes: 120,
             direction: Some(Direction::Outbound),
             device_mac: None,
+            arp: None,
         });
         let p = if binary {
             record::encode_binary(&name, ts, row, labeled, context.as_ref())

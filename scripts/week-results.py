@@ -4,21 +4,52 @@ per device-day on the clean weeks (when they open: hour of day, day since onboar
 the alert rate per day since onboarding, and for every attack merged in whether it got
 an incident of its own.
 
-    scripts/week-results.py CLEAN/week.json ATTACKED/week.json [CLEAN_ANALYST/week.json ATTACKED_ANALYST/week.json]
+    scripts/week-results.py CLEAN/week.json ATTACKED/week.json [CLEAN_ANALYST/week.json ATTACKED_ANALYST/week.json
+                            [REPEATED/week.json REPEATED_CONFIRMED/week.json]]
 
 With the analyst's runs (`metapu-lab week --analyst`: every false incident dismissed as
-it closes), their tables follow under "With an analyst".
+it closes), their tables follow under "With an analyst"; with the repeated attacks' runs
+(scripts/week-data.sh's OUT/repeated: nobody answering, and every attack incident
+answered `confirmed` as it closes), what each wave got.
 """
 import json
 import sys
 from collections import defaultdict
 
 
-def main(clean_path, attacked_path, clean_analyst=None, attacked_analyst=None):
+def main(clean_path, attacked_path, clean_analyst=None, attacked_analyst=None, repeated=None, confirmed=None):
     tables(json.load(open(clean_path)), json.load(open(attacked_path)), "")
     if clean_analyst and attacked_analyst:
         print("\n## With an analyst\n")
         tables(json.load(open(clean_analyst)), json.load(open(attacked_analyst)), " (with an analyst)")
+    if repeated:
+        print("\n## Attacks repeated\n")
+        waves(json.load(open(repeated)), "nobody answering")
+        if confirmed:
+            print()
+            waves(json.load(open(confirmed)), "the first wave's incidents answered `confirmed` as they close")
+
+
+OUTCOMES = ["own", "look", "news", "reopened", "inside", "suppressed", "none"]
+
+
+def waves(weeks, who):
+    """Per attack and spacing, what the analyst got of each wave on the three devices."""
+    print(f"### Each attack merged twice, {who}\n")
+    print("| attack | apart | devices | first wave | second wave | second wave raised (own, look, news or reopened) | records the model alerted, first wave / second (per device) |")
+    print("|---|---|---|---|---|---|---|")
+    groups = defaultdict(list)
+    for w in weeks:
+        attack, apart = w["capture"].split(".", 1)[1].rsplit(".again", 1)
+        groups[(attack, apart)].append(w)
+    raised_all = total = 0
+    for (attack, apart), ws in sorted(groups.items()):
+        cell = lambda k: ", ".join(f"{o} {n}" for o in OUTCOMES if (n := sum(len(w["waves"]) > k and w["waves"][k]["raised"] == o for w in ws)))
+        raised = sum(len(w["waves"]) > 1 and w["waves"][1]["raised"] in ("own", "look", "news", "reopened") for w in ws)
+        raised_all, total = raised_all + raised, total + len(ws)
+        alerted = "; ".join(" / ".join(f"{v['alerted']}" for v in w["waves"]) + f" of {w['waves'][0]['records']}" for w in ws)
+        print(f"| {attack} | {apart} | {len(ws)} | {cell(0)} | {cell(1)} | {raised} of {len(ws)} | {alerted} |")
+    print(f"| **all** | | {total} | | | {raised_all} of {total} | |")
 
 
 def tables(clean, attacked, suffix):
@@ -73,4 +104,4 @@ def tables(clean, attacked, suffix):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:7])

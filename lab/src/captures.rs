@@ -39,6 +39,10 @@ pub struct CaptureRun {
     /// (`metapu feedback --false-positive`, through the daemon's feedback path).
     #[arg(long)]
     pub analyst: bool,
+    /// An analyst calls every incident raised during an attack `confirmed` once it has
+    /// closed (`metapu feedback --confirmed`): what was learned of it is undone.
+    #[arg(long)]
+    pub confirm_attacks: bool,
     /// incidents.reopen_s (default the daemon's; 0 = every incident after a quiet close
     /// is a new one).
     #[arg(long)]
@@ -53,6 +57,10 @@ pub struct CaptureRun {
     pub scan_window_s: Option<u64>,
     #[arg(long)]
     pub flood_packets: Option<u32>,
+    /// incidents.learn_quiet_closes (default the daemon's): what closes quietly
+    /// unanswered is learned.
+    #[arg(long)]
+    pub learn_quiet_closes: Option<bool>,
     /// PREFIX=KIND: the captures whose name starts with PREFIX are devices of KIND
     /// (`metapu onboard --kind`), run in name order: what was onboarded and dismissed on
     /// the earlier ones is offered to the later ones. Repeatable.
@@ -110,9 +118,13 @@ impl CaptureRun {
         if let Some(f) = self.flood_packets {
             daemon.incidents.flood_packets = f;
         }
+        if let Some(l) = self.learn_quiet_closes {
+            daemon.incidents.learn_quiet_closes = l;
+        }
         let mut cfg = StreamConfig::from_daemon(&daemon, self.labeled);
         cfg.onboard_for_s = self.onboard_for;
         cfg.analyst = self.analyst;
+        cfg.confirm_attacks = self.confirm_attacks;
         cfg
     }
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use metapu::data::Label;
 use metapu::model::{default_device, file};
-use metapu_lab::eval::stream::{self, DeviceOutcome, DeviceStream};
+use metapu_lab::eval::stream::{self, DeviceOutcome, DeviceStream, Raised};
 
 use crate::captures::CaptureRun;
 
@@ -59,6 +59,70 @@ struct Week {
     /// Incidents the fan-out look raised, before any attack (false ones) and after.
     looks_before_attack: Vec<String>,
     looks_after: Vec<String>,
+    /// Incidents before any attack that closed quietly and were not learned for the
+    /// footprint they showed, in words.
+    not_learned: Vec<String>,
+    /// The merged attack's waves (`metapu datasets infect --again-after`: attack records
+    /// more than [`WAVE_GAP_S`] apart begin another), and what the analyst got of each.
+    waves: Vec<Wave>,
+}
+
+/// Attack records this far apart (seconds of capture time) are two waves.
+const WAVE_GAP_S: f64 = 600.0;
+
+/// One wave of an attack as the analyst lived it.
+#[derive(Debug, Serialize)]
+struct Wave {
+    /// Hours since onboarding at its first record, its records, and how many of them the
+    /// model decided anomalous.
+    hour: f64,
+    records: usize,
+    alerted: usize,
+    /// `own` (a new incident by the model), `look` (a new incident by a look), `news`
+    /// (a suppressed or open incident told the analyst), `reopened` (an incident closed a
+    /// moment before opened again), `inside` (an incident already open, nothing new
+    /// said), `suppressed` (recorded, not raised), or `none`.
+    raised: &'static str,
+    /// Its records up to the one that raised it (1 = its first).
+    at: Option<usize>,
+}
+
+fn waves(s: &DeviceStream, o: &DeviceOutcome, t0: f64) -> Vec<Wave> {
+    let labels = &s.task.labels;
+    let attack: Vec<usize> = (0..labels.len()).filter(|&i| labels[i] == Label::Negative).collect();
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    for &i in &attack {
+        match spans.last_mut() {
+            Some(span) if s.ts[i] - s.ts[span.1] <= WAVE_GAP_S => span.1 = i,
+            _ => spans.push((i, i)),
+        }
+    }
+    spans
+        .into_iter()
+        .map(|(a, b)| {
+            let records = attack.iter().filter(|&&i| (a..=b).contains(&i)).count();
+            let alerted =
+                attack.iter().filter(|&&i| (a..=b).contains(&i) && o.decisions[i] == Some(true)).count();
+            let within = || o.raised.iter().filter(|(at, _)| (a..=b).contains(at));
+            let raised_by = within().find(|(_, r)| *r != Raised::Suppressed);
+            let (raised, at) = match raised_by {
+                Some((at, r)) => (
+                    match r {
+                        Raised::Opened => "own",
+                        Raised::Look => "look",
+                        Raised::News => "news",
+                        Raised::Reopened => "reopened",
+                        Raised::Suppressed => unreachable!("filtered"),
+                    },
+                    Some(attack.iter().filter(|&&i| i >= a && i <= *at).count()),
+                ),
+                None if o.open[a] => ("inside", Some(1)),
+                None if within().next().is_some() => ("suppressed", None),
+                None => ("none", None),
+            };
+            Wave { hour: (s.ts[a] - t0) / 3600.0, records, alerted, raised, at }
+        })
+        .collect()
 }
 
 fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
@@ -114,6 +178,13 @@ fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
             .filter(|l| attack_ts.is_some_and(|a| l.0 >= a))
             .map(|l| l.1.clone())
             .collect(),
+        waves: waves(s, o, t0),
+        not_learned: o
+            .not_learned
+            .iter()
+            .filter(|l| attack_ts.is_none_or(|a| l.0 < a))
+            .map(|l| l.1.clone())
+            .collect(),
     }
 }
 
@@ -150,6 +221,19 @@ pub fn run(args: WeekArgs) -> anyhow::Result<()> {
                 (n, None, false) => format!("; attack of {n} records: NO incident"),
             }
         );
+        if w.waves.len() > 1 {
+            let each: Vec<String> = w
+                .waves
+                .iter()
+                .map(|v| {
+                    format!(
+                        "{} at {:.1} h ({} of {} records alerted)",
+                        v.raised, v.hour, v.alerted, v.records
+                    )
+                })
+                .collect();
+            println!("week: {}: waves: {}", w.capture, each.join(", "));
+        }
     }
     Ok(())
 }

@@ -45,6 +45,10 @@ pub struct InfectArgs {
     /// Or at this time (Unix seconds).
     #[arg(long)]
     start_at: Option<f64>,
+    /// The attacks again, as another wave, this many seconds after the first began
+    /// (repeatable: one wave each).
+    #[arg(long = "again-after", value_name = "SECONDS")]
+    again_after: Vec<f64>,
     /// The merged capture (classic pcap, nanosecond times).
     #[arg(long)]
     out: PathBuf,
@@ -94,6 +98,8 @@ pub struct Infection<'a> {
     pub attacks: &'a [PathBuf],
     pub attacker: Option<Ipv4Addr>,
     pub start: Start,
+    /// Further waves, this long after the first began (nanoseconds).
+    pub again_after_ns: Vec<u64>,
 }
 
 /// The merged capture; `say` hears what was rewritten.
@@ -140,7 +146,7 @@ pub fn make_infected(i: &Infection, mut say: impl FnMut(String)) -> anyhow::Resu
         ));
         attacks.push(frames);
     }
-    Ok(infect::merge(benign, attacks, i.start)?)
+    Ok(infect::merge(benign, attacks, i.start, &i.again_after_ns)?)
 }
 
 pub fn run(a: InfectArgs) -> anyhow::Result<()> {
@@ -149,6 +155,13 @@ pub fn run(a: InfectArgs) -> anyhow::Result<()> {
         (_, Some(t)) => bail!("--start-at {t} is not a time"),
         (share, None) => Start::Share(share.unwrap_or(0.5)),
     };
+    let mut again_after_ns = Vec::new();
+    for &s in &a.again_after {
+        if !(s.is_finite() && s > 0.0) {
+            bail!("--again-after {s} is not a positive number of seconds");
+        }
+        again_after_ns.push((s * 1e9).round() as u64);
+    }
     let infection = Infection {
         benign: &a.benign,
         concatenate: a.concatenate,
@@ -157,6 +170,7 @@ pub fn run(a: InfectArgs) -> anyhow::Result<()> {
         attacks: &a.attack,
         attacker: a.attacker,
         start,
+        again_after_ns,
     };
     let merged = make_infected(&infection, |line| println!("infect: {line}"))?;
     write_capture(&a.out, &merged.frames)?;

@@ -92,8 +92,12 @@ pub struct IncidentsConfig {
     /// ...unless it grows past this many times the dismissed incident's bytes.
     pub dismissed_volume_factor: f64,
     /// An incident that closed quietly without a verdict is remembered as dismissed by
-    /// the daemon itself (its returns are suppressed; a `confirmed` verdict undoes it).
+    /// the daemon itself (its returns are suppressed; a `confirmed` verdict undoes it),
+    /// unless it left an attack's footprint (`monitor/footprint.rs`).
     pub learn_quiet_closes: bool,
+    /// What the daemon learned so holds this long after its last return (seconds, device
+    /// time; never longer than `remember_dismissed_s`). 0 = nothing is learned.
+    pub learned_for_s: u64,
     /// The fan-out look (`fanout.rs`): within `scan_window_s` of a device's time,
     /// unanswered attempts to `scan_hosts` hosts on one service, to `scan_ports` ports
     /// of one host, or `flood_packets` to one new host raise an incident. 0 = off.
@@ -294,6 +298,7 @@ impl DaemonConfig {
                 remember_ms: i.remember_dismissed_s.saturating_mul(1000),
                 volume_factor: i.dismissed_volume_factor,
                 learn_quiet: i.learn_quiet_closes,
+                learned_ms: i.learned_for_s.saturating_mul(1000),
             },
             fan_out: crate::monitor::fanout::FanOutRules {
                 window_ms: i.scan_window_s.saturating_mul(1000),

@@ -28,14 +28,18 @@ pub struct MemoryRules {
     /// An incident of a remembered behaviour with more than this many times its bytes
     /// (or, without packet context, its anomalous records) is news.
     pub volume_factor: f64,
-    /// An incident that closed quietly, without a verdict, is remembered as if
-    /// dismissed (by the daemon, `Dismissal::learned`): its returns are suppressed.
+    /// An incident that closed quietly, without a verdict, and left no attack's
+    /// footprint (`footprint.rs`) is remembered as if dismissed (by the daemon,
+    /// `Dismissal::learned`): its returns are suppressed.
     pub learn_quiet: bool,
+    /// What the daemon learned holds this long after it was last seen (device time): a
+    /// return it suppresses renews it; a behaviour that stops coming back lapses.
+    pub learned_ms: u64,
 }
 
 impl MemoryRules {
     /// Nothing remembered (tests of other parts).
-    pub const OFF: Self = Self { remember_ms: 0, volume_factor: 3.0, learn_quiet: false };
+    pub const OFF: Self = Self { remember_ms: 0, volume_factor: 3.0, learn_quiet: false, learned_ms: 0 };
 }
 
 /// Who a behaviour the daemon learned by itself was dismissed by.
@@ -58,6 +62,19 @@ pub struct Dismissal {
     /// remembered it (`incidents.learn_quiet`); a `confirmed` verdict undoes it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub learned: bool,
+    /// Unix seconds (device time) at which what the daemon learned lapses unless seen
+    /// again (`MemoryRules::learned_ms` after its last return); absent on a verdict's,
+    /// which holds `remember_ms` after it was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<f64>,
+}
+
+impl Dismissal {
+    /// Until when it holds (unix seconds, device time).
+    pub fn expires(&self, rules: &MemoryRules) -> f64 {
+        let hold_ms = if self.learned { rules.learned_ms.min(rules.remember_ms) } else { rules.remember_ms };
+        self.expires_at.unwrap_or(self.at + hold_ms as f64 / 1000.0)
+    }
 }
 
 /// A suppressed incident went beyond the behaviour it was of: why, and the record.
@@ -124,6 +141,12 @@ impl Beyond {
             }
             Beyond::Features { feature } => format!("feature {feature} outside its range"),
         };
+        if d.learned {
+            return format!(
+                "like the behaviour learned from incident {}, which closed quietly without a verdict, but with {what}",
+                d.incident_id
+            );
+        }
         let on = d.on.as_ref().map(|device| format!(" on {device}")).unwrap_or_default();
         format!(
             "like the behaviour dismissed in incident {}{on} by {:?}, but with {what}",
@@ -257,14 +280,13 @@ impl Memory {
         self.behaviours.push(b);
     }
 
-    /// Forget what was dismissed longer ago than the rules keep it.
+    /// Forget what no longer holds at `now_unix` (`Dismissal::expires`).
     pub fn expire(&mut self, rules: &MemoryRules, now_unix: f64) {
-        let keep_s = rules.remember_ms as f64 / 1000.0;
-        self.behaviours.retain(|b| now_unix - b.dismissal.at <= keep_s);
+        self.behaviours.retain(|b| now_unix <= b.dismissal.expires(rules));
     }
 
-    /// The newest remembered behaviour the record is of, among those the rules still
-    /// keep at `now_unix` (a memory the device only reads, its kind's, is never expired).
+    /// The newest remembered behaviour the record is of, among those that still hold at
+    /// `now_unix` (a memory the device only reads, its kind's, is never expired).
     pub fn recognise(
         &self,
         context: Option<&Context>,
@@ -272,12 +294,24 @@ impl Memory {
         rules: &MemoryRules,
         now_unix: f64,
     ) -> Option<&Behaviour> {
-        let keep_s = rules.remember_ms as f64 / 1000.0;
         self.behaviours
             .iter()
             .rev()
-            .filter(|b| now_unix - b.dismissal.at <= keep_s)
+            .filter(|b| now_unix <= b.dismissal.expires(rules))
             .find(|b| b.admits(context, features).is_none())
+    }
+
+    /// What the daemon learned of `incident_id` was seen again at `now_unix`: it holds
+    /// `learned_ms` from now (a verdict's dismissal holds as it was given).
+    pub fn renew(&mut self, incident_id: &str, rules: &MemoryRules, now_unix: f64) {
+        for b in self
+            .behaviours
+            .iter_mut()
+            .filter(|b| b.dismissal.learned && b.dismissal.incident_id == incident_id)
+        {
+            let until = now_unix + rules.learned_ms.min(rules.remember_ms) as f64 / 1000.0;
+            b.dismissal.expires_at = Some(b.dismissal.expires(rules).max(until));
+        }
     }
 
     /// Forget what incident `incident_id` left (an analyst confirmed it was an attack).
@@ -317,6 +351,7 @@ mod tests {
             at: 1_000.0,
             on: None,
             learned: false,
+            expires_at: None,
         }
     }
 
@@ -386,12 +421,33 @@ mod tests {
         }
         assert_eq!(m.len(), MAX_REMEMBERED);
         assert!(m.find("i0").is_none() && m.find("i3").is_some());
-        let rules = MemoryRules { remember_ms: 10_000, volume_factor: 3.0, learn_quiet: false };
+        let rules =
+            MemoryRules { remember_ms: 10_000, volume_factor: 3.0, learn_quiet: false, learned_ms: 0 };
         let upload = packet("52.1.2.3", 443, 10);
         let seen = m.recognise(Some(&upload), &[], &rules, 40.0).map(|b| b.dismissal.incident_id.clone());
         assert_eq!(seen.as_deref(), Some(format!("i{}", MAX_REMEMBERED + 2).as_str()));
         assert!(m.recognise(Some(&upload), &[], &rules, 60.0).is_none(), "none kept at 60");
         m.expire(&rules, 40.0);
         assert_eq!(m.len(), 5, "dismissed at 30..=34, within 10 s of 40");
+    }
+
+    /// What the daemon learned holds `learned_ms` after it was last seen, never longer
+    /// than a verdict would; seen again, it is renewed.
+    #[test]
+    fn a_learned_behaviour_lapses_unless_seen_again() {
+        let rules =
+            MemoryRules { remember_ms: 100_000, volume_factor: 3.0, learn_quiet: true, learned_ms: 10_000 };
+        let mut m = Memory::default();
+        let mut b = upload();
+        b.dismissal.learned = true;
+        m.remember(b);
+        let upload = packet("52.1.2.3", 443, 10);
+        assert!(m.recognise(Some(&upload), &[], &rules, 1_010.0).is_some(), "10 s after: held");
+        m.renew("i1", &rules, 1_008.0);
+        assert_eq!(m.find("i1").and_then(|b| b.dismissal.expires_at), Some(1_018.0));
+        assert!(m.recognise(Some(&upload), &[], &rules, 1_017.0).is_some(), "renewed at 1,008");
+        assert!(m.recognise(Some(&upload), &[], &rules, 1_019.0).is_none(), "lapsed");
+        m.expire(&rules, 1_019.0);
+        assert!(m.is_empty());
     }
 }

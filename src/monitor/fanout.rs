@@ -7,7 +7,9 @@
 //!   device had not talked to before the window (a one-way stream to a peer it has
 //!   always streamed to is its history, not an attack);
 //! - a **stealth scan**: `probes` TCP packets with flags no connection uses (no SYN, ACK
-//!   or RST: Nmap's FIN, NULL and Xmas probes; or SYN with FIN).
+//!   or RST: Nmap's FIN, NULL and Xmas probes; or SYN with FIN);
+//! - an **ARP sweep**: ARP who-has requests for `hosts` distinct addresses (arp-scan,
+//!   nmap -sn on a LAN), answered or not.
 //!
 //! Multicast and broadcast destinations are no attempts (mDNS, SSDP: nobody answers them
 //! by name).
@@ -24,7 +26,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::record::Source;
-use crate::traffic::context::{transport_name, Context, Direction};
+use crate::traffic::context::{is_group, transport_name, Context, Direction};
 
 /// Attempts kept per device at most (a window's worth of a flood is counted, not kept
 /// beyond this: the oldest go first).
@@ -58,6 +60,7 @@ pub enum RaisedBy {
     PortScan,
     Flood,
     StealthScan,
+    ArpSweep,
 }
 
 /// What the look found: which look, why in words, and the record that crossed.
@@ -70,6 +73,9 @@ pub struct Finding {
 }
 
 type Service = (u16, u8);
+
+/// The service an ARP who-has attempts (no port, no IP protocol).
+const ARP: Service = (0, 0);
 
 /// One device's window of attempts.
 #[derive(Debug, Default)]
@@ -110,9 +116,13 @@ impl PartialEq for FanOut {
     }
 }
 
-/// A connection attempt's service (the peer's port and the protocol), or `None` for a
-/// packet that is no attempt (a TCP packet with ACK set: part of a connection).
+/// A connection attempt's service (the peer's port and the protocol; [`ARP`] for a
+/// who-has), or `None` for a packet that is no attempt (a TCP packet with ACK set: part
+/// of a connection).
 fn attempt(c: &Context) -> Option<Service> {
+    if c.is_arp_request() {
+        return Some(ARP);
+    }
     match c.proto {
         6 if c.is_syn() => Some((c.dst_port, 6)),
         17 => Some((c.dst_port, 17)),
@@ -128,19 +138,20 @@ fn is_probe(c: &Context) -> bool {
     c.proto == 6 && (f & 0x16 == 0 || f & 0x03 == 0x03)
 }
 
-/// Addresses nobody answers by name: multicast and broadcast.
-fn is_group(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4.is_multicast() || v4.is_broadcast() || v4.octets()[3] == 255,
-        IpAddr::V6(v6) => v6.is_multicast(),
-    }
-}
-
 fn service_name((port, proto): Service) -> String {
     if port == 0 {
         transport_name(proto).to_uppercase()
     } else {
         format!("{port}/{}", transport_name(proto))
+    }
+}
+
+/// A span as an analyst reads it: "under a second", "12 s", "3 min".
+fn seconds_words(s: f64) -> String {
+    match s.max(0.0) {
+        s if s < 1.0 => "under a second".into(),
+        s if s < 120.0 => format!("{s:.0} s"),
+        s => format!("{:.0} min", s / 60.0),
     }
 }
 
@@ -202,13 +213,32 @@ impl FanOut {
         }
         let since = ts - window_s;
         let unanswered = |a: &HashMap<(IpAddr, u16, u8), f64>, host: IpAddr, (port, proto): Service| {
-            // ICMP is counted whoever answers: a sweep of live hosts is still a sweep.
-            proto == 1 || proto == 58 || a.get(&(host, port, proto)).is_none_or(|&t| t < since)
+            // ICMP and ARP are counted whoever answers: a sweep of live hosts is still a
+            // sweep.
+            matches!(proto, 0 | 1 | 58) || a.get(&(host, port, proto)).is_none_or(|&t| t < since)
         };
         let finding = |look: RaisedBy, why: String| Finding { look, why, by: source.clone() };
         let within = window_words(rules.window_ms);
         if let Some(hosts) = self.hosts_by_service.get(&service).filter(|h| h.len() >= rules.hosts as usize) {
             let n = hosts.keys().filter(|&&h| unanswered(&self.answered, h, service)).count();
+            if n >= rules.hosts as usize && service == ARP {
+                // Over the newest `hosts` addresses asked for, not since the device's
+                // first who-has for its gateway in the window.
+                let mut asked = std::collections::HashSet::new();
+                let first = self
+                    .attempts
+                    .iter()
+                    .rev()
+                    .filter(|a| (a.2, a.3) == ARP)
+                    .find(|a| asked.insert(a.1) && asked.len() >= rules.hosts as usize)
+                    .map_or(ts, |a| a.0);
+                let why = format!(
+                    "ARP sweep: asked for {n} local addresses in {} (threshold {} within {within})",
+                    seconds_words(ts - first),
+                    rules.hosts
+                );
+                return self.found(ts, window_s, finding(RaisedBy::ArpSweep, why));
+            }
             if n >= rules.hosts as usize {
                 return self.found(
                     ts,
@@ -243,7 +273,7 @@ impl FanOut {
         let to_it = self.ports_by_host.get(&peer).and_then(|p| p.get(&service)).copied().unwrap_or(0);
         let warm = ts - first >= window_s;
         let silent = self.answering.get(&peer).is_none_or(|&t| t < since);
-        if warm && !established && to_it >= rules.flood && silent {
+        if warm && !established && to_it >= rules.flood && silent && service != ARP {
             return self.found(
                 ts,
                 window_s,
@@ -423,6 +453,40 @@ mod tests {
         assert!(
             (0..300).all(|i| cold.observe(&out("198.51.100.7", 80, 17, 0), 1.0, &src(i), &RULES).is_none())
         );
+    }
+
+    /// A who-has for every address of the /24 at 20 a second: found at the 25th, in its
+    /// own words; the few that answer still count; a gratuitous ARP and a device asking
+    /// for its gateway and a neighbour all day are nothing.
+    #[test]
+    fn an_arp_sweep_of_the_lan_is_found_and_a_device_asking_for_its_gateway_is_not() {
+        let mut f = FanOut::default();
+        let mut hits = Vec::new();
+        for h in 1..=254u8 {
+            let ask = Context::arp_request(&format!("10.0.0.{h}"));
+            let at = 100.0 + f64::from(h) * 0.05;
+            hits.extend(f.observe(&ask, at, &src(i64::from(h)), &RULES));
+            if h % 20 == 0 {
+                let reply = Context { arp: Some(crate::traffic::packet::ArpOp::Reply), ..back(&ask, 0) };
+                assert!(f.observe(&reply, at, &src(0), &RULES).is_none());
+            }
+        }
+        let [hit] = &hits[..] else { panic!("{hits:?}") };
+        assert_eq!(
+            (hit.look, hit.by.offset),
+            (RaisedBy::ArpSweep, 26),
+            "10.0.0.5 is the device: its 25th is .26"
+        );
+        assert_eq!(hit.why, "ARP sweep: asked for 25 local addresses in 1 s (threshold 25 within 5 min)");
+        assert!(f.is_hot(&Context::arp_request("10.0.0.200"), 120.0));
+        let mut g = FanOut::default();
+        for i in 0..5_000 {
+            let t = f64::from(i) * 2.0;
+            let who = if i % 7 == 0 { "10.0.0.9" } else { "10.0.0.1" };
+            assert!(g.observe(&Context::arp_request(who), t, &src(0), &RULES).is_none());
+        }
+        let gratuitous = Context::arp_request("10.0.0.5");
+        assert!((0..100).all(|i| g.observe(&gratuitous, 20_000.0 + f64::from(i), &src(0), &RULES).is_none()));
     }
 
     #[test]

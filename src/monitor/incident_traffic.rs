@@ -78,6 +78,19 @@ pub struct Traffic {
     pub inbound: u64,
     pub first_ts: f64,
     pub last_ts: f64,
+    /// Connection attempts among them ([`Context::attempt`]): the hosts the device
+    /// attempted, how many services of each peer were attempted, and the attempts per
+    /// peer and service ([`Traffic::attempt_key`]): what a scan or a guesser leaves
+    /// (`footprint.rs`).
+    #[serde(default)]
+    pub attempted_hosts: Counts,
+    #[serde(default)]
+    pub attempted_services: Counts,
+    #[serde(default)]
+    pub attempts: Counts,
+    /// ARP frames among them.
+    #[serde(default)]
+    pub arp: u64,
 }
 
 impl Traffic {
@@ -105,11 +118,27 @@ impl Traffic {
         if let Some(peer) = peer {
             self.peers.add(peer.to_string());
         }
+        if let Some((peer, service)) = c.attempt() {
+            let key = Self::attempt_key(peer, &service);
+            if !self.attempts.by_key.contains_key(&key) {
+                self.attempted_services.add(peer.to_string());
+            }
+            self.attempts.add(key);
+            if c.direction == Some(Direction::Outbound) {
+                self.attempted_hosts.add(peer.to_string());
+            }
+        }
+        self.arp += u64::from(c.arp.is_some());
         let transport = transport_name(c.proto);
         if c.dst_port != 0 {
             self.ports.add(format!("{}/{transport}", c.dst_port));
         }
         self.transports.add(transport);
+    }
+
+    /// The key of [`Traffic::attempts`]: a peer and the service attempted.
+    pub fn attempt_key(peer: IpAddr, service: &str) -> String {
+        format!("{peer} {service}")
     }
 
     /// What an incident event carries, or `None` when no record had a context.
@@ -138,6 +167,8 @@ impl Traffic {
         let transport = self.transports.top(1).first().map_or("other".to_string(), |t| t.value.clone());
         let what = if self.syn * 2 >= self.packets {
             "TCP SYN".to_string()
+        } else if self.arp * 2 >= self.packets {
+            "ARP".to_string()
         } else if transport == "other" {
             "non-IP".to_string()
         } else {
@@ -282,6 +313,7 @@ pub(crate) fn syn_to(host: u8, at: f64) -> (Context, f64) {
         bytes: 60,
         direction: Some(Direction::Outbound),
         device_mac: Some(Mac(0x0011_2233_4455)),
+        arp: None,
     };
     (c, at)
 }

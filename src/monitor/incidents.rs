@@ -9,7 +9,8 @@ use sha2::{Digest, Sha256};
 use super::behaviours::{Behaviour, Dismissal, Memory, MemoryRules, News, LEARNED_BY};
 use super::fanout::{FanOut, FanOutRules, Finding};
 use super::feedback::{Feedback, Verdict};
-use super::incident_traffic::Traffic;
+use super::footprint::{self, Footprint, History};
+use super::incident_traffic::{Severity, Traffic};
 use super::record::FeatureRecord;
 use super::record::Source;
 use crate::traffic::context::Context;
@@ -88,6 +89,10 @@ pub struct Incident {
     /// (`MemoryRules::learn_quiet`).
     #[serde(default)]
     pub learned: bool,
+    /// What it showed of an attack's footprint (`footprint.rs`), from the record that
+    /// first did: never learned without a verdict, and news in a return of what was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footprint: Option<Footprint>,
 }
 
 impl Incident {
@@ -117,11 +122,19 @@ impl Incident {
             news: None,
             look: None,
             learned: false,
+            footprint: None,
         }
     }
 
-    /// One more anomalous record while open.
-    fn add_anomalous(&mut self, d: &Decision<'_>, rules: &IncidentRules, now_ms: u64) {
+    /// Its severity by the fixed rule on its figures and traffic so far.
+    pub fn severity(&self) -> Severity {
+        let f = &self.figures;
+        Severity::of(f.anomalous, f.records, f.last_ts - f.first_ts, &self.traffic)
+    }
+
+    /// One more anomalous record while open; `history`: what the device's normal traffic
+    /// had, for the footprint.
+    fn add_anomalous(&mut self, d: &Decision<'_>, rules: &IncidentRules, now_ms: u64, history: &History) {
         let anomaly = 1.0 - d.posterior;
         self.figures.anomalous += 1;
         self.figures.peak_score = self.figures.peak_score.max(anomaly);
@@ -133,6 +146,16 @@ impl Incident {
         }
         if let Some(c) = d.context {
             self.traffic.add(c, d.ts);
+        }
+        self.note_footprint(d.context, history);
+    }
+
+    /// The weightiest footprint it has shown is kept (`footprint.rs`): a sweep's first
+    /// who-has is a new local peer, its eighth a scan.
+    fn note_footprint(&mut self, c: Option<&Context>, history: &History) {
+        let Some(found) = footprint::of_record(c, &self.traffic, self.severity(), history) else { return };
+        if self.footprint.as_ref().is_none_or(|kept| found.weight() > kept.weight()) {
+            self.footprint = Some(found);
         }
     }
 }
@@ -287,6 +310,10 @@ pub struct IncidentTracker {
     /// The fan-out look's window (in memory only).
     #[serde(skip)]
     pub fan_out: FanOut,
+    /// What the device's normal traffic had (local peers, served ports): what an
+    /// incident's footprint is judged against.
+    #[serde(default)]
+    pub history: History,
 }
 
 pub fn incident_id(device: &str, source: &Source) -> String {
@@ -315,6 +342,10 @@ impl IncidentTracker {
         // Attempts after a finding are the look's anomalies, whatever the model said.
         let mut d = d;
         d.anomalous |= d.context.is_some_and(|c| self.fan_out.is_hot(c, d.ts));
+        if let (false, None, Some(c)) = (d.anomalous, &self.open, d.context) {
+            // Normal traffic outside any incident: what the device does.
+            self.history.observe(c, d.ts);
+        }
         let n = rules.open_n.clamp(1, 64);
         let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
         self.recent = ((self.recent << 1) | u64::from(d.anomalous)) & mask;
@@ -323,7 +354,7 @@ impl IncidentTracker {
             open.attack_share = 1.0 - d.prior;
             open.changed = true;
             if d.anomalous {
-                open.add_anomalous(&d, rules, now_ms);
+                open.add_anomalous(&d, rules, now_ms, &self.history);
             }
             if let Some(f) = finding {
                 // Something else during an open incident: the analyst is told at once.
@@ -354,7 +385,7 @@ impl IncidentTracker {
             incident.attack_share = 1.0 - d.prior;
             incident.last_update_ms = now_ms;
             incident.changed = false;
-            incident.add_anomalous(&d, rules, now_ms);
+            incident.add_anomalous(&d, rules, now_ms, &self.history);
             let news = Self::becomes_news(&mut incident, &self.memory, kind, &d, rules, now_ms);
             self.open = Some(incident.clone());
             return Some(if news { Transition::Opened(incident) } else { Transition::Reopened(incident) });
@@ -386,10 +417,12 @@ impl IncidentTracker {
             news: None,
             look: finding,
             learned: false,
+            footprint: None,
         };
         if let Some(c) = d.context {
             incident.traffic.add(c, d.ts);
         }
+        incident.note_footprint(d.context, &self.history);
         // A look's finding is raised whatever was dismissed: a scan is no behaviour.
         if rules.memory.remember_ms > 0 && incident.look.is_none() {
             self.memory.expire(&rules.memory, now_unix);
@@ -398,7 +431,16 @@ impl IncidentTracker {
                 .memory
                 .recognise(c, f, m, now_unix)
                 .or_else(|| kind?.recognise(c, f, m, now_unix))
+                // What the daemon learned never quiets an attack's footprint.
+                .filter(|b| !(b.dismissal.learned && incident.footprint.is_some()))
                 .map(|b| b.dismissal.clone());
+            if let Some(id) =
+                incident.suppressed.as_ref().filter(|d| d.learned).map(|d| d.incident_id.clone())
+            {
+                // Seen again: it holds on, and the suppression says until when.
+                self.memory.renew(&id, m, now_unix);
+                incident.suppressed = self.memory.find(&id).map(|b| b.dismissal.clone());
+            }
         }
         self.open = Some(incident.clone());
         Some(match incident.suppressed {
@@ -421,6 +463,14 @@ impl IncidentTracker {
         let Some(dismissal) = &open.suppressed else { return false };
         let id = &dismissal.incident_id;
         let beyond = match memory.find(id).or_else(|| kind?.find(id)) {
+            // Only a verdict quiets what an attack leaves.
+            Some(_) if dismissal.learned && open.footprint.is_some() => open.footprint.as_ref().map(|f| {
+                format!(
+                    "like the behaviour learned from incident {id}, which closed quietly without a verdict, \
+                     but it shows what is never learned: {}",
+                    f.words()
+                )
+            }),
             Some(b) => b
                 .admits(d.context, d.features)
                 .or_else(|| {
@@ -530,6 +580,7 @@ impl IncidentTracker {
                     at: now_unix,
                     on: None,
                     learned: false,
+                    expires_at: None,
                 };
                 let behaviour = Behaviour::of(
                     &incident.traffic,
@@ -569,22 +620,27 @@ impl IncidentTracker {
             // silent device's close late; its time is the same either way.
             let closed_at = now_unix - (quiet_for - rules.quiet_ms) as f64 / 1000.0;
             let m = &rules.memory;
-            // Nobody said anything and it went away: what the device does now and then.
-            // A look's finding is never a behaviour; a suppressed one is remembered already.
+            // Nobody said anything and it went away: what the device does now and then,
+            // unless it left an attack's footprint. A look's finding is never a
+            // behaviour; a suppressed one is remembered already.
             if m.learn_quiet
                 && m.remember_ms > 0
+                && m.learned_ms > 0
                 && open.look.is_none()
+                && open.footprint.is_none()
                 && open.suppressed.is_none()
                 && open.feedback.is_empty()
             {
-                let dismissal = Dismissal {
+                let mut dismissal = Dismissal {
                     incident_id: open.id.clone(),
                     by: LEARNED_BY.into(),
                     note: "closed quietly without a verdict".into(),
                     at: closed_at,
                     on: None,
                     learned: true,
+                    expires_at: None,
                 };
+                dismissal.expires_at = Some(dismissal.expires(m));
                 open.learned = true;
                 let behaviour =
                     Behaviour::of(&open.traffic, open.figures.anomalous, &open.kept, dim, dismissal);
@@ -609,6 +665,7 @@ impl IncidentTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::monitor::output::IncidentReport;
 
     const RULES: IncidentRules = IncidentRules {
         open_k: 3,
@@ -849,7 +906,12 @@ mod tests {
     #[test]
     fn a_dismissed_behaviour_that_returns_is_suppressed_until_it_goes_beyond() {
         let rules = IncidentRules {
-            memory: MemoryRules { remember_ms: 200_000_000, volume_factor: 3.0, learn_quiet: false },
+            memory: MemoryRules {
+                remember_ms: 200_000_000,
+                volume_factor: 3.0,
+                learn_quiet: false,
+                learned_ms: 0,
+            },
             keep_records: 2,
             ..RULES
         };
@@ -901,7 +963,12 @@ mod tests {
     /// an incident with a verdict are never learned, nor anything with the rule off.
     #[test]
     fn an_unanswered_quiet_close_is_learned_and_a_confirmed_verdict_undoes_it() {
-        let memory = MemoryRules { remember_ms: 200_000_000, volume_factor: 3.0, learn_quiet: true };
+        let memory = MemoryRules {
+            remember_ms: 200_000_000,
+            volume_factor: 3.0,
+            learn_quiet: true,
+            learned_ms: 200_000_000,
+        };
         let rules = IncidentRules { memory, keep_records: 2, ..RULES };
         let upload = packet("52.1.2.3", 443, 1_000);
         let mut t = IncidentTracker::default();
@@ -947,6 +1014,143 @@ mod tests {
         feed_packets(&mut t, &off, &upload, 10, 0, 1_000.0);
         let Some(Transition::Closed(c, _)) = t.tick(&off, 2, 1_200_000, 1_200.0) else { panic!() };
         assert!(!c.learned && t.memory.is_empty());
+    }
+
+    /// Anomalous records of `packets` in turn, one per second of device time from `t0`.
+    fn feed_each(
+        t: &mut IncidentTracker,
+        rules: &IncidentRules,
+        packets: &[Context],
+        first: i64,
+        t0: f64,
+    ) -> Vec<Transition> {
+        let mut out = Vec::new();
+        for (i, c) in packets.iter().enumerate() {
+            out.extend(feed_packets(t, rules, c, 1, first + i as i64, t0 + i as f64));
+        }
+        out
+    }
+
+    /// Learning on, as deployed: what closes quietly unanswered is learned for a day.
+    fn learning() -> IncidentRules {
+        let memory = MemoryRules {
+            remember_ms: 2_592_000_000,
+            volume_factor: 3.0,
+            learn_quiet: true,
+            learned_ms: 86_400_000,
+        };
+        IncidentRules { memory, keep_records: 2, ..RULES }
+    }
+
+    /// Closed quietly at `at` (device seconds) of the tracker's open incident.
+    fn close_quietly(t: &mut IncidentTracker, rules: &IncidentRules, at: f64) -> Incident {
+        match t.tick(rules, 2, (at * 1000.0) as u64, at) {
+            Some(Transition::Closed(c, Resolution::Quiet)) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A scan, connection attempts on one service and traffic with a local host the
+    /// device's normal traffic never had close quietly unanswered and are not learned,
+    /// saying why; each comes back as an incident of its own.
+    #[test]
+    fn a_learned_scan_is_impossible_and_its_second_wave_is_raised() {
+        let rules = learning();
+        let scan: Vec<Context> =
+            (1..=10).map(|h| Context::outbound(&format!("52.0.0.{h}"), 23, 6, 0x02, 60)).collect();
+        let sweep: Vec<Context> =
+            (1..=10).map(|h| Context::arp_request(&format!("10.0.0.{}", 100 + h))).collect();
+        let guesses: Vec<Context> = (0..12).map(|_| Context::outbound("52.0.0.9", 22, 6, 0x02, 74)).collect();
+        let neighbour: Vec<Context> =
+            (0..6).map(|_| Context::outbound("10.0.0.77", 8080, 6, 0x18, 400)).collect();
+        for (name, wave, kind) in [
+            ("a TCP scan", &scan, "scan"),
+            ("an ARP sweep", &sweep, "scan"),
+            ("a password guesser", &guesses, "repeated_attempts"),
+            ("a new neighbour", &neighbour, "new_local_peer"),
+        ] {
+            let mut t = IncidentTracker::default();
+            // A day of normal traffic with its gateway: its history.
+            let gateway = Context::outbound("10.0.0.1", 53, 17, 0, 80);
+            for i in 0..5 {
+                let s = source(i);
+                let d = Decision {
+                    anomalous: false,
+                    posterior: 0.9,
+                    prior: 0.7,
+                    ts: 500.0,
+                    source: &s,
+                    features: &[1.0, 2.0],
+                    context: Some(&gateway),
+                };
+                t.observe("cam", d, &rules, None, 500_000, 500.0);
+            }
+            let first = feed_each(&mut t, &rules, wave, 10, 1_000.0);
+            assert!(matches!(first.as_slice(), [Transition::Opened(_)]), "{name}: {first:?}");
+            let c = close_quietly(&mut t, &rules, 1_200.0);
+            let footprint = serde_json::to_value(&c.footprint).unwrap();
+            assert!(!c.learned && t.memory.is_empty(), "{name} learned: {footprint}");
+            assert_eq!(footprint["kind"], kind, "{name}");
+            let words = IncidentReport::of("cam", &c, Some("quiet"), "v", Vec::new(), 1_200.0).summary;
+            assert!(words.contains("never learned without a verdict: it showed"), "{name}: {words}");
+            // The next day, nobody having answered: raised again.
+            let second = feed_each(&mut t, &rules, wave, 100, 90_000.0);
+            assert!(
+                matches!(second.as_slice(), [Transition::Opened(i)] if i.suppressed.is_none()),
+                "{name}: {second:?}"
+            );
+        }
+    }
+
+    /// What the daemon learned holds a day after its last return: a return it suppresses
+    /// renews it (the suppression says until when); one that stops coming back lapses and
+    /// is raised again.
+    #[test]
+    fn a_learned_upload_expires_unless_seen_again() {
+        let rules = learning();
+        let upload = packet("52.1.2.3", 443, 1_000);
+        let mut t = IncidentTracker::default();
+        feed_packets(&mut t, &rules, &upload, 10, 0, 1_000.0);
+        let learned = close_quietly(&mut t, &rules, 1_200.0);
+        assert!(learned.learned);
+        let until = t.memory.behaviours[0].dismissal.expires_at.expect("an expiry");
+        assert!((until - (1_019.0 + 86_400.0)).abs() < 1e-6, "closed at 1,019, held a day: {until}");
+        // Twenty hours later: suppressed, and renewed from then.
+        let again = feed_packets(&mut t, &rules, &upload, 10, 100, 73_000.0);
+        let [Transition::Suppressed(s)] = again.as_slice() else { panic!("{again:?}") };
+        let renewed = t.memory.behaviours[0].dismissal.expires_at.unwrap();
+        assert!((renewed - (73_002.0 + 86_400.0)).abs() < 1e-6, "renewed at its return: {renewed}");
+        let words = IncidentReport::of("cam", s, None, "v", Vec::new(), 73_002.0).summary;
+        assert!(words.contains("(learned until 1970-01-02T20:16:42Z unless seen again)"), "{words}");
+        close_quietly(&mut t, &rules, 73_200.0);
+        // More than a day after that return: it lapsed, and the upload is raised.
+        let lapsed = feed_packets(&mut t, &rules, &upload, 10, 200, 73_002.0 + 86_401.0);
+        assert!(matches!(lapsed.as_slice(), [Transition::Opened(i)] if i.suppressed.is_none()), "{lapsed:?}");
+        assert!(t.memory.find(&learned.id).is_none());
+    }
+
+    /// A return of a learned upload that starts guessing passwords on the same peer and
+    /// port is news at the tenth attempt: the daemon's learning quiets no attack.
+    #[test]
+    fn a_learned_behaviour_s_return_that_guesses_passwords_is_news() {
+        let rules = learning();
+        let upload = packet("52.1.2.3", 443, 1_000);
+        let mut t = IncidentTracker::default();
+        feed_packets(&mut t, &rules, &upload, 10, 0, 1_000.0);
+        let learned = close_quietly(&mut t, &rules, 1_200.0);
+        let guesses = Context { tcp_flags: 0x02, bytes: 74, ..upload };
+        let back = feed_packets(&mut t, &rules, &guesses, 12, 100, 50_000.0);
+        let [Transition::Suppressed(_), Transition::Opened(news)] = back.as_slice() else {
+            panic!("{back:?}")
+        };
+        let n = news.news.as_ref().expect("news");
+        assert_eq!(n.by.offset, 100 + 11, "the tenth connection attempt after the two before it opened");
+        assert!(
+            n.why.contains(&learned.id) && n.why.contains("10 connection attempts to 52.1.2.3 on 443/tcp"),
+            "{}",
+            n.why
+        );
+        assert!(news.suppressed.is_none());
     }
 
     #[test]

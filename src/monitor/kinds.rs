@@ -191,6 +191,7 @@ mod tests {
                     at: i as f64,
                     on: Some(device.into()),
                     learned: false,
+                    expires_at: None,
                 },
                 peers: BTreeSet::from(["52.1.2.3".to_string()]),
                 services: BTreeSet::from(["443/tcp".to_string()]),

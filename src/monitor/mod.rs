@@ -15,8 +15,9 @@
 //!   cadence, batched scoring
 //! - `devices`, `windows` — the device table, the one owner of a device's state;
 //!   `onboarding`, `kinds` — known-normal traffic an operator gives a device or its kind
-//! - `incidents`, `behaviours`, `fanout`, `incident_traffic`, `explain` — incidents,
-//!   what analysts dismissed, the second look on packets, what an incident changed
+//! - `incidents`, `behaviours`, `footprint`, `fanout`, `incident_traffic`, `explain` —
+//!   incidents, what analysts dismissed (and what the daemon may never learn by
+//!   itself), the second look on packets, what an incident changed
 //! - `record`, `feedback` — the input and feedback topics' formats; `snapshot` — the
 //!   state topic's
 //! - `telemetry` — the events the core reports; `settings` — what it decides with
@@ -29,6 +30,7 @@ pub mod engine;
 pub(crate) mod explain;
 pub mod fanout;
 pub mod feedback;
+pub mod footprint;
 pub mod incident_traffic;
 pub mod incidents;
 pub mod kinds;

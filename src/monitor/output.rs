@@ -221,6 +221,11 @@ pub struct IncidentReport {
     /// verdict on it undoes that.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub learned: bool,
+    /// What it showed of an attack's footprint (a scan, repeated attempts on one
+    /// service, a new local peer or served port, high severity): never learned without a
+    /// verdict (`footprint.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footprint: Option<Box<super::footprint::Footprint>>,
 }
 
 impl IncidentReport {
@@ -266,8 +271,10 @@ impl IncidentReport {
         let raised = i.look.as_ref().map(|f| format!("; raised by the {}", f.why)).unwrap_or_default();
         let known = match (&i.suppressed, &i.news) {
             (Some(d), _) if d.learned => format!(
-                "; suppressed: the behaviour of incident {}, which closed quietly without a verdict",
-                d.incident_id
+                "; suppressed: the behaviour of incident {}, which closed quietly without a verdict \
+                 (learned{} unless seen again)",
+                d.incident_id,
+                d.expires_at.map(|t| format!(" until {}", iso8601(t))).unwrap_or_default()
             ),
             (Some(d), _) => format!(
                 "; suppressed: the behaviour dismissed in incident {}{} by {:?}{}",
@@ -279,11 +286,14 @@ impl IncidentReport {
             (None, Some(news)) => format!("; news: {}", news.why),
             (None, None) => String::new(),
         };
-        let learned = if i.learned {
-            "; closed quietly without a verdict: its behaviour is remembered and its returns are \
-             suppressed (a confirmed verdict undoes it)"
-        } else {
-            ""
+        let learned = match (&i.footprint, resolution) {
+            _ if i.learned => {
+                "; closed quietly without a verdict: its behaviour is remembered and its returns \
+                               are suppressed (a confirmed verdict undoes it)"
+                    .to_string()
+            }
+            (Some(f), Some(_)) => format!("; never learned without a verdict: it showed {}", f.words()),
+            _ => String::new(),
         };
         let summary = format!(
             "device {device}{what} {} of {} records anomalous ({:.0} %) since the incident opened, peak \
@@ -316,6 +326,7 @@ impl IncidentReport {
             raised_by: i.look.as_ref().map_or_else(Default::default, |f| f.look),
             look: i.look.clone().map(Box::new),
             learned: i.learned,
+            footprint: i.footprint.clone().map(Box::new),
         }
     }
 }
@@ -339,6 +350,16 @@ pub struct ScoreRecord {
     pub score: Option<f32>,
     pub decision: String,
     pub source: Source,
+}
+
+/// Unix seconds as ISO 8601 / RFC 3339 in UTC, to the millisecond (summaries and ECS).
+pub fn iso8601(unix: f64) -> String {
+    // Rounded to the millisecond before it becomes an integer: 1.5e9 + 0.25 is not exact
+    // in nanoseconds.
+    let millis = (unix * 1e3).round() as i128;
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(millis * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
 }
 
 pub fn payload_excerpt(bytes: &[u8]) -> String {

@@ -448,6 +448,7 @@ mod tests {
             remember_ms: 1_000,
             volume_factor: 3.0,
             learn_quiet: false,
+            learned_ms: 0,
         };
         remembered.incidents.feedback(&fb, 1.5e9, 60, &memory, 2).expect("dismissed");
         assert_eq!(remembered.incidents.memory.len(), 1);

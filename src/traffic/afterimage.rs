@@ -151,6 +151,7 @@ mod tests {
             len,
             proto: 17,
             tcp_flags: 0,
+            arp: None,
         }
     }
 

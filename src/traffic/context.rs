@@ -5,7 +5,9 @@
 //!
 //! JSON: `"context": {"src_ip": "10.0.0.5", "dst_ip": "10.0.0.9", "src_port": 40000,
 //! "dst_port": 23, "proto": 6, "tcp_flags": 2, "bytes": 60, "direction": "outbound",
-//! "device_mac": "00:11:22:33:44:55"}`, every field optional. Binary: flag bit 1, and [`Context::encode_binary`]'s layout
+//! "device_mac": "00:11:22:33:44:55", "arp": "request"}`, every field optional (`arp`:
+//! the frame was ARP, `request` or `reply`; its addresses are the sender's and the
+//! target's). Binary: flag bit 1, and [`Context::encode_binary`]'s layout
 //! after the features.
 
 use std::net::IpAddr;
@@ -13,7 +15,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::devices::{format_mac, parse_mac};
-use super::packet::Packet;
+use super::packet::{ArpOp, Packet};
 
 /// A MAC address, written `00:11:22:33:44:55`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,6 +77,10 @@ pub struct Context {
     /// inbound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_mac: Option<Mac>,
+    /// An ARP frame (`proto` 0): who-has or is-at, the sender's and the target's
+    /// addresses in `src_ip` and `dst_ip`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arp: Option<ArpOp>,
 }
 
 /// A context's binary form ends inside it, or says something impossible.
@@ -96,6 +102,7 @@ impl Context {
             bytes: p.len,
             direction: Some(if outbound { Direction::Outbound } else { Direction::Inbound }),
             device_mac: device_mac.map(Mac),
+            arp: p.arp,
         }
     }
 
@@ -107,6 +114,33 @@ impl Context {
         }
     }
 
+    /// An ARP who-has for another address than the sender's own (a gratuitous ARP
+    /// announces itself and asks nobody).
+    pub fn is_arp_request(&self) -> bool {
+        self.arp == Some(ArpOp::Request) && self.src_ip != self.dst_ip
+    }
+
+    /// What a packet attempts, if it attempts something: the peer and its service
+    /// (`port/transport`, `icmp`, `arp`). A TCP SYN either way; UDP, ICMP or an ARP
+    /// who-has sent by the device to one host (what scans, sweeps and guessers send).
+    pub fn attempt(&self) -> Option<(IpAddr, String)> {
+        let (_, Some(peer)) = self.device_and_peer()? else { return None };
+        let service = if self.is_syn() {
+            format!("{}/tcp", self.dst_port)
+        } else if self.direction != Some(Direction::Outbound) || is_group(peer) {
+            return None;
+        } else if self.is_arp_request() {
+            "arp".into()
+        } else {
+            match self.proto {
+                17 => format!("{}/udp", self.dst_port),
+                1 | 58 => transport_name(self.proto),
+                _ => return None,
+            }
+        };
+        Some((peer, service))
+    }
+
     /// A TCP SYN without ACK: a connection attempt (what scans and SYN floods send).
     pub fn is_syn(&self) -> bool {
         self.proto == 6 && self.tcp_flags & 0x12 == 0x02
@@ -115,7 +149,9 @@ impl Context {
     /// Binary layout (little-endian): address family (0: no addresses, 4, 6), the
     /// source and destination addresses of that family, source port (u16), destination
     /// port (u16), protocol (u8), TCP flags (u8), bytes (u32), direction (0 unknown,
-    /// 1 outbound, 2 inbound), then 0, or 1 and the device's MAC (6 bytes). An IPv4 source with an IPv6 destination (or one address
+    /// 1 outbound, 2 inbound), then a flags byte (bit 0: the device's MAC follows, 6 bytes;
+    /// bit 1: an ARP request; bit 2: an ARP reply; a context without either is 0 or 1, as
+    /// before ARP was told). An IPv4 source with an IPv6 destination (or one address
     /// only) keeps both as IPv6, the IPv4 one mapped.
     pub fn encode_binary(&self, out: &mut Vec<u8>) {
         match (self.src_ip, self.dst_ip) {
@@ -142,10 +178,15 @@ impl Context {
             Some(Direction::Outbound) => 1,
             Some(Direction::Inbound) => 2,
         });
+        let arp = match self.arp {
+            None => 0,
+            Some(ArpOp::Request) => 2,
+            Some(ArpOp::Reply) => 4,
+        };
         match self.device_mac {
-            None => out.push(0),
+            None => out.push(arp),
             Some(Mac(mac)) => {
-                out.push(1);
+                out.push(1 | arp);
                 out.extend_from_slice(&mac.to_be_bytes()[2..]);
             }
         }
@@ -193,20 +234,37 @@ impl Context {
             bytes: u32::from_le_bytes([rest[6], rest[7], rest[8], rest[9]]),
             direction,
             device_mac: None,
+            arp: match rest[11] & 0x06 {
+                0 => None,
+                2 => Some(ArpOp::Request),
+                4 => Some(ArpOp::Reply),
+                _ => return Err(BadContext("an ARP request and reply at once in the context".into())),
+            },
         };
         at += 12;
-        let context = match rest[11] {
-            0 => context,
-            1 => {
-                let raw = b.get(at..at + 6).ok_or_else(short)?;
-                at += 6;
-                let mut mac = [0u8; 8];
-                mac[2..].copy_from_slice(raw);
-                Context { device_mac: Some(Mac(u64::from_be_bytes(mac))), ..context }
-            }
-            other => return Err(BadContext(format!("unknown MAC flag {other} in the context"))),
+        let flags = rest[11];
+        if flags & !0x07 != 0 {
+            return Err(BadContext(format!("unknown flags {flags:#04x} in the context")));
+        }
+        let context = if flags & 1 == 1 {
+            let raw = b.get(at..at + 6).ok_or_else(short)?;
+            at += 6;
+            let mut mac = [0u8; 8];
+            mac[2..].copy_from_slice(raw);
+            Context { device_mac: Some(Mac(u64::from_be_bytes(mac))), ..context }
+        } else {
+            context
         };
         Ok((context, at))
+    }
+}
+
+/// Addresses nobody answers by name: multicast and broadcast (mDNS, SSDP, a subnet's
+/// broadcast).
+pub fn is_group(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_multicast() || v4.is_broadcast() || v4.octets()[3] == 255,
+        IpAddr::V6(v6) => v6.is_multicast(),
     }
 }
 
@@ -233,6 +291,19 @@ impl Context {
             bytes,
             direction: Some(Direction::Outbound),
             device_mac: None,
+            arp: None,
+        }
+    }
+
+    /// An ARP who-has from the device (10.0.0.5) for `target`, for other modules' tests.
+    pub(crate) fn arp_request(target: &str) -> Self {
+        Self {
+            src_ip: Some("10.0.0.5".parse().expect("an address")),
+            dst_ip: Some(target.parse().expect("an address")),
+            bytes: 42,
+            direction: Some(Direction::Outbound),
+            arp: Some(ArpOp::Request),
+            ..Self::default()
         }
     }
 }
@@ -264,10 +335,14 @@ mod tests {
             bytes: 60,
             direction: Some(Direction::Outbound),
             device_mac: Some(Mac(0x0011_2233_4455)),
+            arp: None,
         };
         let mixed = Context { dst_ip: Some("fe80::1".parse().unwrap()), ..v4 };
         let one = Context { dst_ip: None, direction: Some(Direction::Inbound), device_mac: None, ..v4 };
-        for c in [v4, mixed, one, Context::default()] {
+        let arp =
+            Context { proto: 0, tcp_flags: 0, src_port: 0, dst_port: 0, arp: Some(ArpOp::Request), ..v4 };
+        let reply = Context { device_mac: None, arp: Some(ArpOp::Reply), ..arp };
+        for c in [v4, mixed, one, arp, reply, Context::default()] {
             let mut b = Vec::new();
             c.encode_binary(&mut b);
             assert_eq!(Context::decode_binary(&b), Ok((c, b.len())), "{c:?}");
@@ -275,5 +350,22 @@ mod tests {
         }
         assert!(v4.is_syn() && !Context { tcp_flags: 0x12, ..v4 }.is_syn());
         assert!(Context::decode_binary(&[5]).unwrap_err().0.contains("address family 5"));
+        // The flags byte comes before the MAC's six bytes.
+        let mut b = Vec::new();
+        v4.encode_binary(&mut b);
+        let flags = b.len() - 7;
+        b[flags] = 0x07;
+        assert!(Context::decode_binary(&b).unwrap_err().0.contains("request and reply"));
+        b[flags] = 0x09;
+        assert!(Context::decode_binary(&b).unwrap_err().0.contains("unknown flags 0x09"));
+        // Before ARP was told: 0 or 1, the same bytes as today's.
+        let mut old = Vec::new();
+        Context { arp: None, ..v4 }.encode_binary(&mut old);
+        assert_eq!(old[old.len() - 7], 1);
+        let json = r#"{"src_ip":"10.0.0.5","dst_ip":"10.0.0.9","direction":"outbound","arp":"request"}"#;
+        let c: Context = serde_json::from_str(json).unwrap();
+        assert!(c.is_arp_request() && serde_json::to_string(&c).unwrap().contains(r#""arp":"request""#));
+        let gratuitous = Context { dst_ip: c.src_ip, ..c };
+        assert!(!gratuitous.is_arp_request(), "a gratuitous ARP asks nobody");
     }
 }

@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::packet::{host_of_ip, host_of_mac, Packet};
+use super::packet::{host_of_ip, host_of_mac, ArpOp, Packet};
 
 /// The link types a capture may use, by their tcpdump.org codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +89,7 @@ pub fn packet_of_frame(link: Link, f: &[u8], ts: f64, len: u32) -> Option<Packet
         len,
         proto: 0,
         tcp_flags: 0,
+        arp: None,
     };
     p.dst = host_of_mac(dst_mac.unwrap_or(0));
     let (proto, l4) = match ethertype {
@@ -118,6 +119,11 @@ pub fn packet_of_frame(link: Link, f: &[u8], ts: f64, len: u32) -> Option<Packet
             let dst: [u8; 4] = arp.get(24..28)?.try_into().ok()?;
             p.src = host_of_ip(IpAddr::V4(Ipv4Addr::from(src)));
             p.dst = host_of_ip(IpAddr::V4(Ipv4Addr::from(dst)));
+            p.arp = match u16_at(arp, 6)? {
+                1 => Some(ArpOp::Request),
+                2 => Some(ArpOp::Reply),
+                _ => None,
+            };
             (0, 0)
         }
         _ => (0, 0),

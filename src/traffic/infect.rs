@@ -146,13 +146,15 @@ fn rewrite_ipv4(ip: &mut [u8], from: Ipv4Addr, to: Ipv4Addr) -> bool {
     true
 }
 
-/// The IPv4 source address and sending MAC of a frame, if it is IPv4.
+/// The IPv4 source address and sending MAC of a frame, if it is IPv4, or the sender's
+/// address of an Ethernet/IPv4 ARP frame (an ARP sweep sends nothing else).
 fn ipv4_source(f: &[u8]) -> Option<(Ipv4Addr, [u8; 6])> {
     let (kind, at) = ethertype(f)?;
-    if kind != 0x0800 {
-        return None;
-    }
-    let src: [u8; 4] = f.get(at + 12..at + 16)?.try_into().ok()?;
+    let src: [u8; 4] = match kind {
+        0x0800 => f.get(at + 12..at + 16)?.try_into().ok()?,
+        0x0806 if f.get(at..at + 6)? == [0, 1, 8, 0, 6, 4] => f.get(at + 14..at + 18)?.try_into().ok()?,
+        _ => return None,
+    };
     Some((Ipv4Addr::from(src), f.get(6..12)?.try_into().ok()?))
 }
 
@@ -174,7 +176,8 @@ pub fn device_ip(frames: &[OwnedFrame], mac: [u8; 6]) -> Option<Ipv4Addr> {
 pub fn attacker(frames: &[OwnedFrame], ip: Option<Ipv4Addr>) -> Option<Identity> {
     let mut counts: HashMap<(Ipv4Addr, [u8; 6]), usize> = HashMap::new();
     for key in frames.iter().filter_map(|f| ipv4_source(&f.data)) {
-        if ip.is_none_or(|want| want == key.0) {
+        // An ARP probe's sender is 0.0.0.0: nobody.
+        if !key.0.is_unspecified() && ip.is_none_or(|want| want == key.0) {
             *counts.entry(key).or_default() += 1;
         }
     }
@@ -224,15 +227,18 @@ pub struct Merged {
     /// Every packet in time order, benign before attack at equal times.
     pub frames: Vec<(OwnedFrame, Origin)>,
     pub attack_start_ns: u64,
+    /// The end of the last wave.
     pub attack_end_ns: u64,
 }
 
 /// The attacks, one after the other in the given order from `start`, each keeping
-/// its own packet timing, merged with the benign packets by time.
+/// its own packet timing, merged with the benign packets by time; and again, as a
+/// second (third, …) wave, `again_after_ns` after `start` each.
 pub fn merge(
     mut benign: Vec<OwnedFrame>,
     attacks: Vec<Vec<OwnedFrame>>,
     start: Start,
+    again_after_ns: &[u64],
 ) -> Result<Merged, InfectError> {
     benign.sort_by_key(|f| f.ts_ns);
     let (first, last) = match (benign.first(), benign.last()) {
@@ -245,17 +251,29 @@ pub fn merge(
         Start::At(t) => t,
     };
     let mut frames: Vec<(OwnedFrame, Origin)> = benign.into_iter().map(|f| (f, Origin::Benign)).collect();
-    let mut cursor = attack_start_ns;
-    for (k, mut attack) in attacks.into_iter().enumerate() {
+    let mut attacks = attacks;
+    for (k, attack) in attacks.iter_mut().enumerate() {
         attack.sort_by_key(|f| f.ts_ns);
-        let origin = attack.first().ok_or(InfectError::EmptyAttack(k))?.ts_ns;
-        let base = cursor;
-        for mut f in attack {
-            f.ts_ns = f.ts_ns - origin + base;
-            cursor = cursor.max(f.ts_ns);
-            frames.push((f, Origin::Attack(k)));
+        if attack.is_empty() {
+            return Err(InfectError::EmptyAttack(k));
         }
     }
+    let mut end = attack_start_ns;
+    for wave_start in
+        std::iter::once(attack_start_ns).chain(again_after_ns.iter().map(|a| attack_start_ns + a))
+    {
+        let mut cursor = wave_start;
+        for (k, attack) in attacks.iter().enumerate() {
+            let (origin, base) = (attack[0].ts_ns, cursor);
+            for f in attack {
+                let ts_ns = f.ts_ns - origin + base;
+                cursor = cursor.max(ts_ns);
+                frames.push((OwnedFrame { ts_ns, ..f.clone() }, Origin::Attack(k)));
+            }
+        }
+        end = end.max(cursor);
+    }
+    let cursor = end;
     // A stable sort: benign first at equal times, each side in its own order.
     frames.sort_by_key(|(f, origin)| (f.ts_ns, *origin != Origin::Benign));
     Ok(Merged { frames, attack_start_ns, attack_end_ns: cursor })
@@ -436,7 +454,7 @@ mod tests {
         let benign = vec![frame(1_000, 0), frame(3_000, 0), frame(2_000, 0), frame(11_000, 0)];
         let first = vec![frame(500_000, 1), frame(500_100, 1), frame(500_300, 1)];
         let second = vec![frame(9, 2), frame(10, 2)];
-        let m = merge(benign.clone(), vec![first, second], Start::Share(0.5)).unwrap();
+        let m = merge(benign.clone(), vec![first, second], Start::Share(0.5), &[]).unwrap();
         let got: Vec<(u64, Origin)> = m.frames.iter().map(|(f, o)| (f.ts_ns, *o)).collect();
         assert_eq!(
             got,
@@ -453,14 +471,42 @@ mod tests {
             ]
         );
         assert_eq!((m.attack_start_ns, m.attack_end_ns), (6_000, 6_301));
-        let at = merge(benign.clone(), vec![vec![frame(5, 1)]], Start::At(3_000)).unwrap();
+        let at = merge(benign.clone(), vec![vec![frame(5, 1)]], Start::At(3_000), &[]).unwrap();
         assert_eq!(
             at.frames[2..4].iter().map(|(_, o)| *o).collect::<Vec<_>>(),
             [Origin::Benign, Origin::Attack(0)]
         );
-        assert_eq!(merge(benign.clone(), vec![], Start::Share(1.5)).err(), Some(InfectError::Share(1.5)));
-        assert_eq!(merge(vec![], vec![], Start::Share(0.5)).err(), Some(InfectError::NoBenign));
-        assert_eq!(merge(benign, vec![vec![]], Start::Share(0.5)).err(), Some(InfectError::EmptyAttack(0)));
+        assert_eq!(
+            merge(benign.clone(), vec![], Start::Share(1.5), &[]).err(),
+            Some(InfectError::Share(1.5))
+        );
+        assert_eq!(merge(vec![], vec![], Start::Share(0.5), &[]).err(), Some(InfectError::NoBenign));
+        assert_eq!(
+            merge(benign.clone(), vec![vec![]], Start::Share(0.5), &[]).err(),
+            Some(InfectError::EmptyAttack(0))
+        );
+        // A second wave of both, 4,000 ns after the first began.
+        let waves = merge(
+            benign,
+            vec![vec![frame(7, 1)], vec![frame(9, 2), frame(10, 2)]],
+            Start::At(3_000),
+            &[4_000],
+        )
+        .unwrap();
+        let attack: Vec<(u64, Origin)> =
+            waves.frames.iter().filter(|(_, o)| *o != Origin::Benign).map(|(f, o)| (f.ts_ns, *o)).collect();
+        assert_eq!(
+            attack,
+            [
+                (3_000, Origin::Attack(0)),
+                (3_000, Origin::Attack(1)),
+                (3_001, Origin::Attack(1)),
+                (7_000, Origin::Attack(0)),
+                (7_000, Origin::Attack(1)),
+                (7_001, Origin::Attack(1))
+            ]
+        );
+        assert_eq!((waves.attack_start_ns, waves.attack_end_ns), (3_000, 7_001));
     }
 
     #[test]
@@ -487,5 +533,12 @@ mod tests {
         assert_eq!(attacker(&frames, Some(Ipv4Addr::new(1, 2, 3, 4))), None);
         assert_eq!(device_ip(&frames, VICTIM.mac), Some(VICTIM.ip));
         assert_eq!(device_ip(&frames, DEVICE.mac), None);
+        // An ARP sweep sends nothing but who-has requests: its sender is the attacker.
+        let sweep: Vec<OwnedFrame> = (1..=3u8)
+            .map(|h| arp_request(&ATTACKER, Ipv4Addr::new(172, 16, 0, h)))
+            .chain([ipv4(&VICTIM, &ATTACKER, 6, tcp_syn(40000), false)])
+            .map(|data| OwnedFrame { ts_ns: 0, orig_len: 60, data })
+            .collect();
+        assert_eq!(attacker(&sweep, None), Some(ATTACKER));
     }
 }

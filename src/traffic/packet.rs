@@ -2,6 +2,8 @@
 
 use std::net::IpAddr;
 
+use serde::{Deserialize, Serialize};
+
 /// A host address as one integer: IPv4 as its IPv6-mapped form, IPv6 as is, and a
 /// MAC (for frames without IP, as Kitsune does) under a prefix no IP uses.
 pub type Host = u128;
@@ -15,6 +17,16 @@ pub fn host_of_ip(ip: IpAddr) -> Host {
 
 pub fn host_of_mac(mac: u64) -> Host {
     (0xfe_u128 << 120) | u128::from(mac)
+}
+
+/// An ARP frame's operation: who-has (a request) or is-at (a reply). A sweep of a LAN
+/// asks for many addresses; nothing else in a frame's fields tells ARP from other
+/// frames without IP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArpOp {
+    Request,
+    Reply,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -34,6 +46,8 @@ pub struct Packet {
     pub proto: u8,
     /// TCP flags (FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10); 0 for other protocols.
     pub tcp_flags: u8,
+    /// An ARP frame's operation (its addresses are `src` and `dst`); `None` otherwise.
+    pub arp: Option<ArpOp>,
 }
 
 impl Packet {

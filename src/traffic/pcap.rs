@@ -1,7 +1,7 @@
 //! Writes classic little-endian microsecond pcap: the simulator's `--pcap` output and
 //! the tests' fixtures. Reading any capture is `capture`'s job.
 
-use super::packet::Packet;
+use super::packet::{ArpOp, Packet};
 
 /// Writes classic little-endian microsecond pcap with Ethernet/IPv4 frames: the
 /// simulator's `--pcap` output and the tests' fixtures.
@@ -23,9 +23,14 @@ impl<W: std::io::Write> PcapWriter<W> {
     }
 
     /// One Ethernet/IPv4 frame: TCP (proto 6) or UDP (17) headers with the ports,
-    /// zero padding up to `len`. Hosts must be IPv4 (mapped) addresses.
+    /// zero padding up to `len`; or, for a packet with an ARP operation, an ARP frame
+    /// (a request to the broadcast address whatever `dst_mac` says). Hosts must be IPv4
+    /// (mapped) addresses.
     pub fn write(&mut self, p: &Packet, dst_mac: u64, proto: u8) -> std::io::Result<()> {
         let v4 = |h: u128| (h as u32).to_be_bytes();
+        if let Some(op) = p.arp {
+            return self.write_arp(p, dst_mac, op);
+        }
         let l4_len = if proto == 6 { 20 } else { 8 };
         let len = (p.len as usize).max(14 + 20 + l4_len);
         let mut f = vec![0u8; len];
@@ -43,14 +48,40 @@ impl<W: std::io::Write> PcapWriter<W> {
         if proto == 6 {
             f[34 + 13] = p.tcp_flags;
         }
-        let secs = p.ts.floor();
+        self.record(p.ts, &f)
+    }
+
+    fn write_arp(&mut self, p: &Packet, dst_mac: u64, op: ArpOp) -> std::io::Result<()> {
+        let v4 = |h: u128| (h as u32).to_be_bytes();
+        let mac = |m: u64| m.to_be_bytes()[2..].to_vec();
+        let (to, target_mac, code) = match op {
+            ArpOp::Request => (0xffff_ffff_ffff, 0, 1u16),
+            ArpOp::Reply => (dst_mac, dst_mac, 2),
+        };
+        let mut f = Vec::with_capacity(42);
+        f.extend(mac(to));
+        f.extend(mac(p.src_mac));
+        f.extend(0x0806u16.to_be_bytes());
+        f.extend([0, 1, 8, 0, 6, 4]);
+        f.extend(code.to_be_bytes());
+        f.extend(mac(p.src_mac));
+        f.extend(v4(p.src));
+        f.extend(mac(target_mac));
+        f.extend(v4(p.dst));
+        f.resize((p.len as usize).max(42), 0);
+        self.record(p.ts, &f)
+    }
+
+    fn record(&mut self, ts: f64, f: &[u8]) -> std::io::Result<()> {
+        let len = f.len();
+        let secs = ts.floor();
         let mut rec = Vec::with_capacity(16 + len);
         rec.extend((secs as u32).to_le_bytes());
-        rec.extend((((p.ts - secs) * 1e6).round().min(999_999.0) as u32).to_le_bytes());
+        rec.extend((((ts - secs) * 1e6).round().min(999_999.0) as u32).to_le_bytes());
         rec.extend((len as u32).to_le_bytes());
         rec.extend((len as u32).to_le_bytes());
         self.out.write_all(&rec)?;
-        self.out.write_all(&f)
+        self.out.write_all(f)
     }
 
     pub fn finish(mut self) -> std::io::Result<W> {
@@ -83,6 +114,7 @@ mod tests {
                 len: 74,
                 proto: 17,
                 tcp_flags: 0,
+                arp: None,
             },
             Packet {
                 ts: 1.5e9 + 0.5,
@@ -94,10 +126,24 @@ mod tests {
                 len: 1514,
                 proto: 6,
                 tcp_flags: 0,
+                arp: None,
+            },
+            // A who-has for 192.168.1.77: sender and target addresses, no ports.
+            Packet {
+                ts: 1.5e9 + 0.75,
+                src_mac: 0x0011_2233_4455,
+                src: ip([192, 168, 1, 5]),
+                dst: ip([192, 168, 1, 77]),
+                src_port: 0,
+                dst_port: 0,
+                len: 42,
+                proto: 0,
+                tcp_flags: 0,
+                arp: Some(ArpOp::Request),
             },
         ];
         let mut w = PcapWriter::new(Vec::new()).unwrap();
-        for (p, proto) in packets.iter().zip([17u8, 6]) {
+        for (p, proto) in packets.iter().zip([17u8, 6, 0]) {
             w.write(p, 0x1, proto).unwrap();
         }
         let bytes = w.finish().unwrap();
@@ -105,8 +151,8 @@ mod tests {
         for p in &packets {
             let got = r.next_frame().unwrap().unwrap().packet().unwrap();
             assert_eq!(
-                (got.src, got.dst, got.src_port, got.dst_port, got.len, got.src_mac),
-                (p.src, p.dst, p.src_port, p.dst_port, p.len, p.src_mac)
+                (got.src, got.dst, got.src_port, got.dst_port, got.len, got.src_mac, got.arp),
+                (p.src, p.dst, p.src_port, p.dst_port, p.len, p.src_mac, p.arp)
             );
             assert!((got.ts - p.ts).abs() < 1e-6);
         }
@@ -135,6 +181,7 @@ mod tests {
             len: 60,
             proto: 17,
             tcp_flags: 0,
+            arp: None,
         };
         w.write(&p, 2, 17).unwrap();
         let mut bytes = w.finish().unwrap();

@@ -174,6 +174,9 @@ pub enum Attack {
     CncBeacon,
     DnsAmplification,
     Exfiltration,
+    // Issue #75: what a first wave may leave for a second one to hide in.
+    ArpSweep,
+    SshBruteforce,
 }
 
 pub const ATTACKS: [Attack; 10] = [
@@ -192,8 +195,14 @@ pub const ATTACKS: [Attack; 10] = [
 /// Attacks beyond N-BaIoT's, drawn only when named (`simulate --attacks`, `datasets
 /// attack --kind`): the default fleet, and the shipped model's training data, are
 /// [`ATTACKS`] alone.
-pub const EXTRA_ATTACKS: [Attack; 4] =
-    [Attack::TelnetBruteforce, Attack::CncBeacon, Attack::DnsAmplification, Attack::Exfiltration];
+pub const EXTRA_ATTACKS: [Attack; 6] = [
+    Attack::TelnetBruteforce,
+    Attack::CncBeacon,
+    Attack::DnsAmplification,
+    Attack::Exfiltration,
+    Attack::ArpSweep,
+    Attack::SshBruteforce,
+];
 
 impl Attack {
     pub fn name(self) -> &'static str {
@@ -213,6 +222,8 @@ impl Attack {
             CncBeacon => "cnc.beacon",
             DnsAmplification => "dns.amplification",
             Exfiltration => "exfiltration.burst",
+            ArpSweep => "arp.sweep",
+            SshBruteforce => "ssh.bruteforce",
         }
     }
 

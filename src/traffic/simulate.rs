@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::afterimage::{feature_names, AfterImage, FEATURES};
-use super::packet::{host_of_ip, Host, Packet};
+use super::packet::{host_of_ip, ArpOp, Host, Packet};
 use super::profiles::{Attack, DeviceType, Profile, Video, ATTACKS, DEVICE_TYPES, EXTRA_ATTACKS};
 use crate::data::{Label, Task, TaskSet};
 
@@ -168,6 +168,7 @@ impl Generator {
                 len,
                 proto,
                 tcp_flags: 0,
+                arp: None,
             }
         } else {
             Packet {
@@ -180,6 +181,7 @@ impl Generator {
                 len,
                 proto,
                 tcp_flags: 0,
+                arp: None,
             }
         };
         self.out.push(SimPacket { packet, proto, attack });
@@ -300,6 +302,11 @@ impl Generator {
 
     fn attack(&mut self, attack: Attack, from: f64) {
         use Attack::*;
+        if matches!(attack, ArpSweep | SshBruteforce) {
+            // As the wire has them (ARP frames, TCP flags), and without a controller's
+            // keep-alives: the footprint of the attack alone.
+            return self.wire_attack(attack, from);
+        }
         let intensity = self.uniform(0.8, 1.25);
         let victim = self.public_ip();
         let victim_port: u16 = self.rng.gen_range(1..1024);
@@ -329,7 +336,7 @@ impl Generator {
                 GafgytTcp => 350.0,
                 GafgytUdp => 300.0,
                 GafgytCombo => 300.0,
-                TelnetBruteforce | CncBeacon | DnsAmplification | Exfiltration => {
+                TelnetBruteforce | CncBeacon | DnsAmplification | Exfiltration | ArpSweep | SshBruteforce => {
                     unreachable!("handled above")
                 }
             };
@@ -380,7 +387,8 @@ impl Generator {
                     GafgytTcp => (self.ephemeral_port(), victim_port, 60, TCP, false),
                     GafgytUdp => (self.ephemeral_port(), victim_port, 60, UDP, true),
                     MiraiScan | GafgytScan => unreachable!("scans are handled above"),
-                    TelnetBruteforce | CncBeacon | DnsAmplification | Exfiltration => {
+                    TelnetBruteforce | CncBeacon | DnsAmplification | Exfiltration | ArpSweep
+                    | SshBruteforce => {
                         unreachable!("handled above")
                     }
                 };
@@ -469,6 +477,103 @@ impl Generator {
             }
             _ => unreachable!("{attack} is one of N-BaIoT's"),
         }
+    }
+
+    /// The attacks written as the wire has them, each packet's TCP flags and ARP
+    /// operation set (the other kinds leave flags at 0, which reads as NULL probes).
+    fn wire_attack(&mut self, attack: Attack, from: f64) {
+        let mut t = from;
+        match attack {
+            // arp-scan or nmap -sn on the LAN: a who-has for every address of the /24 in
+            // turn, about 20 a second; the few live hosts answer.
+            Attack::ArpSweep => {
+                let base = (self.ip as u32) & 0xffff_ff00;
+                for host in 1..=254u32 {
+                    let target = host_of_ip(IpAddr::V4(Ipv4Addr::from(base | host)));
+                    if target == self.ip {
+                        continue;
+                    }
+                    self.arp(t, self.ip, target, ArpOp::Request);
+                    if self.rng.gen_bool(0.05) {
+                        let rtt = self.uniform(0.001, 0.01);
+                        self.arp(t + rtt, target, self.ip, ArpOp::Reply);
+                    }
+                    t += self.exponential(0.05);
+                }
+            }
+            // Password guessing against one SSH server: a connection a second or so,
+            // each a handshake, the banners, two or three failed logins, and a close.
+            Attack::SshBruteforce => {
+                let target = self.public_ip();
+                while t < self.end {
+                    let port = self.ephemeral_port();
+                    let mut at = t;
+                    let rtt = self.uniform(0.01, 0.08);
+                    let mut step = |g: &mut Self, out: bool, len: u32, flags: u8, wait: f64| {
+                        g.tcp(at, out, target, port, 22, len, flags);
+                        at += wait;
+                    };
+                    step(self, true, 74, 0x02, rtt);
+                    step(self, false, 74, 0x12, 0.001);
+                    step(self, true, 66, 0x10, 0.001);
+                    step(self, true, 107, 0x18, rtt);
+                    step(self, false, 107, 0x18, 0.05);
+                    for _ in 0..self.rng.gen_range(2..=3) {
+                        let (guess, refusal) =
+                            (self.uniform(120.0, 200.0) as u32, self.uniform(80.0, 120.0) as u32);
+                        let think = self.uniform(0.3, 1.0);
+                        step(self, true, guess, 0x18, rtt);
+                        step(self, false, refusal, 0x18, think);
+                    }
+                    step(self, true, 66, 0x11, rtt);
+                    step(self, false, 66, 0x11, 0.001);
+                    step(self, true, 66, 0x10, 0.0);
+                    t = at + self.exponential(0.5);
+                }
+            }
+            _ => unreachable!("{attack} is not written as the wire has it"),
+        }
+    }
+
+    /// An attack's TCP packet with its flags.
+    #[allow(clippy::too_many_arguments)]
+    fn tcp(
+        &mut self,
+        t: f64,
+        outbound: bool,
+        peer: Host,
+        dev_port: u16,
+        peer_port: u16,
+        len: u32,
+        flags: u8,
+    ) {
+        let before = self.out.len();
+        self.send(t, outbound, peer, dev_port, peer_port, len, TCP, true);
+        if let Some(p) = self.out.get_mut(before) {
+            p.packet.tcp_flags = flags;
+        }
+    }
+
+    /// An attack's ARP frame from `sender` about `target` (the device's, or a live host's
+    /// reply to it).
+    fn arp(&mut self, t: f64, sender: Host, target: Host, op: ArpOp) {
+        if t >= self.end {
+            return;
+        }
+        let src_mac = if sender == self.ip { self.mac } else { self.gateway_mac };
+        let packet = Packet {
+            ts: self.t0 + t,
+            src_mac,
+            src: sender,
+            dst: target,
+            src_port: 0,
+            dst_port: 0,
+            len: 42,
+            proto: 0,
+            tcp_flags: 0,
+            arp: Some(op),
+        };
+        self.out.push(SimPacket { packet, proto: 0, attack: true });
     }
 }
 
@@ -666,6 +771,23 @@ mod tests {
                     assert!(rate > 150.0, "{attack}: {rate} packets/s");
                 }
                 Attack::Exfiltration => assert!(share(&|p| p.len == 1514) > 0.9, "{attack}: full frames out"),
+                Attack::ArpSweep => {
+                    let asked: std::collections::HashSet<Host> =
+                        sent.iter().filter(|p| p.arp == Some(ArpOp::Request)).map(|p| p.dst).collect();
+                    assert_eq!(
+                        (asked.len(), sent.len()),
+                        (253, 253),
+                        "{attack}: the /24 but itself, asked once"
+                    );
+                    let span = packets.last().unwrap().packet.ts - packets[0].packet.ts;
+                    assert!((8.0..20.0).contains(&span), "{attack}: {span} s");
+                }
+                Attack::SshBruteforce => {
+                    assert!(share(&|p| p.dst_port == 22) == 1.0, "{attack}: to one SSH server");
+                    let syn = sent.iter().filter(|p| p.tcp_flags == 0x02).count();
+                    assert!((20..80).contains(&syn), "{attack}: {syn} connections in a minute");
+                    assert!(sent.iter().all(|p| p.tcp_flags != 0), "{attack}: no flagless TCP");
+                }
                 _ => unreachable!(),
             }
         }

@@ -194,3 +194,122 @@ async fn an_unanswered_behaviour_is_learned_said_so_and_undone_by_a_confirmed_ve
     assert!(events(&got, "opened")[2].get("suppressed").is_none());
     daemon.shutdown().await.unwrap();
 }
+
+/// A record of `row` whose packet the camera (10.0.0.5) sent to `peer`:`port` with TCP
+/// `flags`.
+fn packet_record(ts: f64, row: &[f32], peer: &str, port: u16, flags: u8) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "ts": ts,
+        "features": row,
+        "context": {
+            "src_ip": "10.0.0.5", "dst_ip": peer, "src_port": 50_000, "dst_port": port, "proto": 6,
+            "tcp_flags": flags, "bytes": 74, "direction": "outbound"
+        }
+    }))
+    .unwrap()
+}
+
+/// Without an analyst, what the daemon learns by itself never hides an attack's second
+/// wave (issue #75): a scan and a password guesser close quietly unanswered, are not
+/// learned (their close says what they showed), and each comes back as an incident of
+/// its own; an upload is learned, its return suppressed until when the suppression says,
+/// and once it stops coming back for longer it is raised again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_daemon_learns_by_itself_never_hides_a_second_wave() {
+    let fx = fixture();
+    let broker = Broker::start();
+    let boot = broker.bootstrap();
+    let mut cfg = daemon_config(&boot, "second-wave");
+    cfg.incidents.open_k = 3;
+    cfg.incidents.open_n = 5;
+    cfg.incidents.quiet_s = 5;
+    cfg.incidents.reopen_s = 0;
+    cfg.incidents.learned_for_s = 3_600;
+    let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
+    let p = producer(&boot);
+    let input = cfg.kafka.input_topics[0].clone();
+    let (normal, attack) = (fx.rows(0, Label::Positive), fx.rows(0, Label::Negative));
+    // The camera's time: each record a second after the one before.
+    let ts = std::cell::Cell::new(1.7e9);
+    let tick = |by: f64| {
+        ts.set(ts.get() + by);
+        ts.get()
+    };
+    let mut at = 0;
+    // `n` anomalous rows, one a second after `gap` seconds, each packet to `to(i)`.
+    let mut wave = |n: usize, gap: f64, to: &dyn Fn(usize) -> (String, u16, u8)| {
+        tick(gap);
+        let values: Vec<Vec<u8>> = (0..n)
+            .map(|i| {
+                at += 1;
+                let (peer, port, flags) = to(i);
+                packet_record(tick(1.0), &attack[at % attack.len()], &peer, port, flags)
+            })
+            .collect();
+        // Quiet afterwards, a minute later: normal records to the cloud close it.
+        tick(60.0);
+        let quiet: Vec<Vec<u8>> =
+            normal[30..35].iter().map(|r| record(tick(1.0), r, false, "52.1.2.3", 200)).collect();
+        let (p, input) = (&p, &input);
+        async move {
+            for v in values.iter().chain(&quiet) {
+                send(p, input, Some("cam"), v).await;
+            }
+        }
+    };
+    let incidents = |done: &dyn Fn(&Messages) -> bool| {
+        read_topic(&boot, &cfg.kafka.incidents_topic, Duration::from_secs(30), done)
+    };
+    let mut onboard = Vec::new();
+    for (i, r) in normal[..30].iter().enumerate() {
+        onboard.push(record(1.7e9 - 100.0 + i as f64, r, i < 10, "52.1.2.3", 200));
+    }
+    for v in &onboard {
+        send(&p, &input, Some("cam"), v).await;
+    }
+
+    let scan = |i: usize| (format!("198.51.100.{}", 10 + i), 23u16, 0x02u8);
+    let guesses = |_: usize| ("203.0.113.9".to_string(), 22u16, 0x02u8);
+    let upload = |_: usize| ("52.1.2.3".to_string(), 443u16, 0x18u8);
+    let closed = |m: &Messages, n: usize| events(m, "closed").len() >= n;
+    for (k, (what, to, footprint)) in [
+        ("a scan", &scan as &dyn Fn(usize) -> (String, u16, u8), "scan"),
+        ("a guesser", &guesses, "repeated_attempts"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        wave(20, 600.0, to).await;
+        let got = incidents(&|m| closed(m, 2 * k + 1));
+        let close = &events(&got, "closed")[2 * k];
+        assert!(close.get("learned").is_none(), "{what} learned: {close}");
+        assert_eq!(close["footprint"]["kind"], footprint, "{what}: {close}");
+        assert!(close["summary"].as_str().unwrap().contains("never learned without a verdict"), "{close}");
+        // Its second wave, nobody having answered: an incident of its own.
+        wave(20, 3_000.0, to).await;
+        let got = incidents(&|m| closed(m, 2 * k + 2));
+        let opened = events(&got, "opened");
+        assert_eq!(opened.len(), 2 * k + 2, "{what}'s second wave raised: {opened:#?}");
+        assert!(events(&got, "suppressed").is_empty(), "{what}");
+    }
+
+    // An upload closes quietly and is learned; its return an hour later is suppressed,
+    // saying until when.
+    wave(20, 600.0, &upload).await;
+    let got = incidents(&|m| closed(m, 5));
+    assert_eq!(events(&got, "closed")[4]["learned"], true, "{:#?}", events(&got, "closed")[4]);
+    wave(20, 600.0, &upload).await;
+    let got = incidents(&|m| !events(m, "suppressed").is_empty());
+    let s = &events(&got, "suppressed")[0];
+    let until = s["suppressed"]["expires_at"].as_f64().expect("the suppression says until when");
+    assert!(s["summary"].as_str().unwrap().contains("learned until"), "{s}");
+    // More than an hour (learned_for_s) after that return: lapsed, raised again.
+    let back = until - ts.get() + 60.0;
+    wave(20, back, &upload).await;
+    let got = incidents(&|m| events(m, "opened").len() >= 6);
+    let last = events(&got, "opened").last().cloned().unwrap();
+    assert!(last.get("suppressed").is_none() && last.get("news").is_none(), "{last}");
+    let body = http_get(daemon.http_addr, "/metrics").1;
+    assert_eq!(metric(&body, "metapu_incident_events_total{event=\"suppressed\"}"), Some(1.0));
+    daemon.shutdown().await.unwrap();
+}

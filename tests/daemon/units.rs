@@ -160,6 +160,7 @@ fn records_carry_packet_context_in_both_formats() {
         bytes: 74,
         direction: Some(Direction::Outbound),
         device_mac: Some(metapu::traffic::context::Mac(0x0011_2233_4455)),
+        arp: None,
     };
     let json = encode_with_context("d1", 1.5, &[1.0, -2.5], false, Some(&ctx));
     let bin = encode_binary("d1", 1.5, &[1.0, -2.5], false, Some(&ctx));

@@ -49,6 +49,9 @@ pub struct StreamConfig {
     /// An analyst calls every incident opened before the attack a false positive once it
     /// has closed (the daemon's `reviewed`), through the daemon's feedback path.
     pub analyst: bool,
+    /// An analyst calls every incident raised at an attack record `confirmed` once it has
+    /// closed, through the daemon's feedback path.
+    pub confirm_attacks: bool,
 }
 
 impl StreamConfig {
@@ -65,7 +68,7 @@ impl StreamConfig {
         // quiet runs out; here a silent device's time moves only with its next record,
         // which can come days after its incident closed: its verdict is not late.
         core.feedback_max_age_s = u64::MAX / 2;
-        Self { core, labeled, onboard_for_s: None, analyst: false }
+        Self { core, labeled, onboard_for_s: None, analyst: false, confirm_attacks: false }
     }
 }
 
@@ -127,8 +130,32 @@ pub struct DeviceOutcome {
     pub looks: Vec<(f64, String)>,
     /// Per record: anomalous (an alert, were they published), normal, or never scored.
     pub decisions: Vec<Option<bool>>,
+    /// What reached the analyst, or was kept from them, at which record (in order).
+    pub raised: Vec<(usize, Raised)>,
+    /// Per record: an incident the analyst sees (not a suppressed one) was open when it
+    /// was decided.
+    pub open: Vec<bool>,
+    /// Incidents that closed quietly and were not learned for the footprint they showed:
+    /// the capture time each opened, and the footprint in words.
+    pub not_learned: Vec<(f64, String)>,
     /// Capture hours the stream spans.
     pub hours: f64,
+}
+
+/// What an incident event at a record did for the analyst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Raised {
+    /// A new incident, by the model's decisions.
+    Opened,
+    /// A new incident, by a look on the packets.
+    Look,
+    /// A suppressed incident went beyond what was remembered, or an open one told
+    /// something new: news.
+    News,
+    /// An incident that had closed quietly a moment before opened again.
+    Reopened,
+    /// Of a remembered behaviour: recorded, not raised.
+    Suppressed,
 }
 
 impl DeviceOutcome {
@@ -198,6 +225,8 @@ struct DeviceRun<'a> {
     /// An incident was open (as the analyst sees it) when the next run began.
     open: bool,
     false_incidents: HashSet<String>,
+    /// Incidents raised at an attack record, to be confirmed once closed.
+    attack_incidents: HashSet<String>,
     /// An incident's news stays on its later events: each is counted once, at its record.
     news_seen: HashSet<i64>,
 }
@@ -214,6 +243,7 @@ fn run_device(
         name: task.id.clone(),
         scores: vec![f32::NAN; n],
         decisions: vec![None; n],
+        open: vec![false; n],
         ..DeviceOutcome::default()
     };
     let mut benign_seen = 0;
@@ -240,6 +270,7 @@ fn run_device(
         cursor: 0,
         open: false,
         false_incidents: HashSet::new(),
+        attack_incidents: HashSet::new(),
         news_seen: HashSet::new(),
     };
     run.open = run.open_now(lab.engine);
@@ -318,6 +349,8 @@ impl DeviceRun<'_> {
         // record's score. Closed there, for what the attack finds open.
         let mut closed_at = Vec::new();
         let mut last_scored = start;
+        // Incidents raised (opened, news, reopened) and the record that raised each.
+        let mut attack_raised: Vec<(usize, String)> = Vec::new();
         for e in &emitted {
             match e {
                 Emitted::Score(s) => {
@@ -333,14 +366,19 @@ impl DeviceRun<'_> {
                     if r.is_suppressed() =>
                 {
                     out.suppressed_ts.push(r.figures.last_ts);
+                    let by = r.reopened_by.as_deref().unwrap_or(&r.opened_by);
+                    out.raised.push(((by.offset - offset) as usize, Raised::Suppressed));
                 }
                 Emitted::Incident(IncidentEvent::Closed(r)) if !r.is_suppressed() => {
                     closed_at.push(last_scored)
                 }
                 Emitted::Incident(IncidentEvent::Updated(r)) if !r.is_suppressed() => {
                     if let Some(n) = r.news.as_ref().filter(|n| self.news_seen.insert(n.by.offset)) {
-                        news_at.push((n.by.offset - offset) as usize);
+                        let at = (n.by.offset - offset) as usize;
+                        news_at.push(at);
                         out.news.push(n.why.clone());
+                        out.raised.push((at, Raised::News));
+                        attack_raised.push((at, r.incident_id.clone()));
                     }
                 }
                 Emitted::Incident(IncidentEvent::Opened(r)) => {
@@ -355,18 +393,37 @@ impl DeviceRun<'_> {
                     if cfg.analyst && attack_before == 0 && attack_begins.is_none_or(|a| at < a) {
                         self.false_incidents.insert(r.incident_id.clone());
                     }
+                    let kind = match (&r.news, &r.look) {
+                        (Some(_), _) => Raised::News,
+                        (None, Some(_)) => Raised::Look,
+                        (None, None) => Raised::Opened,
+                    };
+                    out.raised.push((at, kind));
+                    attack_raised.push((at, r.incident_id.clone()));
                     opened_at.push(at);
                     out.opened.push(r.incident_id.clone());
                     out.opened_ts.push(if r.news.is_some() { r.figures.last_ts } else { r.figures.first_ts });
                 }
                 Emitted::Incident(IncidentEvent::Reopened(r)) => {
                     if let Some(by) = &r.reopened_by {
-                        reopened_at.push((by.offset - offset) as usize);
+                        let at = (by.offset - offset) as usize;
+                        reopened_at.push(at);
                         out.reopened_ts.push(r.figures.last_ts);
+                        out.raised.push((at, Raised::Reopened));
+                        attack_raised.push((at, r.incident_id.clone()));
                     }
                 }
                 _ => {}
             }
+        }
+        if cfg.confirm_attacks {
+            // Raised at an attack record: the analyst confirms it once it has closed.
+            self.attack_incidents.extend(
+                attack_raised
+                    .into_iter()
+                    .filter(|(at, _)| task.labels[*at] == Label::Negative)
+                    .map(|(_, id)| id),
+            );
         }
         let mut opened = opened_at.into_iter().peekable();
         let mut reopened = reopened_at.into_iter().peekable();
@@ -411,6 +468,7 @@ impl DeviceRun<'_> {
             }
             let alerted = verdicts[i - start];
             out.decisions[i] = alerted;
+            out.open[i] = open_now;
             match (task.labels[i], out.known[i]) {
                 (_, true) | (Label::Unlabeled, _) => {}
                 (Label::Positive, false) => {
@@ -449,11 +507,20 @@ impl DeviceRun<'_> {
             })
             .collect();
         self.out.incident_events += ticked.len();
-        // The analyst reviews each false incident once it has closed.
+        // The analyst reviews each false incident once it has closed, and each of the
+        // attack's when asked to.
         for e in emitted.iter().chain(&ticked) {
             if let Emitted::Incident(IncidentEvent::Closed(r)) = e {
+                if let (Some(f), false, Some("quiet")) = (&r.footprint, r.learned, r.resolution.as_deref()) {
+                    self.out.not_learned.push((r.figures.first_ts, f.words()));
+                }
                 if self.false_incidents.remove(&r.incident_id) {
-                    self.out.incident_events += dismiss(lab, &task.id, &r.incident_id, &mut shares);
+                    let verdict = FeedbackVerdict::FalsePositive;
+                    self.out.incident_events += answer(lab, &task.id, &r.incident_id, verdict, &mut shares);
+                }
+                if self.attack_incidents.remove(&r.incident_id) {
+                    let verdict = FeedbackVerdict::Confirmed;
+                    self.out.incident_events += answer(lab, &task.id, &r.incident_id, verdict, &mut shares);
                 }
             }
         }
@@ -504,13 +571,19 @@ fn dead_letter(emitted: &[Emitted]) -> Option<&str> {
     })
 }
 
-/// The analyst's false-positive verdict on an incident, through the daemon's feedback
-/// path; the incident events it gives.
-fn dismiss(lab: &mut Lab<'_>, device: &str, incident_id: &str, shares: &mut Vec<Share>) -> usize {
+/// The analyst's verdict on an incident, through the daemon's feedback path; the
+/// incident events it gives.
+fn answer(
+    lab: &mut Lab<'_>,
+    device: &str,
+    incident_id: &str,
+    verdict: FeedbackVerdict,
+    shares: &mut Vec<Share>,
+) -> usize {
     let verdict = FeedbackMessage::Verdict(Feedback {
         device: device.into(),
         incident_id: incident_id.into(),
-        verdict: FeedbackVerdict::FalsePositive,
+        verdict,
         by: "lab analyst".into(),
         note: String::new(),
     });

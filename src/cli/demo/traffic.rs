@@ -190,6 +190,7 @@ pub fn infected_capture(pcap: &Path, work: &Path, attack_after_s: f64) -> anyhow
         attacks: &attacks,
         attacker: None,
         start: Start::At(first_ns + (attack_after_s * 1e9) as u64),
+        again_after_ns: Vec::new(),
     };
     let merged = make_infected(&infection, |_| {})?;
     std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;

@@ -192,15 +192,7 @@ fn severity_number(s: Severity) -> u8 {
     }
 }
 
-/// Unix seconds as ISO 8601 / RFC 3339 in UTC, to the millisecond.
-pub fn iso8601(unix: f64) -> String {
-    // Rounded to the millisecond before it becomes an integer: 1.5e9 + 0.25 is not exact
-    // in nanoseconds.
-    let millis = (unix * 1e3).round() as i128;
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(millis * 1_000_000)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
-}
+pub use crate::monitor::output::iso8601;
 
 #[cfg(test)]
 mod tests {

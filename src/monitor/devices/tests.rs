@@ -64,7 +64,7 @@ fn a_verdict_marks_the_device_for_its_next_snapshot() {
         by: "ana".into(),
         note: String::new(),
     };
-    let memory = MemoryRules { remember_ms: 1_000, volume_factor: 3.0, learn_quiet: false };
+    let memory = MemoryRules { remember_ms: 1_000, volume_factor: 3.0, learn_quiet: false, learned_ms: 0 };
     t.apply_feedback(&fb, 1.0, 60, &memory).expect("dismissed");
     let d = t.get("cam").unwrap();
     assert!(d.unsnapshotted && d.incidents.memory.len() == 1);
