@@ -155,17 +155,6 @@ impl Beyond {
     }
 }
 
-/// The service side of a packet: the lower of its two ports (the well-known one by
-/// convention), with its transport; `None` for a protocol without ports.
-pub fn service(c: &Context) -> Option<String> {
-    let port = match (c.src_port, c.dst_port) {
-        (0, 0) => return None,
-        (0, p) | (p, 0) => p,
-        (a, b) => a.min(b),
-    };
-    Some(format!("{port}/{}", transport_name(c.proto)))
-}
-
 fn slog(x: f32) -> f32 {
     x.signum() * x.abs().ln_1p()
 }
@@ -228,7 +217,7 @@ impl Behaviour {
                 return Some(Beyond::Peer(peer));
             }
         }
-        match service(c) {
+        match c.service() {
             Some(s) if !self.services.contains(&s) => Some(Beyond::Service(s)),
             _ => None,
         }

@@ -105,7 +105,7 @@ impl Traffic {
         self.syn += u64::from(c.is_syn());
         self.outbound += u64::from(c.direction == Some(Direction::Outbound));
         self.inbound += u64::from(c.direction == Some(Direction::Inbound));
-        if let Some(service) = super::behaviours::service(c) {
+        if let Some(service) = c.service() {
             self.services.add(service);
         }
         let (device, peer) = c.device_and_peer().unwrap_or((None, None));

@@ -120,6 +120,18 @@ impl Context {
         self.arp == Some(ArpOp::Request) && self.src_ip != self.dst_ip
     }
 
+    /// The service side of a packet: the lower of its two ports (the well-known one by
+    /// convention: a reply's destination is an ephemeral port), with its transport, as
+    /// `443/tcp`; `None` for a protocol without ports.
+    pub fn service(&self) -> Option<String> {
+        let port = match (self.src_port, self.dst_port) {
+            (0, 0) => return None,
+            (0, p) | (p, 0) => p,
+            (a, b) => a.min(b),
+        };
+        Some(format!("{port}/{}", transport_name(self.proto)))
+    }
+
     /// What a packet attempts, if it attempts something: the peer and its service
     /// (`port/transport`, `icmp`, `arp`). A TCP SYN either way; UDP, ICMP or an ARP
     /// who-has sent by the device to one host (what scans, sweeps and guessers send).
