@@ -185,10 +185,11 @@ impl Traffic {
             ),
             n => format!(" {} {more}{n} hosts", if outbound { "to" } else { "from" }),
         };
-        let ports = match self.ports.distinct() {
+        // The service side (443/tcp of a cloud's replies, not the device's ephemeral port).
+        let ports = match self.services.distinct() {
             0 => String::new(),
-            _ if self.ports.share_of_top() >= 0.5 => {
-                format!(" on {}", self.ports.top(1).first().map_or(String::new(), |p| p.value.clone()))
+            _ if self.services.share_of_top() >= 0.5 => {
+                format!(" on {}", self.services.top(1).first().map_or(String::new(), |p| p.value.clone()))
             }
             n => format!(" on {more}{n} ports"),
         };
@@ -355,6 +356,24 @@ mod tests {
             t.add(&c, f64::from(i));
         }
         assert_eq!(t.sentence(), "received 50 UDP packets (73 KiB) from 203.0.113.9 on 80/udp in 49 s");
+        // A cloud's reply names its service, not the device's ephemeral port.
+        let mut reply = Traffic::default();
+        let from_cloud = Context {
+            src_ip: Some("52.70.158.224".parse().unwrap()),
+            dst_ip: Some("192.168.1.7".parse().unwrap()),
+            src_port: 443,
+            dst_port: 62_892,
+            proto: 6,
+            tcp_flags: 0x10,
+            bytes: 60,
+            direction: Some(Direction::Inbound),
+            ..Context::default()
+        };
+        reply.add(&from_cloud, 0.0);
+        assert_eq!(
+            reply.sentence(),
+            "received 1 TCP packet (60 bytes) from 52.70.158.224 on 443/tcp in under a second"
+        );
         assert_eq!(Severity::of(50, 60, 49.0, &t), Severity::Medium);
         assert_eq!(Severity::of(5, 60, 10.0, &Traffic::default()), Severity::Low);
         for h in 0..(MAX_DISTINCT as u32 + 10) {

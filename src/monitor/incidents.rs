@@ -368,7 +368,7 @@ impl IncidentTracker {
                     Transition::Updated(open.clone())
                 });
             }
-            if d.anomalous && Self::becomes_news(open, &self.memory, kind, &d, rules, now_ms) {
+            if d.anomalous && Self::becomes_news(open, &self.memory, kind, &d, rules, (now_ms, now_unix)) {
                 return Some(Transition::Opened(open.clone()));
             }
             return None;
@@ -386,7 +386,7 @@ impl IncidentTracker {
             incident.last_update_ms = now_ms;
             incident.changed = false;
             incident.add_anomalous(&d, rules, now_ms, &self.history);
-            let news = Self::becomes_news(&mut incident, &self.memory, kind, &d, rules, now_ms);
+            let news = Self::becomes_news(&mut incident, &self.memory, kind, &d, rules, (now_ms, now_unix));
             self.open = Some(incident.clone());
             return Some(if news { Transition::Opened(incident) } else { Transition::Reopened(incident) });
         }
@@ -450,16 +450,19 @@ impl IncidentTracker {
     }
 
     /// A suppressed incident's newest anomalous record (`d`) went beyond the behaviour
-    /// it was suppressed as (or that behaviour was forgotten): it is news, and no longer
-    /// suppressed.
+    /// it was suppressed as, and beyond everything else the device and its kind remember
+    /// (or that behaviour was forgotten): it is news, and no longer suppressed. Only a
+    /// verdict's behaviour admits a record of an incident that shows an attack's
+    /// footprint.
     fn becomes_news(
         open: &mut Incident,
         memory: &Memory,
         kind: Option<&Memory>,
         d: &Decision<'_>,
         rules: &IncidentRules,
-        now_ms: u64,
+        now: (u64, f64),
     ) -> bool {
+        let (now_ms, now_unix) = now;
         let Some(dismissal) = &open.suppressed else { return false };
         let id = &dismissal.incident_id;
         let beyond = match memory.find(id).or_else(|| kind?.find(id)) {
@@ -471,12 +474,20 @@ impl IncidentTracker {
                     f.words()
                 )
             }),
-            Some(b) => b
-                .admits(d.context, d.features)
-                .or_else(|| {
-                    b.admits_volume(&open.traffic, open.figures.anomalous, rules.memory.volume_factor)
-                })
-                .map(|why| why.words(dismissal)),
+            Some(b) => {
+                let (c, f, m) = (d.context, d.features, &rules.memory);
+                let footprint = open.footprint.is_some();
+                let elsewhere = || {
+                    memory
+                        .recognise(c, f, m, now_unix)
+                        .or_else(|| kind?.recognise(c, f, m, now_unix))
+                        .is_some_and(|other| !(footprint && other.dismissal.learned))
+                };
+                b.admits(c, f)
+                    .filter(|_| !elsewhere())
+                    .or_else(|| b.admits_volume(&open.traffic, open.figures.anomalous, m.volume_factor))
+                    .map(|why| why.words(dismissal))
+            }
             None => Some(format!(
                 "the behaviour dismissed in incident {} is no longer remembered",
                 dismissal.incident_id
@@ -1151,6 +1162,38 @@ mod tests {
             n.why
         );
         assert!(news.suppressed.is_none());
+    }
+
+    /// A cloud answered by two addresses, each dismissed once: a return on one that moves
+    /// to the other is the device's, not news; a third address is.
+    #[test]
+    fn news_is_judged_against_everything_the_device_remembers() {
+        let rules = IncidentRules {
+            memory: MemoryRules {
+                remember_ms: 200_000_000,
+                volume_factor: 3.0,
+                learn_quiet: false,
+                learned_ms: 0,
+            },
+            keep_records: 2,
+            ..RULES
+        };
+        let (a, b) = (packet("52.1.2.3", 443, 1_000), packet("3.4.5.6", 443, 1_000));
+        let mut t = IncidentTracker::default();
+        for (i, upload) in [a, b].iter().enumerate() {
+            let first = 100 * i as i64;
+            feed_packets(&mut t, &rules, upload, 10, first, 1_000.0 + 1_000.0 * i as f64);
+            let fb = verdict(&t, Verdict::FalsePositive);
+            assert!(t.feedback(&fb, 1_020.0 + 1_000.0 * i as f64, 60, &rules.memory, 2).is_ok());
+        }
+        assert_eq!(t.memory.len(), 2);
+        let back = feed_packets(&mut t, &rules, &b, 5, 1_000, 80_000.0);
+        assert!(matches!(back.as_slice(), [Transition::Suppressed(_)]), "{back:?}");
+        let moved = feed_packets(&mut t, &rules, &a, 5, 1_005, 80_005.0);
+        assert!(moved.is_empty(), "the other address, dismissed too: {moved:?}");
+        let third = feed_packets(&mut t, &rules, &packet("8.8.4.4", 443, 1_000), 1, 1_010, 80_010.0);
+        let [Transition::Opened(news)] = third.as_slice() else { panic!("{third:?}") };
+        assert!(news.news.as_ref().unwrap().why.contains("a new peer, 8.8.4.4"), "{news:?}");
     }
 
     #[test]
