@@ -72,6 +72,10 @@ pub struct TimeConfig {
     /// A record stamped further ahead of the wall clock counts as the wall clock plus
     /// this (seconds).
     pub max_ahead_s: u64,
+    /// On the event clock, a device silent this long (seconds of the service's time
+    /// since its last record) has its time moved on by the whole silence; until then
+    /// only its records move it. 0: at once.
+    pub idle_after_s: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -271,6 +275,7 @@ impl DaemonConfig {
             feedback_topic: cfg.kafka.feedback_topic.clone(),
             adaptation_batch: cfg.adaptation.batch_size,
             max_ahead_s: cfg.time.max_ahead_s as f64,
+            idle_after_ms: cfg.time.idle_after_s.saturating_mul(1000),
             clock: cfg.time.clock,
             cadence: EventCadence {
                 interval_s: cfg.adaptation.interval_ms.max(1) as f64 / 1000.0,

@@ -902,6 +902,29 @@ mod tests {
         );
         let out = pipeline.incident_ticks(&mut engine, Now::service(6_100), "v", &tally);
         assert!(closed(&out), "5.1 s after its last record: closed");
+
+        // Silent for less than idle_after: the service's lag moves no device's time, so
+        // a tick between two records of live traffic decides what a replay decides.
+        let (mut engine, mut pipeline) = (self::engine(0), self::pipeline());
+        engine.threshold = 1.1;
+        engine.devices.event_clock = true;
+        engine.devices.idle_after_ms = 10_000;
+        pipeline.clock = Clock::Event;
+        let messages: Vec<Received> = (0..5)
+            .map(|o| {
+                let label = if o == 0 { r#", "label": "normal""# } else { "" };
+                let json =
+                    format!(r#"{{"device": "a", "ts": {}, "features": [0.1, 0.2]{label}}}"#, old + o as f64);
+                message(0, o, json.as_bytes())
+            })
+            .collect();
+        pipeline.run(&mut engine, consumed(messages), Now::service(1_000), "v", &tally);
+        assert!(
+            !closed(&pipeline.incident_ticks(&mut engine, Now::service(10_900), "v", &tally)),
+            "9.9 s silent: its time stands at its last record's"
+        );
+        let out = pipeline.incident_ticks(&mut engine, Now::service(11_000), "v", &tally);
+        assert!(closed(&out), "10 s silent: moved on by all of it, past quiet");
     }
 
     #[test]

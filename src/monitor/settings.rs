@@ -31,6 +31,9 @@ pub struct CoreSettings {
     pub adaptation_batch: usize,
     /// How far ahead of the host's clock a record's time is believed.
     pub max_ahead_s: f64,
+    /// On the event clock, how long a device is silent (the service's time) before that
+    /// silence moves its time on ([`DeviceTable::now_of`]).
+    pub idle_after_ms: u64,
     pub clock: Clock,
     /// When a device is re-adapted on its own time (used on the event clock).
     pub cadence: EventCadence,
@@ -50,6 +53,7 @@ impl CoreSettings {
         if self.clock == Clock::Event {
             engine.cadence = Some(self.cadence);
             engine.devices.event_clock = true;
+            engine.devices.idle_after_ms = self.idle_after_ms;
         }
         engine
     }

@@ -250,6 +250,9 @@ pub struct DeviceTable {
     /// Each device runs on its records' own clock ([`Device::clock`]) rather than
     /// [`Self::time`]: onboarding spans, incidents and adaptation follow capture time.
     pub event_clock: bool,
+    /// On the event clock, a device silent this long on the service's clock (ms) has
+    /// its time moved on by the silence ([`Self::now_of`]); 0: at once.
+    pub idle_after_ms: u64,
     /// What each kind's members shared (the kinds topic, read whole).
     kinds: Kinds,
     /// Shares of members held here, to publish on the kinds topic (see
@@ -280,6 +283,7 @@ impl DeviceTable {
             onboarded: Vec::new(),
             time: None,
             event_clock: false,
+            idle_after_ms: 0,
             kinds: Kinds::default(),
             shares: Vec::new(),
             share_due: BTreeSet::new(),
@@ -309,13 +313,18 @@ impl DeviceTable {
     }
 
     /// Now for one device at `service_ms` of the service's clock. Under the event clock:
-    /// its records' clock plus the service time since its last record arrived, so that
-    /// time still passes for a device that falls silent (an incident closes, a span
-    /// ends) while a replay at any speed sees only record time. Otherwise the table's
-    /// time.
+    /// its records' clock, and once the device has been silent for `idle_after_ms` of
+    /// the service's time, plus that silence, so that time still passes for a device
+    /// that falls silent (an incident closes, a span ends). Until then only its records
+    /// move it: a service that lags behind live traffic (a busy machine) decides what a
+    /// replay at any speed decides. Otherwise the table's time.
     pub fn now_of(&self, id: &str, service_ms: u64) -> Now {
         match self.devices.get(id).filter(|_| self.event_clock) {
-            Some(d) => Now::event(d.clock + service_ms.saturating_sub(d.last_seen_ms) as f64 / 1000.0),
+            Some(d) => {
+                let silent_ms = service_ms.saturating_sub(d.last_seen_ms);
+                let moved_ms = if silent_ms >= self.idle_after_ms { silent_ms } else { 0 };
+                Now::event(d.clock + moved_ms as f64 / 1000.0)
+            }
             None if self.event_clock => Now::event(self.time()),
             None => Now { ms: service_ms, unix: self.time() },
         }
