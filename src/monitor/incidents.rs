@@ -916,16 +916,7 @@ mod tests {
 
     #[test]
     fn a_dismissed_behaviour_that_returns_is_suppressed_until_it_goes_beyond() {
-        let rules = IncidentRules {
-            memory: MemoryRules {
-                remember_ms: 200_000_000,
-                volume_factor: 3.0,
-                learn_quiet: false,
-                learned_ms: 0,
-            },
-            keep_records: 2,
-            ..RULES
-        };
+        let rules = remembering();
         let upload = packet("52.1.2.3", 443, 1_000);
         let mut t = IncidentTracker::default();
         let opened = feed_packets(&mut t, &rules, &upload, 10, 0, 1_000.0);
@@ -1040,6 +1031,13 @@ mod tests {
             out.extend(feed_packets(t, rules, c, 1, first + i as i64, t0 + i as f64));
         }
         out
+    }
+
+    /// What analysts dismiss is remembered; nothing is learned without them.
+    fn remembering() -> IncidentRules {
+        let memory =
+            MemoryRules { remember_ms: 200_000_000, volume_factor: 3.0, learn_quiet: false, learned_ms: 0 };
+        IncidentRules { memory, keep_records: 2, ..RULES }
     }
 
     /// Learning on, as deployed: what closes quietly unanswered is learned for a day.
@@ -1168,16 +1166,7 @@ mod tests {
     /// to the other is the device's, not news; a third address is.
     #[test]
     fn news_is_judged_against_everything_the_device_remembers() {
-        let rules = IncidentRules {
-            memory: MemoryRules {
-                remember_ms: 200_000_000,
-                volume_factor: 3.0,
-                learn_quiet: false,
-                learned_ms: 0,
-            },
-            keep_records: 2,
-            ..RULES
-        };
+        let rules = remembering();
         let (a, b) = (packet("52.1.2.3", 443, 1_000), packet("3.4.5.6", 443, 1_000));
         let mut t = IncidentTracker::default();
         for (i, upload) in [a, b].iter().enumerate() {

@@ -873,17 +873,16 @@ mod tests {
         }
     }
 
-    /// On the event clock a device that falls silent still sees time pass: its open
-    /// incident closes `quiet` after its last record, on the service's clock.
-    #[test]
-    fn a_silent_device_s_incident_closes_on_the_wall_clock() {
-        let tally = Tally::default();
-        let mut engine = engine(0);
+    /// An engine and pipeline on the event clock that call every record anomalous, and
+    /// five records of device `a` (the first known-normal), one a second of a capture's
+    /// time years ago, run at 1 s of the service's clock: its incident is open.
+    fn silent_after_an_incident(idle_after_ms: u64, tally: &Tally) -> (Engine, Pipeline) {
+        let (mut engine, mut pipeline) = (self::engine(0), self::pipeline());
         engine.threshold = 1.1; // every record scores anomalous
         engine.devices.event_clock = true;
-        let mut pipeline = pipeline();
+        engine.devices.idle_after_ms = idle_after_ms;
         pipeline.clock = Clock::Event;
-        let old = 1.5e9; // a capture's time, years ago
+        let old = 1.5e9;
         let messages: Vec<Received> = (0..5)
             .map(|o| {
                 let label = if o == 0 { r#", "label": "normal""# } else { "" };
@@ -892,33 +891,35 @@ mod tests {
                 message(0, o, json.as_bytes())
             })
             .collect();
-        let (out, _) = pipeline.run(&mut engine, consumed(messages), Now::service(1_000), "v", &tally);
+        let (out, _) = pipeline.run(&mut engine, consumed(messages), Now::service(1_000), "v", tally);
         assert!(out.iter().any(|e| matches!(e, Emitted::Incident(IncidentEvent::Opened(_)))));
-        let closed =
-            |out: &[Emitted]| out.iter().any(|e| matches!(e, Emitted::Incident(IncidentEvent::Closed(_))));
+        (engine, pipeline)
+    }
+
+    fn closed(out: &[Emitted]) -> bool {
+        out.iter().any(|e| matches!(e, Emitted::Incident(IncidentEvent::Closed(_))))
+    }
+
+    /// On the event clock a device that falls silent still sees time pass: its open
+    /// incident closes `quiet` after its last record, on the service's clock.
+    #[test]
+    fn a_silent_device_s_incident_closes_on_the_wall_clock() {
+        let tally = Tally::default();
+        let (mut engine, pipeline) = silent_after_an_incident(0, &tally);
         assert!(
             !closed(&pipeline.incident_ticks(&mut engine, Now::service(5_000), "v", &tally)),
             "4 s of quiet < 5 s"
         );
         let out = pipeline.incident_ticks(&mut engine, Now::service(6_100), "v", &tally);
         assert!(closed(&out), "5.1 s after its last record: closed");
+    }
 
-        // Silent for less than idle_after: the service's lag moves no device's time, so
-        // a tick between two records of live traffic decides what a replay decides.
-        let (mut engine, mut pipeline) = (self::engine(0), self::pipeline());
-        engine.threshold = 1.1;
-        engine.devices.event_clock = true;
-        engine.devices.idle_after_ms = 10_000;
-        pipeline.clock = Clock::Event;
-        let messages: Vec<Received> = (0..5)
-            .map(|o| {
-                let label = if o == 0 { r#", "label": "normal""# } else { "" };
-                let json =
-                    format!(r#"{{"device": "a", "ts": {}, "features": [0.1, 0.2]{label}}}"#, old + o as f64);
-                message(0, o, json.as_bytes())
-            })
-            .collect();
-        pipeline.run(&mut engine, consumed(messages), Now::service(1_000), "v", &tally);
+    /// Silent for less than idle_after: the service's lag moves no device's time, so a
+    /// tick between two records of live traffic decides what a replay decides.
+    #[test]
+    fn a_lagging_service_moves_no_device_s_time_until_it_is_silent_for_idle_after() {
+        let tally = Tally::default();
+        let (mut engine, pipeline) = silent_after_an_incident(10_000, &tally);
         assert!(
             !closed(&pipeline.incident_ticks(&mut engine, Now::service(10_900), "v", &tally)),
             "9.9 s silent: its time stands at its last record's"

@@ -493,10 +493,10 @@ impl Generator {
                     if target == self.ip {
                         continue;
                     }
-                    self.arp(t, self.ip, target, ArpOp::Request);
+                    self.arp(t, true, target, ArpOp::Request);
                     if self.rng.gen_bool(0.05) {
                         let rtt = self.uniform(0.001, 0.01);
-                        self.arp(t + rtt, target, self.ip, ArpOp::Reply);
+                        self.arp(t + rtt, false, target, ArpOp::Reply);
                     }
                     t += self.exponential(0.05);
                 }
@@ -547,33 +547,29 @@ impl Generator {
         len: u32,
         flags: u8,
     ) {
-        let before = self.out.len();
-        self.send(t, outbound, peer, dev_port, peer_port, len, TCP, true);
-        if let Some(p) = self.out.get_mut(before) {
-            p.packet.tcp_flags = flags;
-        }
+        self.send_marked(t, outbound, peer, (dev_port, peer_port, len, TCP), |p| p.tcp_flags = flags);
     }
 
-    /// An attack's ARP frame from `sender` about `target` (the device's, or a live host's
-    /// reply to it).
-    fn arp(&mut self, t: f64, sender: Host, target: Host, op: ArpOp) {
-        if t >= self.end {
-            return;
+    /// An attack's ARP frame: the device's who-has for `peer`, or `peer`'s reply to it.
+    fn arp(&mut self, t: f64, outbound: bool, peer: Host, op: ArpOp) {
+        self.send_marked(t, outbound, peer, (0, 0, 42, 0), |p| p.arp = Some(op));
+    }
+
+    /// An attack packet as [`Self::send`] makes it, then `mark`ed (unless it fell after
+    /// the end).
+    fn send_marked(
+        &mut self,
+        t: f64,
+        outbound: bool,
+        peer: Host,
+        (dev_port, peer_port, len, proto): (u16, u16, u32, u8),
+        mark: impl FnOnce(&mut Packet),
+    ) {
+        let before = self.out.len();
+        self.send(t, outbound, peer, dev_port, peer_port, len, proto, true);
+        if let Some(p) = self.out.get_mut(before) {
+            mark(&mut p.packet);
         }
-        let src_mac = if sender == self.ip { self.mac } else { self.gateway_mac };
-        let packet = Packet {
-            ts: self.t0 + t,
-            src_mac,
-            src: sender,
-            dst: target,
-            src_port: 0,
-            dst_port: 0,
-            len: 42,
-            proto: 0,
-            tcp_flags: 0,
-            arp: Some(op),
-        };
-        self.out.push(SimPacket { packet, proto: 0, attack: true });
     }
 }
 
