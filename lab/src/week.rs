@@ -90,19 +90,11 @@ struct Wave {
 fn waves(s: &DeviceStream, o: &DeviceOutcome, t0: f64) -> Vec<Wave> {
     let labels = &s.task.labels;
     let attack: Vec<usize> = (0..labels.len()).filter(|&i| labels[i] == Label::Negative).collect();
-    let mut spans: Vec<(usize, usize)> = Vec::new();
-    for &i in &attack {
-        match spans.last_mut() {
-            Some(span) if s.ts[i] - s.ts[span.1] <= WAVE_GAP_S => span.1 = i,
-            _ => spans.push((i, i)),
-        }
-    }
-    spans
-        .into_iter()
-        .map(|(a, b)| {
-            let records = attack.iter().filter(|&&i| (a..=b).contains(&i)).count();
-            let alerted =
-                attack.iter().filter(|&&i| (a..=b).contains(&i) && o.decisions[i] == Some(true)).count();
+    attack
+        .chunk_by(|&i, &j| s.ts[j] - s.ts[i] <= WAVE_GAP_S)
+        .map(|wave| {
+            let (a, b) = (wave[0], wave[wave.len() - 1]);
+            let alerted = wave.iter().filter(|&&i| o.decisions[i] == Some(true)).count();
             let within = || o.raised.iter().filter(|(at, _)| (a..=b).contains(at));
             let raised_by = within().find(|(_, r)| *r != Raised::Suppressed);
             let (raised, at) = match raised_by {
@@ -114,13 +106,13 @@ fn waves(s: &DeviceStream, o: &DeviceOutcome, t0: f64) -> Vec<Wave> {
                         Raised::Reopened => "reopened",
                         Raised::Suppressed => unreachable!("filtered"),
                     },
-                    Some(attack.iter().filter(|&&i| i >= a && i <= *at).count()),
+                    Some(wave.iter().take_while(|&&i| i <= *at).count()),
                 ),
                 None if o.open[a] => ("inside", Some(1)),
                 None if within().next().is_some() => ("suppressed", None),
                 None => ("none", None),
             };
-            Wave { hour: (s.ts[a] - t0) / 3600.0, records, alerted, raised, at }
+            Wave { hour: (s.ts[a] - t0) / 3600.0, records: wave.len(), alerted, raised, at }
         })
         .collect()
 }

@@ -40,6 +40,13 @@ pub struct MemoryRules {
 impl MemoryRules {
     /// Nothing remembered (tests of other parts).
     pub const OFF: Self = Self { remember_ms: 0, volume_factor: 3.0, learn_quiet: false, learned_ms: 0 };
+
+    /// How long a dismissal holds, seconds: a verdict's `remember_ms` after it was
+    /// given; what the daemon learned `learned_ms` after it was last seen, never longer.
+    fn hold_s(&self, learned: bool) -> f64 {
+        let ms = if learned { self.learned_ms.min(self.remember_ms) } else { self.remember_ms };
+        ms as f64 / 1000.0
+    }
 }
 
 /// Who a behaviour the daemon learned by itself was dismissed by.
@@ -72,8 +79,7 @@ pub struct Dismissal {
 impl Dismissal {
     /// Until when it holds (unix seconds, device time).
     pub fn expires(&self, rules: &MemoryRules) -> f64 {
-        let hold_ms = if self.learned { rules.learned_ms.min(rules.remember_ms) } else { rules.remember_ms };
-        self.expires_at.unwrap_or(self.at + hold_ms as f64 / 1000.0)
+        self.expires_at.unwrap_or(self.at + rules.hold_s(self.learned))
     }
 }
 
@@ -291,16 +297,15 @@ impl Memory {
     }
 
     /// What the daemon learned of `incident_id` was seen again at `now_unix`: it holds
-    /// `learned_ms` from now (a verdict's dismissal holds as it was given).
-    pub fn renew(&mut self, incident_id: &str, rules: &MemoryRules, now_unix: f64) {
-        for b in self
-            .behaviours
-            .iter_mut()
-            .filter(|b| b.dismissal.learned && b.dismissal.incident_id == incident_id)
-        {
-            let until = now_unix + rules.learned_ms.min(rules.remember_ms) as f64 / 1000.0;
+    /// `learned_ms` from now (a verdict's dismissal holds as it was given). The
+    /// dismissal as it now stands.
+    pub fn renew(&mut self, incident_id: &str, rules: &MemoryRules, now_unix: f64) -> Option<&Dismissal> {
+        let b = self.behaviours.iter_mut().find(|b| b.dismissal.incident_id == incident_id)?;
+        if b.dismissal.learned {
+            let until = now_unix + rules.hold_s(true);
             b.dismissal.expires_at = Some(b.dismissal.expires(rules).max(until));
         }
+        Some(&b.dismissal)
     }
 
     /// Forget what incident `incident_id` left (an analyst confirmed it was an attack).

@@ -438,8 +438,7 @@ impl IncidentTracker {
                 incident.suppressed.as_ref().filter(|d| d.learned).map(|d| d.incident_id.clone())
             {
                 // Seen again: it holds on, and the suppression says until when.
-                self.memory.renew(&id, m, now_unix);
-                incident.suppressed = self.memory.find(&id).map(|b| b.dismissal.clone());
+                incident.suppressed = self.memory.renew(&id, m, now_unix).cloned();
             }
         }
         self.open = Some(incident.clone());

@@ -258,12 +258,7 @@ impl IncidentReport {
         // "device cam sent 254 TCP SYN packets …; 254 of 300 records …", or as before
         // "device cam: 5 of 9 records …" when the records carried no context.
         let what = traffic.as_ref().map_or_else(|| ":".to_string(), |t| format!(" {};", t.summary));
-        let mut severity = Severity::of(
-            i.figures.anomalous,
-            i.figures.records,
-            i.figures.last_ts - i.figures.first_ts,
-            &i.traffic,
-        );
+        let mut severity = i.severity();
         if i.look.is_some() || i.news.is_some() {
             // A scan or flood, or something new during an incident: look at it now.
             severity = severity.max(Severity::High);

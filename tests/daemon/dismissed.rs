@@ -195,20 +195,6 @@ async fn an_unanswered_behaviour_is_learned_said_so_and_undone_by_a_confirmed_ve
     daemon.shutdown().await.unwrap();
 }
 
-/// A record of `row` whose packet the camera (10.0.0.5) sent to `peer`:`port` with TCP
-/// `flags`.
-fn packet_record(ts: f64, row: &[f32], peer: &str, port: u16, flags: u8) -> Vec<u8> {
-    serde_json::to_vec(&serde_json::json!({
-        "ts": ts,
-        "features": row,
-        "context": {
-            "src_ip": "10.0.0.5", "dst_ip": peer, "src_port": 50_000, "dst_port": port, "proto": 6,
-            "tcp_flags": flags, "bytes": 74, "direction": "outbound"
-        }
-    }))
-    .unwrap()
-}
-
 /// Without an analyst, what the daemon learns by itself never hides an attack's second
 /// wave (issue #75): a scan and a password guesser close quietly unanswered, are not
 /// learned (their close says what they showed), and each comes back as an incident of
@@ -243,7 +229,8 @@ async fn what_the_daemon_learns_by_itself_never_hides_a_second_wave() {
             .map(|i| {
                 at += 1;
                 let (peer, port, flags) = to(i);
-                packet_record(tick(1.0), &attack[at % attack.len()], &peer, port, flags)
+                let row = &attack[at % attack.len()];
+                outbound_tcp_record(tick(1.0), row, false, ("10.0.0.5", &peer, port), 74, flags)
             })
             .collect();
         // Quiet afterwards, a minute later: normal records to the cloud close it.

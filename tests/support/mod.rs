@@ -154,20 +154,32 @@ pub fn metapu_verdict(
 }
 
 /// An input record of `row` whose packet went from `device_ip` to `peer`:`port` over TCP
-/// with `bytes`, labeled normal if `normal`.
+/// with `bytes` (a connection's data: ACK, PSH), labeled normal if `normal`.
 pub fn outbound_record(
+    ts: f64,
+    row: &[f32],
+    normal: bool,
+    addresses: (&str, &str, u16),
+    bytes: u32,
+) -> Vec<u8> {
+    outbound_tcp_record(ts, row, normal, addresses, bytes, 0x18)
+}
+
+/// [`outbound_record`] with the packet's TCP flags (0x02: a connection attempt).
+pub fn outbound_tcp_record(
     ts: f64,
     row: &[f32],
     normal: bool,
     (device_ip, peer, port): (&str, &str, u16),
     bytes: u32,
+    tcp_flags: u8,
 ) -> Vec<u8> {
     let mut v = serde_json::json!({
         "ts": ts,
         "features": row,
         "context": {
             "src_ip": device_ip, "dst_ip": peer, "src_port": 50_000, "dst_port": port, "proto": 6,
-            "tcp_flags": 24, "bytes": bytes, "direction": "outbound"
+            "tcp_flags": tcp_flags, "bytes": bytes, "direction": "outbound"
         }
     });
     if normal {
