@@ -23,7 +23,7 @@ pub enum DatasetsCommand {
 #[derive(Debug, Args)]
 pub struct AttackArgs {
     /// The attack (N-BaIoT's mirai.scan … gafgyt.combo, or telnet.bruteforce,
-    /// cnc.beacon, dns.amplification, exfiltration.burst).
+    /// cnc.beacon, dns.amplification, exfiltration.burst, arp.sweep, ssh.bruteforce).
     #[arg(long)]
     kind: metapu::traffic::profiles::Attack,
     /// How long it runs (seconds).

@@ -186,7 +186,8 @@ pub struct SimulateArgs {
     #[arg(long, value_delimiter = ',', default_value = "doorbell,thermostat,camera,baby_monitor,webcam")]
     types: Vec<DeviceType>,
     /// Attacks to draw from (default: N-BaIoT's, mirai.scan … gafgyt.combo; also
-    /// telnet.bruteforce, cnc.beacon, dns.amplification, exfiltration.burst).
+    /// telnet.bruteforce, cnc.beacon, dns.amplification, exfiltration.burst, arp.sweep,
+    /// ssh.bruteforce).
     #[arg(long, value_delimiter = ',')]
     attacks: Vec<Attack>,
     /// Simulated capture length per device (600, 600s, 10m, 1h).
