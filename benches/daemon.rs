@@ -218,6 +218,8 @@ fn incident_looks() {
     use std::net::{IpAddr, Ipv4Addr};
 
     let defaults = DaemonConfig::defaults().incident_rules();
+    // The cloud's addresses come named, as the sensor names what the device looked up.
+    let cloud = metapu::traffic::peer_names::PeerName::new("cloud.example.com").expect("a name");
     let packet = |device: usize, i: usize, sweeping: bool| -> Context {
         let me = IpAddr::V4(Ipv4Addr::new(10, 0, (device / 250) as u8, (device % 250) as u8));
         let (peer, port, proto, flags) = if sweeping && i % 2 == 0 {
@@ -241,6 +243,7 @@ fn incident_looks() {
             direction: Some(if outbound { Direction::Outbound } else { Direction::Inbound }),
             device_mac: None,
             arp: None,
+            peer_name: (port == 443).then(|| cloud.clone()),
         }
     };
     println!();

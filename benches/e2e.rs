@@ -239,6 +239,8 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, binary: bool,
             direction: Some(Direction::Outbound),
             device_mac: None,
             arp: None,
+            // Named, as the sensor names a peer the device looked up.
+            peer_name: metapu::traffic::peer_names::PeerName::new("cloud.example.com").ok(),
         });
         let p = if binary {
             record::encode_binary(&name, ts, row, labeled, context.as_ref())

@@ -166,6 +166,12 @@ pub fn extract(a: ExtractArgs) -> anyhow::Result<()> {
             if reader.truncated() { "; the last record was cut short and left out" } else { "" }
         );
     }
+    if counts.dns_ignored > 0 {
+        println!(
+            "extract: {} DNS answers matched no query of the device's own and named nothing",
+            counts.dns_ignored
+        );
+    }
     if names.len() > 1 || tasks_csv {
         for (name, n) in names.iter().zip(&counts.rows) {
             println!("extract: {name:<24} {n:>9} rows");

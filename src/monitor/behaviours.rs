@@ -1,6 +1,6 @@
 //! What analysts dismissed, remembered by what it was: each false-positive verdict
-//! leaves the incident's behaviour with the device — the peers it talked to, the
-//! service ports, the transports, the directions, how many bytes — and a later incident
+//! leaves the incident's behaviour with the device — the peers it talked to (by address
+//! and by the name the device looked them up by), the service ports, the transports, the directions, how many bytes — and a later incident
 //! of the same behaviour is recorded as suppressed instead of reaching the analyst as
 //! new (Zeek's notice suppression and Suricata's `suppress` by address, with the rule
 //! learned from one verdict instead of written by hand). Bounded: it expires, and a
@@ -19,6 +19,11 @@ use crate::traffic::context::{transport_name, Context, Direction};
 pub const MAX_REMEMBERED: usize = 32;
 /// Peers, and service ports, remembered per behaviour at most (the most frequent).
 pub const MAX_PEERS: usize = 256;
+/// How far a behaviour's volume grows with its returns: each return suppressed as it
+/// (never news) raises its bytes, and its anomalous records, to the return's own, up to
+/// this many times those of the incident it was remembered from. With `volume_factor`
+/// 3 a return is news past 30× the first incident's bytes at most.
+pub const MAX_GROWTH: u64 = 10;
 
 /// How long a dismissal holds and how far a behaviour may grow (`[incidents]`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -97,14 +102,25 @@ pub struct Behaviour {
     /// Peer addresses, `port/transport` of the service side (the lower port), and
     /// transports of its anomalous packets.
     pub peers: BTreeSet<String>,
+    /// The names the device looked its peers up by: a record to another address of a
+    /// remembered name (a cloud's next address) is of the behaviour. Whole names only.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub names: BTreeSet<String>,
     pub services: BTreeSet<String>,
     pub transports: BTreeSet<String>,
     /// It had packets sent by the device, and sent to it.
     pub outbound: bool,
     pub inbound: bool,
-    /// Bytes of its anomalous packets, and its anomalous records.
+    /// Bytes of its anomalous packets, and its anomalous records: the incident's, grown
+    /// by its returns ([`MAX_GROWTH`]).
     pub bytes: u64,
     pub anomalous: u64,
+    /// Those of the incident it was remembered from (0 in a snapshot from before
+    /// behaviours grew: `bytes` and `anomalous` as they were then).
+    #[serde(default)]
+    pub first_bytes: u64,
+    #[serde(default)]
+    pub first_anomalous: u64,
     /// Per feature, the range of its kept rows in signed log1p space (empty: no rows).
     #[serde(default)]
     pub lo: Vec<f32>,
@@ -186,12 +202,15 @@ impl Behaviour {
         Self {
             dismissal,
             peers: top(&traffic.peers),
+            names: top(&traffic.names),
             services: top(&traffic.services),
             transports: top(&traffic.transports),
             outbound: traffic.outbound > 0,
             inbound: traffic.inbound > 0,
             bytes: traffic.bytes,
             anomalous,
+            first_bytes: traffic.bytes,
+            first_anomalous: anomalous,
             lo,
             hi,
         }
@@ -218,9 +237,14 @@ impl Behaviour {
             _ => {}
         }
         if let Some((_, Some(peer))) = c.device_and_peer() {
-            let peer = peer.to_string();
-            if !self.peers.contains(&peer) {
-                return Some(Beyond::Peer(peer));
+            let name = c.peer_name.as_ref().map(|n| n.as_str());
+            let known =
+                self.peers.contains(&peer.to_string()) || name.is_some_and(|n| self.names.contains(n));
+            if !known {
+                return Some(Beyond::Peer(match name {
+                    Some(name) => format!("{name} ({peer})"),
+                    None => peer.to_string(),
+                }));
             }
         }
         match c.service() {
@@ -243,6 +267,18 @@ impl Behaviour {
             }
         }
         None
+    }
+
+    /// A return of this behaviour closed, suppressed as it all along: its volume grows
+    /// to the return's, up to [`MAX_GROWTH`] times the first incident's.
+    pub fn grow(&mut self, traffic: &Traffic, anomalous: u64) {
+        if self.first_bytes == 0 && self.first_anomalous == 0 {
+            (self.first_bytes, self.first_anomalous) = (self.bytes, self.anomalous);
+        }
+        let bytes = traffic.bytes.min(self.first_bytes.saturating_mul(MAX_GROWTH));
+        let records = anomalous.min(self.first_anomalous.max(1).saturating_mul(MAX_GROWTH));
+        self.bytes = self.bytes.max(bytes);
+        self.anomalous = self.anomalous.max(records);
     }
 
     /// An incident of this behaviour so far: news once it grew past `factor` times the
@@ -306,6 +342,14 @@ impl Memory {
             b.dismissal.expires_at = Some(b.dismissal.expires(rules).max(until));
         }
         Some(&b.dismissal)
+    }
+
+    /// A return suppressed as what incident `incident_id` left closed: that behaviour
+    /// grows to it ([`Behaviour::grow`]).
+    pub fn grow(&mut self, incident_id: &str, traffic: &Traffic, anomalous: u64) {
+        if let Some(b) = self.behaviours.iter_mut().find(|b| b.dismissal.incident_id == incident_id) {
+            b.grow(traffic, anomalous);
+        }
     }
 
     /// Forget what incident `incident_id` left (an analyst confirmed it was an attack).
@@ -379,6 +423,36 @@ mod tests {
         assert_eq!(b.admits(Some(&inbound), &[]), Some(Beyond::Direction(Direction::Inbound)));
     }
 
+    /// A cloud's next address, looked up by the same name, is the same peer; an address
+    /// of another name, or of none, is new.
+    #[test]
+    fn a_remembered_name_admits_its_other_addresses_and_only_whole_names() {
+        let named = |peer: &str, name: &str| Context {
+            peer_name: Some(crate::traffic::peer_names::PeerName::new(name).unwrap()),
+            ..packet(peer, 443, 1_000)
+        };
+        let mut t = Traffic::default();
+        for i in 0..10 {
+            t.add(&named("52.70.158.224", "vs-cam.u011.immedia-semi.com"), f64::from(i));
+        }
+        let b = Behaviour::of(&t, 10, &[], 0, dismissal());
+        assert_eq!(b.names.iter().collect::<Vec<_>>(), ["vs-cam.u011.immedia-semi.com"]);
+        assert_eq!(b.admits(Some(&named("3.220.1.2", "vs-cam.u011.immedia-semi.com")), &[]), None);
+        assert_eq!(
+            b.admits(Some(&named("3.220.1.2", "evil.immedia-semi.com")), &[]),
+            Some(Beyond::Peer("evil.immedia-semi.com (3.220.1.2)".into())),
+            "whole names only"
+        );
+        assert_eq!(
+            b.admits(Some(&packet("3.220.1.2", 443, 1_000)), &[]),
+            Some(Beyond::Peer("3.220.1.2".into()))
+        );
+        let old: Behaviour =
+            serde_json::from_str(&serde_json::to_string(&upload()).unwrap().replace(r#""names":[],"#, ""))
+                .unwrap();
+        assert!(old.names.is_empty(), "a snapshot from before names reads");
+    }
+
     #[test]
     fn ten_times_the_bytes_to_the_same_peer_is_news() {
         let b = upload();
@@ -392,6 +466,40 @@ mod tests {
         }
         let beyond = b.admits_volume(&t, 1_250, 3.0).expect("12.5× the bytes");
         assert!(beyond.words(&b.dismissal).contains("12× the 100000"), "{}", beyond.words(&b.dismissal));
+    }
+
+    /// Ordinary uploads larger than the dismissed one raise the bound, one return at a
+    /// time, never past MAX_GROWTH times the first: a tenfold burst beyond that is news.
+    #[test]
+    fn a_behaviours_volume_grows_with_its_returns_within_a_limit() {
+        let mut b = upload();
+        let mut m = Memory::default();
+        let uploads = |n: u32| {
+            let mut t = Traffic::default();
+            for i in 0..n {
+                t.add(&packet("52.1.2.3", 443, 1_000), f64::from(i));
+            }
+            t
+        };
+        assert!(b.admits_volume(&uploads(400), 400, 3.0).is_some(), "4× the 100,000 bytes dismissed");
+        b.grow(&uploads(250), 250);
+        assert_eq!((b.bytes, b.anomalous, b.first_bytes), (250_000, 250, 100_000));
+        assert_eq!(b.admits_volume(&uploads(400), 400, 3.0), None, "1.6× the grown bound");
+        m.remember(b);
+        for n in [700, 2_000, 5_000] {
+            m.grow("i1", &uploads(n), u64::from(n));
+        }
+        let b = m.find("i1").unwrap();
+        assert_eq!((b.bytes, b.anomalous), (1_000_000, 1_000), "at most 10× the first");
+        assert!(b.admits_volume(&uploads(3_100), 3_100, 3.0).is_some(), "31× the first is news");
+        let mut old: Behaviour = serde_json::from_str(
+            &serde_json::to_string(&upload())
+                .unwrap()
+                .replace(r#""first_bytes":100000,"first_anomalous":100,"#, ""),
+        )
+        .unwrap();
+        old.grow(&uploads(5_000), 5_000);
+        assert_eq!(old.bytes, 1_000_000, "a snapshot from before growth grows from what it had");
     }
 
     #[test]

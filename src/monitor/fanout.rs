@@ -381,7 +381,7 @@ mod tests {
             dst_port: c.src_port,
             tcp_flags: flags,
             direction: Some(Direction::Inbound),
-            ..*c
+            ..c.clone()
         }
     }
 

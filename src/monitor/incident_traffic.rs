@@ -39,7 +39,7 @@ impl Counts {
     pub fn top(&self, n: usize) -> Vec<Counted> {
         let mut all: Vec<(&String, &u64)> = self.by_key.iter().collect();
         all.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        all.into_iter().take(n).map(|(k, c)| Counted { value: k.clone(), records: *c }).collect()
+        all.into_iter().take(n).map(|(k, c)| Counted { value: k.clone(), records: *c, name: None }).collect()
     }
 
     pub fn distinct(&self) -> usize {
@@ -91,6 +91,12 @@ pub struct Traffic {
     /// ARP frames among them.
     #[serde(default)]
     pub arp: u64,
+    /// The names the device looked its peers up by (`Context::peer_name`), counted, and
+    /// each counted peer's name.
+    #[serde(default)]
+    pub names: Counts,
+    #[serde(default)]
+    pub peer_names: BTreeMap<String, String>,
 }
 
 impl Traffic {
@@ -116,7 +122,14 @@ impl Traffic {
             self.device_mac = c.device_mac;
         }
         if let Some(peer) = peer {
-            self.peers.add(peer.to_string());
+            let peer = peer.to_string();
+            if let Some(name) = &c.peer_name {
+                self.names.add(name.to_string());
+                if self.peer_names.len() < MAX_DISTINCT || self.peer_names.contains_key(&peer) {
+                    self.peer_names.insert(peer.clone(), name.to_string());
+                }
+            }
+            self.peers.add(peer);
         }
         if let Some((peer, service)) = c.attempt() {
             let key = Self::attempt_key(peer, &service);
@@ -152,7 +165,8 @@ impl Traffic {
             distinct_peers: self.peers.distinct(),
             distinct_ports: self.ports.distinct(),
             counts_capped: self.peers.overflow > 0 || self.ports.overflow > 0,
-            top_peers: self.peers.top(5),
+            top_peers: self.top_peers(5),
+            top_names: self.names.top(5),
             top_ports: self.ports.top(5),
             transports: self.transports.top(5),
             first_ts: self.first_ts,
@@ -161,7 +175,24 @@ impl Traffic {
         })
     }
 
-    /// One sentence, e.g. "sent 254 TCP SYN packets (14 KiB) to 254 hosts on 23/tcp in 25 s".
+    /// The `n` peers of most records, each with its name when the device looked it up.
+    fn top_peers(&self, n: usize) -> Vec<Counted> {
+        let mut top = self.peers.top(n);
+        for p in &mut top {
+            p.name = self.peer_names.get(&p.value).cloned();
+        }
+        top
+    }
+
+    /// The one name every record with a peer had, if there is one.
+    fn one_name(&self) -> Option<String> {
+        let with_peer: u64 = self.peers.by_key.values().sum::<u64>() + self.peers.overflow;
+        let named: u64 = self.names.by_key.values().sum::<u64>() + self.names.overflow;
+        (self.names.distinct() == 1 && named == with_peer).then(|| self.names.top(1).remove(0).value)
+    }
+
+    /// One sentence, e.g. "sent 254 TCP SYN packets (14 KiB) to 254 hosts on 23/tcp in 25 s",
+    /// or "sent 80 TCP packets (115 KiB) to cloud.example.com (4 addresses) on 443/tcp in 3 s".
     pub fn sentence(&self) -> String {
         let outbound = self.outbound * 2 >= self.packets;
         let transport = self.transports.top(1).first().map_or("other".to_string(), |t| t.value.clone());
@@ -176,14 +207,14 @@ impl Traffic {
         };
         let hosts = self.peers.distinct();
         let more = if self.peers.overflow > 0 { "over " } else { "" };
-        let peers = match hosts {
-            0 => String::new(),
-            1 => format!(
-                " {} {}",
-                if outbound { "to" } else { "from" },
-                self.peers.top(1).first().map_or(String::new(), |p| p.value.clone())
-            ),
-            n => format!(" {} {more}{n} hosts", if outbound { "to" } else { "from" }),
+        let to = if outbound { "to" } else { "from" };
+        let address = || self.peers.top(1).first().map_or(String::new(), |p| p.value.clone());
+        let peers = match (hosts, self.one_name()) {
+            (0, _) => String::new(),
+            (1, Some(name)) => format!(" {to} {name} ({})", address()),
+            (n, Some(name)) => format!(" {to} {name} ({more}{n} addresses)"),
+            (1, None) => format!(" {to} {}", address()),
+            (n, None) => format!(" {to} {more}{n} hosts"),
         };
         // The service side (443/tcp of a cloud's replies, not the device's ephemeral port).
         let ports = match self.services.distinct() {
@@ -209,6 +240,9 @@ impl Traffic {
 pub struct Counted {
     pub value: String,
     pub records: u64,
+    /// A peer's name, when the device looked it up (`top_peers` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// An incident's traffic as its events carry it.
@@ -227,6 +261,9 @@ pub struct TrafficReport {
     /// More than [`MAX_DISTINCT`] peers or ports: the distinct counts are lower bounds.
     pub counts_capped: bool,
     pub top_peers: Vec<Counted>,
+    /// The names the device looked its peers up by, most records first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub top_names: Vec<Counted>,
     pub top_ports: Vec<Counted>,
     pub transports: Vec<Counted>,
     /// Record times of the first and last of them.
@@ -315,6 +352,7 @@ pub(crate) fn syn_to(host: u8, at: f64) -> (Context, f64) {
         direction: Some(Direction::Outbound),
         device_mac: Some(Mac(0x0011_2233_4455)),
         arp: None,
+        peer_name: None,
     };
     (c, at)
 }
@@ -334,7 +372,7 @@ mod tests {
         let r = t.report().unwrap();
         assert_eq!((r.distinct_peers, r.distinct_ports, r.counts_capped), (254, 1, false));
         assert_eq!(r.device_ip, Some("192.168.1.7".parse().unwrap()));
-        assert_eq!(r.top_ports[0], Counted { value: "23/tcp".into(), records: 254 });
+        assert_eq!(r.top_ports[0], Counted { value: "23/tcp".into(), records: 254, name: None });
         assert_eq!(Severity::of(254, 300, 25.0, &t), Severity::Critical);
         assert_eq!(Severity::of(254, 2000, 25.0, &t), Severity::High, "fan-out alone");
     }
@@ -374,6 +412,25 @@ mod tests {
             reply.sentence(),
             "received 1 TCP packet (60 bytes) from 52.70.158.224 on 443/tcp in under a second"
         );
+        // Looked up by name, a cloud's addresses are one peer to the analyst.
+        let mut named = Traffic::default();
+        for (i, peer) in ["52.70.158.224", "3.220.1.2", "52.70.158.224"].iter().enumerate() {
+            let c = Context {
+                src_ip: from_cloud.src_ip.map(|_| peer.parse().unwrap()),
+                peer_name: Some(crate::traffic::peer_names::PeerName::new("vs-cam.example.com").unwrap()),
+                ..from_cloud.clone()
+            };
+            named.add(&c, i as f64);
+        }
+        assert_eq!(
+            named.sentence(),
+            "received 3 TCP packets (180 bytes) from vs-cam.example.com (2 addresses) on 443/tcp in 2 s"
+        );
+        let r = named.report().unwrap();
+        assert_eq!(r.top_peers[0].name.as_deref(), Some("vs-cam.example.com"));
+        assert_eq!(r.top_names[0].value, "vs-cam.example.com");
+        named.add(&from_cloud, 3.0);
+        assert!(named.sentence().contains("from 2 hosts"), "one peer unnamed: {}", named.sentence());
         assert_eq!(Severity::of(50, 60, 49.0, &t), Severity::Medium);
         assert_eq!(Severity::of(5, 60, 10.0, &Traffic::default()), Severity::Low);
         for h in 0..(MAX_DISTINCT as u32 + 10) {

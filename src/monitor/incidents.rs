@@ -529,6 +529,10 @@ impl IncidentTracker {
     fn close(&mut self, resolution: Resolution, now_unix: f64) -> Option<Transition> {
         let mut closed = self.open.take()?;
         closed.closed_at = Some(now_unix);
+        if let Some(d) = &closed.suppressed {
+            // Suppressed to its end, never news: the behaviour it was grows to it.
+            self.memory.grow(&d.incident_id, &closed.traffic, closed.figures.anomalous);
+        }
         self.recent = 0;
         self.closed_quietly = resolution == Resolution::Quiet;
         self.last_closed = Some(closed.clone());
@@ -936,14 +940,16 @@ mod tests {
             panic!()
         };
         assert!(c.suppressed.is_some());
-        // Ten times the volume to the same peer: news at the record that passed 3×.
+        // Suppressed to its end, it grew the behaviour: 18 packets (from its third record
+        // on), 18,000 bytes where the dismissed incident had 8,000.
+        assert_eq!((t.memory.behaviours[0].bytes, t.memory.behaviours[0].first_bytes), (18_000, 8_000));
+        // Far more to the same peer: news at the record that passed 3× the grown bound.
         let exfil = feed_packets(&mut t, &rules, &upload, 100, 1_000, 90_000.0);
         let [Transition::Suppressed(_), Transition::Opened(news)] = exfil.as_slice() else {
             panic!("{exfil:?}")
         };
         let n = news.news.as_ref().expect("news");
-        // The dismissed incident had 8 packets (from its third record on): 8,000 bytes.
-        assert_eq!(n.by.offset, 1_002 + 24, "its 25th packet passed 3× 8,000 bytes");
+        assert_eq!(n.by.offset, 1_002 + 54, "its 55th packet passed 3× 18,000 bytes");
         assert!(n.why.contains("bytes") && news.suppressed.is_none(), "{}", n.why);
         t.tick(&rules, 2, 90_400_000, 90_400.0).expect("closed");
         // A new peer during a suppressed incident: news at once.
@@ -1168,7 +1174,7 @@ mod tests {
         let rules = remembering();
         let (a, b) = (packet("52.1.2.3", 443, 1_000), packet("3.4.5.6", 443, 1_000));
         let mut t = IncidentTracker::default();
-        for (i, upload) in [a, b].iter().enumerate() {
+        for (i, upload) in [&a, &b].into_iter().enumerate() {
             let first = 100 * i as i64;
             feed_packets(&mut t, &rules, upload, 10, first, 1_000.0 + 1_000.0 * i as f64);
             let fb = verdict(&t, Verdict::FalsePositive);

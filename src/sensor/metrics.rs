@@ -12,6 +12,7 @@ pub struct SensorMetrics {
     pub kernel_drops: IntCounter,
     pub unparsed: IntCounter,
     pub unknown_packets: IntCounter,
+    pub dns_ignored: IntCounter,
     pub unknown_devices: IntGauge,
     pub discovered_devices: IntGauge,
     pub device_packets: IntCounterVec,
@@ -45,6 +46,10 @@ impl SensorMetrics {
             unknown_packets: counter(
                 "metapu_sensor_unknown_device_packets_total",
                 "Packets of no listed device (not sent unless sensor.discover).",
+            ),
+            dns_ignored: counter(
+                "metapu_sensor_dns_answers_ignored_total",
+                "DNS answers to a device that matched no query of its own (forged, unsolicited or late): never used to name its peers.",
             ),
             unknown_devices: gauge(
                 "metapu_sensor_unknown_devices",

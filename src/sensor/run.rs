@@ -70,6 +70,8 @@ pub struct Sensor {
     metrics: Arc<SensorMetrics>,
     device_packets: Vec<IntCounter>,
     kernel_drops: u64,
+    /// The extractor's ignored DNS answers already counted in the metric.
+    dns_ignored_counted: u64,
 }
 
 impl Sensor {
@@ -84,6 +86,7 @@ impl Sensor {
             metrics,
             device_packets: Vec::new(),
             kernel_drops: 0,
+            dns_ignored_counted: 0,
             settings,
         };
         sensor.use_devices(map);
@@ -146,6 +149,9 @@ impl Sensor {
             }
         }
         let Some(routed) = routed else { return };
+        let ignored = self.extractor.counts.dns_ignored;
+        self.metrics.dns_ignored.inc_by(ignored - self.dns_ignored_counted);
+        self.dns_ignored_counted = ignored;
         for (d, context) in routed.per_device() {
             self.device_packets[d].inc();
             let row = self.extractor.features(d, &routed.packet);

@@ -5,9 +5,10 @@
 //!
 //! JSON: `"context": {"src_ip": "10.0.0.5", "dst_ip": "10.0.0.9", "src_port": 40000,
 //! "dst_port": 23, "proto": 6, "tcp_flags": 2, "bytes": 60, "direction": "outbound",
-//! "device_mac": "00:11:22:33:44:55", "arp": "request"}`, every field optional (`arp`:
-//! the frame was ARP, `request` or `reply`; its addresses are the sender's and the
-//! target's). Binary: flag bit 1, and [`Context::encode_binary`]'s layout
+//! "device_mac": "00:11:22:33:44:55", "arp": "request", "peer_name": "cloud.example.com"}`,
+//! every field optional (`arp`: the frame was ARP, `request` or `reply`; its addresses
+//! are the sender's and the target's; `peer_name`: the name the device looked its peer
+//! up by, `peer_names.rs`). Binary: flag bit 1, and [`Context::encode_binary`]'s layout
 //! after the features.
 
 use std::net::IpAddr;
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::devices::{format_mac, parse_mac};
 use super::packet::{ArpOp, Packet};
+use super::peer_names::PeerName;
 
 /// A MAC address, written `00:11:22:33:44:55`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -50,7 +52,7 @@ pub enum Direction {
     Inbound,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Context {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,6 +83,9 @@ pub struct Context {
     /// addresses in `src_ip` and `dst_ip`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arp: Option<ArpOp>,
+    /// The name the device looked its peer up by (the answer to its own DNS query).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_name: Option<PeerName>,
 }
 
 /// A context's binary form ends inside it, or says something impossible.
@@ -103,6 +108,7 @@ impl Context {
             direction: Some(if outbound { Direction::Outbound } else { Direction::Inbound }),
             device_mac: device_mac.map(Mac),
             arp: p.arp,
+            peer_name: None,
         }
     }
 
@@ -162,9 +168,10 @@ impl Context {
     /// source and destination addresses of that family, source port (u16), destination
     /// port (u16), protocol (u8), TCP flags (u8), bytes (u32), direction (0 unknown,
     /// 1 outbound, 2 inbound), then a flags byte (bit 0: the device's MAC follows, 6 bytes;
-    /// bit 1: an ARP request; bit 2: an ARP reply; a context without either is 0 or 1, as
-    /// before ARP was told). An IPv4 source with an IPv6 destination (or one address
-    /// only) keeps both as IPv6, the IPv4 one mapped.
+    /// bit 1: an ARP request; bit 2: an ARP reply; bit 3: the peer's name follows the MAC,
+    /// its length (u8) then its ASCII; a context without any is 0 or 1, as before ARP and
+    /// names were told). An IPv4 source with an IPv6 destination (or one address only)
+    /// keeps both as IPv6, the IPv4 one mapped.
     pub fn encode_binary(&self, out: &mut Vec<u8>) {
         match (self.src_ip, self.dst_ip) {
             (Some(IpAddr::V4(s)), Some(IpAddr::V4(d))) => {
@@ -195,12 +202,18 @@ impl Context {
             Some(ArpOp::Request) => 2,
             Some(ArpOp::Reply) => 4,
         };
+        let named = if self.peer_name.is_some() { 8 } else { 0 };
         match self.device_mac {
-            None => out.push(arp),
+            None => out.push(arp | named),
             Some(Mac(mac)) => {
-                out.push(1 | arp);
+                out.push(1 | arp | named);
                 out.extend_from_slice(&mac.to_be_bytes()[2..]);
             }
+        }
+        if let Some(name) = &self.peer_name {
+            // A PeerName is at most MAX_NAME_LEN (253) bytes.
+            out.push(name.as_str().len() as u8);
+            out.extend_from_slice(name.as_str().as_bytes());
         }
     }
 
@@ -252,21 +265,29 @@ impl Context {
                 4 => Some(ArpOp::Reply),
                 _ => return Err(BadContext("an ARP request and reply at once in the context".into())),
             },
+            peer_name: None,
         };
         at += 12;
         let flags = rest[11];
-        if flags & !0x07 != 0 {
+        if flags & !0x0f != 0 {
             return Err(BadContext(format!("unknown flags {flags:#04x} in the context")));
         }
-        let context = if flags & 1 == 1 {
+        let mut context = context;
+        if flags & 1 == 1 {
             let raw = b.get(at..at + 6).ok_or_else(short)?;
             at += 6;
             let mut mac = [0u8; 8];
             mac[2..].copy_from_slice(raw);
-            Context { device_mac: Some(Mac(u64::from_be_bytes(mac))), ..context }
-        } else {
-            context
-        };
+            context.device_mac = Some(Mac(u64::from_be_bytes(mac)));
+        }
+        if flags & 8 == 8 {
+            let len = usize::from(*b.get(at).ok_or_else(short)?);
+            let raw = b.get(at + 1..at + 1 + len).ok_or_else(short)?;
+            at += 1 + len;
+            let text = std::str::from_utf8(raw)
+                .map_err(|_| BadContext("the peer name in the context is not ASCII".into()))?;
+            context.peer_name = Some(PeerName::new(text).map_err(|e| BadContext(e.to_string()))?);
+        }
         Ok((context, at))
     }
 }
@@ -304,6 +325,7 @@ impl Context {
             direction: Some(Direction::Outbound),
             device_mac: None,
             arp: None,
+            peer_name: None,
         }
     }
 
@@ -348,19 +370,29 @@ mod tests {
             direction: Some(Direction::Outbound),
             device_mac: Some(Mac(0x0011_2233_4455)),
             arp: None,
+            peer_name: None,
         };
-        let mixed = Context { dst_ip: Some("fe80::1".parse().unwrap()), ..v4 };
-        let one = Context { dst_ip: None, direction: Some(Direction::Inbound), device_mac: None, ..v4 };
-        let arp =
-            Context { proto: 0, tcp_flags: 0, src_port: 0, dst_port: 0, arp: Some(ArpOp::Request), ..v4 };
-        let reply = Context { device_mac: None, arp: Some(ArpOp::Reply), ..arp };
-        for c in [v4, mixed, one, arp, reply, Context::default()] {
+        let mixed = Context { dst_ip: Some("fe80::1".parse().unwrap()), ..v4.clone() };
+        let one =
+            Context { dst_ip: None, direction: Some(Direction::Inbound), device_mac: None, ..v4.clone() };
+        let arp = Context {
+            proto: 0,
+            tcp_flags: 0,
+            src_port: 0,
+            dst_port: 0,
+            arp: Some(ArpOp::Request),
+            ..v4.clone()
+        };
+        let reply = Context { device_mac: None, arp: Some(ArpOp::Reply), ..arp.clone() };
+        let named = Context { peer_name: Some(PeerName::new("cloud.example.com").unwrap()), ..v4.clone() };
+        let named_without_mac = Context { device_mac: None, ..named.clone() };
+        for c in [v4.clone(), mixed, one, arp, reply, named, named_without_mac, Context::default()] {
             let mut b = Vec::new();
             c.encode_binary(&mut b);
-            assert_eq!(Context::decode_binary(&b), Ok((c, b.len())), "{c:?}");
+            assert_eq!(Context::decode_binary(&b), Ok((c.clone(), b.len())), "{c:?}");
             assert!(Context::decode_binary(&b[..b.len() - 1]).is_err(), "cut short");
         }
-        assert!(v4.is_syn() && !Context { tcp_flags: 0x12, ..v4 }.is_syn());
+        assert!(v4.is_syn() && !Context { tcp_flags: 0x12, ..v4.clone() }.is_syn());
         assert!(Context::decode_binary(&[5]).unwrap_err().0.contains("address family 5"));
         // The flags byte comes before the MAC's six bytes.
         let mut b = Vec::new();
@@ -368,16 +400,25 @@ mod tests {
         let flags = b.len() - 7;
         b[flags] = 0x07;
         assert!(Context::decode_binary(&b).unwrap_err().0.contains("request and reply"));
-        b[flags] = 0x09;
-        assert!(Context::decode_binary(&b).unwrap_err().0.contains("unknown flags 0x09"));
-        // Before ARP was told: 0 or 1, the same bytes as today's.
+        b[flags] = 0x11;
+        assert!(Context::decode_binary(&b).unwrap_err().0.contains("unknown flags 0x11"));
+        // Before ARP and names were told: 0 or 1, the same bytes as today's.
         let mut old = Vec::new();
-        Context { arp: None, ..v4 }.encode_binary(&mut old);
+        Context { arp: None, ..v4.clone() }.encode_binary(&mut old);
         assert_eq!(old[old.len() - 7], 1);
         let json = r#"{"src_ip":"10.0.0.5","dst_ip":"10.0.0.9","direction":"outbound","arp":"request"}"#;
         let c: Context = serde_json::from_str(json).unwrap();
         assert!(c.is_arp_request() && serde_json::to_string(&c).unwrap().contains(r#""arp":"request""#));
         let gratuitous = Context { dst_ip: c.src_ip, ..c };
         assert!(!gratuitous.is_arp_request(), "a gratuitous ARP asks nobody");
+        // A name that is not a DNS name is refused, in either format, saying why.
+        let json = r#"{"dst_ip":"10.0.0.9","peer_name":"evil name; rm -rf"}"#;
+        let e = serde_json::from_str::<Context>(json).unwrap_err().to_string();
+        assert!(e.contains("is not a DNS name"), "{e}");
+        let mut b = Vec::new();
+        Context { peer_name: Some(PeerName::new("ab.cd").unwrap()), ..v4 }.encode_binary(&mut b);
+        let at = b.len() - 3;
+        b[at] = b' ';
+        assert!(Context::decode_binary(&b).unwrap_err().0.contains("is not a DNS name"));
     }
 }

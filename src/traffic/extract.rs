@@ -10,7 +10,8 @@ use crate::data::{Label, Task};
 
 use super::capture::{CaptureError, CaptureReader, Frame};
 use super::devices::{Device, DeviceListError, DeviceMap};
-use super::frame::{frame_macs, Link};
+use super::frame::{frame_macs, udp_payload, Link};
+use super::peer_names::{DeviceNames, PeerName};
 use super::{AfterImage, Packet};
 
 #[derive(Debug, thiserror::Error)]
@@ -41,19 +42,27 @@ pub struct Routed {
     pub by_mac: bool,
     /// The frame's source and destination MACs (as the link type has them).
     pub macs: [Option<u64>; 2],
+    /// Each slot's device's name for its peer, when it looked the peer up
+    /// (`peer_names.rs`; only where devices are told apart by MAC).
+    pub peer_names: [Option<PeerName>; 2],
 }
 
 impl Routed {
     /// The devices given a row, each with the packet's context as that device sees it.
     pub fn per_device(&self) -> impl Iterator<Item = (usize, Context)> + '_ {
-        self.devices.iter().enumerate().filter_map(|(slot, d)| {
-            let mut context = Context::of_packet(&self.packet, slot == 0, self.macs[slot]);
-            if !self.by_mac {
-                context.direction = None;
-                context.device_mac = None;
-            }
-            Some(((*d)?, context))
-        })
+        self.devices.iter().enumerate().filter_map(|(slot, d)| Some(((*d)?, self.context(slot))))
+    }
+
+    /// The packet's context as the device of `slot` sees it.
+    fn context(&self, slot: usize) -> Context {
+        let mut context = Context::of_packet(&self.packet, slot == 0, self.macs[slot]);
+        if self.by_mac {
+            context.peer_name = self.peer_names[slot].clone();
+        } else {
+            context.direction = None;
+            context.device_mac = None;
+        }
+        context
     }
 }
 
@@ -66,6 +75,8 @@ pub struct Counts {
     pub unlisted: u64,
     /// Rows per device.
     pub rows: Vec<u64>,
+    /// DNS answers to a device that matched no query of its own, ignored.
+    pub dns_ignored: u64,
 }
 
 pub struct Extractor {
@@ -73,6 +84,7 @@ pub struct Extractor {
     split: Option<DeviceMap>,
     labels: Option<Vec<Label>>,
     states: Vec<AfterImage>,
+    peer_names: Vec<DeviceNames>,
     row: Vec<f32>,
     pub counts: Counts,
 }
@@ -84,8 +96,9 @@ impl Extractor {
             Devices::Split(map) => (map.devices().iter().map(|d| d.name.clone()).collect(), Some(map)),
         };
         let states = names.iter().map(|_| AfterImage::new()).collect();
+        let peer_names = names.iter().map(|_| DeviceNames::default()).collect();
         let counts = Counts { rows: vec![0; names.len()], ..Counts::default() };
-        Self { names, split, labels, states, row: Vec::new(), counts }
+        Self { names, split, labels, states, peer_names, row: Vec::new(), counts }
     }
 
     pub fn names(&self) -> &[String] {
@@ -93,15 +106,18 @@ impl Extractor {
     }
 
     /// Route by a new device list (a sensor's re-read file). A device listed before
-    /// keeps its statistics (its features go on as if nothing changed), whatever its
-    /// new index; a new one starts afresh; an unlisted one is dropped.
+    /// keeps its statistics and peer names (its records go on as if nothing changed),
+    /// whatever its new index; a new one starts afresh; an unlisted one is dropped.
     pub fn set_devices(&mut self, map: DeviceMap) {
-        let mut old: std::collections::HashMap<String, (AfterImage, u64)> =
-            self.names.drain(..).zip(self.states.drain(..).zip(self.counts.rows.drain(..))).collect();
+        let kept = self.states.drain(..).zip(self.peer_names.drain(..)).zip(self.counts.rows.drain(..));
+        let mut old: std::collections::HashMap<String, ((AfterImage, DeviceNames), u64)> =
+            self.names.drain(..).zip(kept).collect();
         for d in map.devices() {
-            let (state, rows) = old.remove(&d.name).unwrap_or_else(|| (AfterImage::new(), 0));
+            let ((state, names), rows) =
+                old.remove(&d.name).unwrap_or_else(|| ((AfterImage::new(), DeviceNames::default()), 0));
             self.names.push(d.name.clone());
             self.states.push(state);
+            self.peer_names.push(names);
             self.counts.rows.push(rows);
         }
         self.split = Some(map);
@@ -114,6 +130,7 @@ impl Extractor {
         let index = map.add(device)?;
         self.names.push(name);
         self.states.push(AfterImage::new());
+        self.peer_names.push(DeviceNames::default());
         self.counts.rows.push(0);
         Ok(index)
     }
@@ -145,7 +162,32 @@ impl Extractor {
             None => Label::Unlabeled,
         };
         let (src, dst) = frame_macs(frame.link, frame.data);
-        Ok(Some(Routed { packet, label, devices, by_mac: self.split.is_some(), macs: [src, dst] }))
+        let mut routed = Routed {
+            packet,
+            label,
+            devices,
+            by_mac: self.split.is_some(),
+            macs: [src, dst],
+            peer_names: [None, None],
+        };
+        if routed.by_mac {
+            self.name_peers(&mut routed, frame);
+        }
+        Ok(Some(routed))
+    }
+
+    /// Each device's lookups learn from the packet, and name its peer.
+    fn name_peers(&mut self, routed: &mut Routed, frame: &Frame) {
+        let p = &routed.packet;
+        let dns = p.proto == 17 && (p.src_port == 53 || p.dst_port == 53);
+        let udp = if dns { udp_payload(frame.link, frame.data) } else { None };
+        for slot in 0..2 {
+            let Some(d) = routed.devices[slot] else { continue };
+            let names = &mut self.peer_names[d];
+            let ignored = names.ignored;
+            routed.peer_names[slot] = names.observe(&routed.context(slot), p.ts, udp);
+            self.counts.dns_ignored += names.ignored - ignored;
+        }
     }
 
     /// The packet's row for one of its devices, after that device's statistics took it.

@@ -69,6 +69,21 @@ pub fn frame_macs(link: Link, f: &[u8]) -> (Option<u64>, Option<u64>) {
 
 /// The packet fields AfterImage needs, or `None` for a frame too short to carry them.
 pub fn packet_of_frame(link: Link, f: &[u8], ts: f64, len: u32) -> Option<Packet> {
+    packet_and_transport(link, f, ts, len).map(|(p, _)| p)
+}
+
+/// A UDP datagram's payload (as far as the capture kept it), or `None` for a frame that
+/// is not UDP or too short to carry its header.
+pub fn udp_payload(link: Link, f: &[u8]) -> Option<&[u8]> {
+    let (p, l4) = packet_and_transport(link, f, 0.0, 0)?;
+    if p.proto != 17 {
+        return None;
+    }
+    f.get(l4 + 8..)
+}
+
+/// The packet and where its transport header starts.
+fn packet_and_transport(link: Link, f: &[u8], ts: f64, len: u32) -> Option<(Packet, usize)> {
     let (src_mac, dst_mac, ethertype, at) = match link {
         Link::Ethernet => (mac_at(f, 6)?, Some(mac_at(f, 0)?), u16_at(f, 12)?, 14),
         Link::LinuxCooked => (mac_at(f, 6)?, None, u16_at(f, 14)?, 16),
@@ -136,7 +151,7 @@ pub fn packet_of_frame(link: Link, f: &[u8], ts: f64, len: u32) -> Option<Packet
     if proto == 6 {
         p.tcp_flags = f.get(l4 + 13).copied().unwrap_or(0);
     }
-    Some(p)
+    Some((p, l4))
 }
 
 #[cfg(test)]

@@ -432,3 +432,38 @@ fn simulate_feeds_kafka_in_time_order_with_onboarding_labels() {
     assert_eq!(labeled.len(), 3);
     assert!(labeled.values().all(|&n| n == 5), "{labeled:?}");
 }
+
+/// The shared week's camera, extracted as the sensor extracts it (its MAC known): the
+/// records of its uploads name its cloud by the name it looked up, whichever of the
+/// cloud's addresses (four /16s) answered, and nothing else is named that.
+#[test]
+fn a_real_cameras_cloud_is_named_by_its_own_lookups_across_its_addresses() {
+    use metapu::traffic::context::Direction;
+    use metapu::traffic::devices::Device;
+    use metapu::traffic::extract::labeled_device_task;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/pcap/week");
+    let pcap = dir.join("blink-cam-01.pcap");
+    let mac = std::fs::read_to_string(dir.join("blink-cam-01.mac")).unwrap();
+    let mut reader = CaptureReader::open(&pcap).unwrap();
+    let mut packets = 0;
+    while reader.next_frame().unwrap().is_some() {
+        packets += 1;
+    }
+    let device = Device { name: "cam".into(), mac: parse_mac(mac.trim()).unwrap() };
+    let (_, _, contexts) = labeled_device_task(&pcap, device, vec![Label::Positive; packets]).unwrap();
+    let uploads: Vec<_> =
+        contexts.iter().filter(|c| c.proto == 6 && c.direction == Some(Direction::Outbound)).collect();
+    let named: Vec<_> = uploads.iter().filter(|c| c.peer_name.is_some()).collect();
+    let mut by_name: std::collections::BTreeMap<String, std::collections::BTreeSet<[u8; 2]>> =
+        Default::default();
+    for c in &named {
+        let Some(std::net::IpAddr::V4(peer)) = c.dst_ip else { continue };
+        let prefix = [peer.octets()[0], peer.octets()[1]];
+        by_name.entry(c.peer_name.as_ref().unwrap().to_string()).or_default().insert(prefix);
+    }
+    eprintln!("{} of {} outbound TCP records named: {by_name:?}", named.len(), uploads.len());
+    let cloud = by_name.iter().max_by_key(|(_, prefixes)| prefixes.len()).expect("a name");
+    assert!(cloud.0.ends_with("immedia-semi.com"), "{by_name:?}");
+    assert!(cloud.1.len() >= 4, "one name over four /16s: {by_name:?}");
+    assert!(named.len() * 10 >= uploads.len() * 9, "{} of {} named", named.len(), uploads.len());
+}

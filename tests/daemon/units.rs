@@ -161,6 +161,7 @@ fn records_carry_packet_context_in_both_formats() {
         direction: Some(Direction::Outbound),
         device_mac: Some(metapu::traffic::context::Mac(0x0011_2233_4455)),
         arp: None,
+        peer_name: Some(metapu::traffic::peer_names::PeerName::new("cloud.example.com").unwrap()),
     };
     let json = encode_with_context("d1", 1.5, &[1.0, -2.5], false, Some(&ctx));
     let bin = encode_binary("d1", 1.5, &[1.0, -2.5], false, Some(&ctx));
@@ -183,9 +184,13 @@ fn records_carry_packet_context_in_both_formats() {
         r#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"src_ip": "10.0.0.300"}}"#,
         r#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"direction": "sideways"}}"#,
         r#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"device_mac": "00:11:22"}}"#,
+        r#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"peer_name": "a b.com"}}"#,
     ] {
         assert_eq!(decode(None, bad.as_bytes(), 2, 1024).unwrap_err().kind(), "malformed", "{bad}");
     }
+    let bad_name = br#"{"device": "d1", "ts": 1, "features": [1, 2], "context": {"peer_name": "a b.com"}}"#;
+    let why = decode(None, bad_name, 2, 1024).unwrap_err().to_string();
+    assert!(why.contains(r#"peer name "a b.com" is not a DNS name"#), "{why}");
     let mut cut = bin.clone();
     cut.truncate(bin.len() - 3);
     assert!(decode(None, &cut, 2, 1024).unwrap_err().to_string().contains("ends inside the context"));

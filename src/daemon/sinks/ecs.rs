@@ -143,6 +143,7 @@ fn network_fields(
 ) {
     let device_ip = t.device_ip.map(|ip| ip.to_string());
     let peer = t.top_peers.first().map(|p| p.value.clone());
+    let peer_domain = t.top_peers.first().and_then(|p| p.name.clone());
     let port: Option<u16> =
         t.top_ports.first().and_then(|p| p.value.split('/').next().and_then(|n| n.parse().ok()));
     let outbound = t.outbound * 2 >= t.packets;
@@ -157,12 +158,21 @@ fn network_fields(
         host["mac"] = json!([mac.to_string().to_uppercase().replace(':', "-")]);
     }
     related.extend(t.top_peers.iter().map(|p| p.value.clone()));
+    let mut source = Map::new();
     if let Some(ip) = source_ip {
-        doc.insert("source".into(), json!({ "ip": ip }));
+        source.insert("ip".into(), json!(ip));
     }
     let mut destination = Map::new();
     if let Some(ip) = destination_ip {
         destination.insert("ip".into(), json!(ip));
+    }
+    // The peer's name, on the peer's side (the device looked it up; ECS `*.domain`).
+    if let Some(domain) = peer_domain {
+        let peer_side = if outbound { &mut destination } else { &mut source };
+        peer_side.insert("domain".into(), json!(domain));
+    }
+    if !source.is_empty() {
+        doc.insert("source".into(), Value::Object(source));
     }
     if let Some(port) = port {
         destination.insert("port".into(), json!(port));
@@ -230,6 +240,20 @@ mod tests {
         assert_eq!(at("/related/ip").as_array().map(Vec::len), Some(6), "the device and its top 5 peers");
         assert_eq!(at("/metapu/event"), "opened");
         assert!(at("/message").as_str().unwrap().starts_with("device cam sent 254 TCP SYN packets"), "{doc}");
+    }
+
+    /// Uploads to a cloud the device looked up: its name is the destination's domain.
+    #[test]
+    fn a_named_peer_is_the_destination_domain() {
+        let mut incident = Incident::sample(30, 20);
+        let (mut c, at) = syn_to(9, 1_500_000_000.0);
+        c.peer_name = Some(crate::traffic::peer_names::PeerName::new("VS-cam.example.com").unwrap());
+        incident.traffic.add(&c, at);
+        let report = IncidentReport::of("cam", &incident, None, "5d2c0f1e9a7b", Vec::new(), 1.7e9);
+        let doc = document(&IncidentEvent::Opened(report));
+        assert_eq!(doc.pointer("/destination/domain"), Some(&json!("vs-cam.example.com")), "{doc}");
+        assert_eq!(doc.pointer("/destination/ip"), Some(&json!("10.0.0.9")));
+        assert_eq!(doc.pointer("/source/domain"), None);
     }
 
     /// A reopened incident starts again for a SIEM, under the same id.
