@@ -101,9 +101,10 @@ week-results: build | $(RUNS)
 	$(LAB) week --captures $(WEEK)/attacked --model $(IOT_MODEL) --out $(WEEK)/attacked-analyst --analyst
 	$(LAB) week --captures $(WEEK)/repeated --model $(IOT_MODEL) --out $(WEEK)/repeated-out
 	$(LAB) week --captures $(WEEK)/repeated --model $(IOT_MODEL) --out $(WEEK)/repeated-confirmed --confirm-attacks
+	$(LAB) week --captures $(WEEK)/first-hour --model $(IOT_MODEL) --out $(WEEK)/first-hour-out
 	python3 scripts/week-results.py $(WEEK)/clean-out/week.json $(WEEK)/attacked-out/week.json \
 	  $(WEEK)/clean-analyst/week.json $(WEEK)/attacked-analyst/week.json \
-	  $(WEEK)/repeated-out/week.json $(WEEK)/repeated-confirmed/week.json
+	  $(WEEK)/repeated-out/week.json $(WEEK)/repeated-confirmed/week.json $(WEEK)/first-hour-out/week.json
 
 # Device kinds (scripts/kinds-results.sh): a camera fleet of one kind and IoT Sentinel's
 # pairs of one model, without and with the kind; needs week-results' inputs (1 min).

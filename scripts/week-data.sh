@@ -6,14 +6,30 @@
 # 1 s each). OUT/repeated: each of those and two simulated attacks written as the wire
 # has them (an ARP sweep of the LAN, an SSH password guesser: issue #75) merged twice,
 # at a quarter and again 3 days later, and at half and again 1 hour later: what the
-# daemon learned of an unanswered first wave may not hide the second. Writes NAME.pcap,
+# daemon learned of an unanswered first wave may not hide the second. OUT/first-hour:
+# each of the five attacks merged 1, 10 and 30 min after the capture's first packet (the
+# device's onboarding: its first records), inside its learning period. Writes NAME.pcap,
 # NAME.mac (and NAME.labels.csv for the attacked ones).
 # Usage: scripts/week-data.sh OUT   (METAPU and PCAP may point elsewhere)
 set -euo pipefail
 out=${1:?usage: scripts/week-data.sh OUT}
 metapu=${METAPU:-target/release/metapu}
 pcap=${PCAP:-../shared/data/pcap}
-mkdir -p "$out/clean" "$out/attacked" "$out/repeated" "$out/attacks"
+mkdir -p "$out/clean" "$out/attacked" "$out/repeated" "$out/first-hour" "$out/attacks"
+
+# A classic pcap's first packet time (Unix seconds).
+first_packet() {
+  python3 - "$1" <<'PY'
+import struct, sys
+head = open(sys.argv[1], "rb").read(32)
+order = {b"\xd4\xc3\xb2\xa1": ("<", 1e6), b"\xa1\xb2\xc3\xd4": (">", 1e6),
+         b"\x4d\x3c\xb2\xa1": ("<", 1e9), b"\xa1\xb2\x3c\x4d": (">", 1e9)}.get(head[:4])
+if order is None or len(head) < 32:
+    sys.exit(f"{sys.argv[1]}: not a classic pcap with a packet")
+sec, frac = struct.unpack(order[0] + "II", head[24:32])
+print(f"{sec + frac / order[1]:.6f}")
+PY
+}
 
 attacks=(
   "syn-scan=$pcap/ndpi/synscan.pcap"
@@ -45,6 +61,17 @@ for capture in "$pcap"/week/*.pcap; do
       echo "$mac" >"$out/attacked/$name.mac"
     done
   done
+  start_ts=$(first_packet "$capture")
+  for a in "${attacks[@]}"; do
+    kind=${a%%=*} file=${a#*=}
+    for minutes in 1 10 30; do
+      name=$device.$kind.after${minutes}min
+      at=$(python3 -c "print($start_ts + 60 * $minutes)")
+      "$metapu" datasets infect --benign "$capture" --device-mac "$mac" --attack "$file" --start-at "$at" \
+        --out "$out/first-hour/$name.pcap" >/dev/null
+      echo "$mac" >"$out/first-hour/$name.mac"
+    done
+  done
   for a in "${repeated[@]}"; do
     kind=${a%%=*} file=${a#*=}
     for waves in 0.25=259200=3d 0.5=3600=1h; do
@@ -56,4 +83,4 @@ for capture in "$pcap"/week/*.pcap; do
     done
   done
 done
-echo "week-data: $(ls "$out"/clean/*.pcap | wc -l) clean weeks, $(ls "$out"/attacked/*.pcap | wc -l) with an attack, $(ls "$out"/repeated/*.pcap | wc -l) with one repeated, in $out"
+echo "week-data: $(ls "$out"/clean/*.pcap | wc -l) clean weeks, $(ls "$out"/attacked/*.pcap | wc -l) with an attack, $(ls "$out"/repeated/*.pcap | wc -l) with one repeated, $(ls "$out"/first-hour/*.pcap | wc -l) in the first hour, in $out"

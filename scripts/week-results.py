@@ -5,19 +5,21 @@ the alert rate per day since onboarding, and for every attack merged in whether 
 an incident of its own.
 
     scripts/week-results.py CLEAN/week.json ATTACKED/week.json [CLEAN_ANALYST/week.json ATTACKED_ANALYST/week.json
-                            [REPEATED/week.json REPEATED_CONFIRMED/week.json]]
+                            [REPEATED/week.json REPEATED_CONFIRMED/week.json [FIRST_HOUR/week.json]]]
 
 With the analyst's runs (`metapu-lab week --analyst`: every false incident dismissed as
 it closes), their tables follow under "With an analyst"; with the repeated attacks' runs
 (scripts/week-data.sh's OUT/repeated: nobody answering, and every attack incident
-answered `confirmed` as it closes), what each wave got.
+answered `confirmed` as it closes), what each wave got; with the first hour's
+(OUT/first-hour: each attack 1, 10 and 30 min after onboarding), what each got.
 """
 import json
 import sys
 from collections import defaultdict
 
 
-def main(clean_path, attacked_path, clean_analyst=None, attacked_analyst=None, repeated=None, confirmed=None):
+def main(clean_path, attacked_path, clean_analyst=None, attacked_analyst=None, repeated=None, confirmed=None,
+         first_hour=None):
     tables(json.load(open(clean_path)), json.load(open(attacked_path)), "")
     if clean_analyst and attacked_analyst:
         print("\n## With an analyst\n")
@@ -28,6 +30,9 @@ def main(clean_path, attacked_path, clean_analyst=None, attacked_analyst=None, r
         if confirmed:
             print()
             waves(json.load(open(confirmed)), "the first wave's incidents answered `confirmed` as they close")
+    if first_hour:
+        print("\n## Attacks in a device's first hour\n")
+        early(json.load(open(first_hour)))
 
 
 OUTCOMES = ["own", "look", "news", "reopened", "inside", "suppressed", "none"]
@@ -50,6 +55,33 @@ def waves(weeks, who):
         alerted = "; ".join(" / ".join(f"{v['alerted']}" for v in w["waves"]) + f" of {w['waves'][0]['records']}" for w in ws)
         print(f"| {attack} | {apart} | {len(ws)} | {cell(0)} | {cell(1)} | {raised} of {len(ws)} | {alerted} |")
     print(f"| **all** | | {total} | | | {raised_all} of {total} | |")
+
+
+def early(weeks):
+    """Per attack, what each got when merged 1, 10 and 30 min after onboarding."""
+    def outcome(w):
+        if w.get("attack_reopened"):
+            return "reopened"
+        if w["open_at_attack"]:
+            return "news" if w.get("attack_news") is not None else "inside"
+        if w["first_incident"] is None:
+            return "none"
+        return "look" if w.get("looks_after") else "own"
+    print("| attack | after onboarding | devices | raised as (own, look, news, reopened, inside, none) | attack records to its incident (per device) |")
+    print("|---|---|---|---|---|")
+    groups = defaultdict(list)
+    for w in weeks:
+        attack, after = w["capture"].split(".", 1)[1].rsplit(".after", 1)
+        groups[(attack, int(after.removesuffix("min")))].append(w)
+    raised = total = 0
+    for (attack, after), ws in sorted(groups.items()):
+        got = [outcome(w) for w in ws]
+        cell = ", ".join(f"{o} {got.count(o)}" for o in ["own", "look", "news", "reopened", "inside", "none"] if o in got)
+        raised += sum(o in ("own", "look", "news", "reopened") for o in got)
+        total += len(ws)
+        firsts = " ".join(str(w["first_incident"]) if w["first_incident"] is not None else "–" for w in ws)
+        print(f"| {attack} | {after} min | {len(ws)} | {cell} | {firsts} |")
+    print(f"| **all** | | {total} | {raised} of {total} raised | |")
 
 
 def tables(clean, attacked, suffix):
@@ -104,4 +136,4 @@ def tables(clean, attacked, suffix):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:7])
+    main(*sys.argv[1:8])

@@ -164,6 +164,7 @@ async fn the_daemon_on_the_broker_and_the_lab_open_the_same_incidents_over_the_s
     cfg.model.features = 115;
     let defaults = daemon::config::DaemonConfig::defaults();
     (cfg.adaptation, cfg.scoring) = (defaults.adaptation, defaults.scoring);
+    cfg.incidents.learning_period_s = defaults.incidents.learning_period_s;
     let labeled = 10;
     let lab = stream::run(
         file::load(&model_path, tch::Device::Cpu).unwrap(),

@@ -102,6 +102,10 @@ pub struct IncidentsConfig {
     /// What the daemon learned so holds this long after its last return (seconds, device
     /// time; never longer than `remember_dismissed_s`). 0 = nothing is learned.
     pub learned_for_s: u64,
+    /// A new device's learning period (seconds of its time from its first record the
+    /// model judged): a model-raised incident without an attack's footprint is held and
+    /// learned, not raised; a footprint or the fan-out look raises as ever. 0 = none.
+    pub learning_period_s: u64,
     /// The fan-out look (`fanout.rs`): within `scan_window_s` of a device's time,
     /// unanswered attempts to `scan_hosts` hosts on one service, to `scan_ports` ports
     /// of one host, or `flood_packets` to one new host raise an incident. 0 = off.
@@ -304,6 +308,7 @@ impl DaemonConfig {
                 volume_factor: i.dismissed_volume_factor,
                 learn_quiet: i.learn_quiet_closes,
                 learned_ms: i.learned_for_s.saturating_mul(1000),
+                learning_ms: i.learning_period_s.saturating_mul(1000),
             },
             fan_out: crate::monitor::fanout::FanOutRules {
                 window_ms: i.scan_window_s.saturating_mul(1000),

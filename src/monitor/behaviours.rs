@@ -40,11 +40,17 @@ pub struct MemoryRules {
     /// What the daemon learned holds this long after it was last seen (device time): a
     /// return it suppresses renews it; a behaviour that stops coming back lapses.
     pub learned_ms: u64,
+    /// A new device's learning period (device time from its first record the model
+    /// judged): an incident the model raises in it is held and, if it closes quietly,
+    /// learned, unless it shows an attack's footprint (`footprint.rs`), which raises it.
+    /// The fan-out look raises as ever. 0 = none.
+    pub learning_ms: u64,
 }
 
 impl MemoryRules {
     /// Nothing remembered (tests of other parts).
-    pub const OFF: Self = Self { remember_ms: 0, volume_factor: 3.0, learn_quiet: false, learned_ms: 0 };
+    pub const OFF: Self =
+        Self { remember_ms: 0, volume_factor: 3.0, learn_quiet: false, learned_ms: 0, learning_ms: 0 };
 
     /// How long a dismissal holds, seconds: a verdict's `remember_ms` after it was
     /// given; what the daemon learned `learned_ms` after it was last seen, never longer.
@@ -523,8 +529,13 @@ mod tests {
         }
         assert_eq!(m.len(), MAX_REMEMBERED);
         assert!(m.find("i0").is_none() && m.find("i3").is_some());
-        let rules =
-            MemoryRules { remember_ms: 10_000, volume_factor: 3.0, learn_quiet: false, learned_ms: 0 };
+        let rules = MemoryRules {
+            remember_ms: 10_000,
+            volume_factor: 3.0,
+            learn_quiet: false,
+            learned_ms: 0,
+            learning_ms: 0,
+        };
         let upload = packet("52.1.2.3", 443, 10);
         let seen = m.recognise(Some(&upload), &[], &rules, 40.0).map(|b| b.dismissal.incident_id.clone());
         assert_eq!(seen.as_deref(), Some(format!("i{}", MAX_REMEMBERED + 2).as_str()));
@@ -537,8 +548,13 @@ mod tests {
     /// than a verdict would; seen again, it is renewed.
     #[test]
     fn a_learned_behaviour_lapses_unless_seen_again() {
-        let rules =
-            MemoryRules { remember_ms: 100_000, volume_factor: 3.0, learn_quiet: true, learned_ms: 10_000 };
+        let rules = MemoryRules {
+            remember_ms: 100_000,
+            volume_factor: 3.0,
+            learn_quiet: true,
+            learned_ms: 10_000,
+            learning_ms: 0,
+        };
         let mut m = Memory::default();
         let mut b = upload();
         b.dismissal.learned = true;

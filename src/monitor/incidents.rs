@@ -263,6 +263,9 @@ pub struct Decision<'a> {
     pub source: &'a Source,
     pub features: &'a [f32],
     pub context: Option<&'a Context>,
+    /// The model judged it (it was not labeled normal or taken as normal): the first
+    /// such record starts the device's learning period.
+    pub judged: bool,
 }
 
 impl<'a> Decision<'a> {
@@ -286,6 +289,7 @@ impl<'a> Decision<'a> {
             source,
             features: &record.features,
             context: record.context.as_ref(),
+            judged: !record.known_normal && !taken_as_normal,
         }
     }
 }
@@ -314,7 +318,19 @@ pub struct IncidentTracker {
     /// incident's footprint is judged against.
     #[serde(default)]
     pub history: History,
+    /// Unix seconds (device time) at which the device's learning period ends
+    /// (`MemoryRules::learning_ms`); `None` until the model judges its first record. A
+    /// snapshot from before learning periods reads as long over.
+    #[serde(default = "learning_long_over")]
+    pub learning_until: Option<f64>,
 }
+
+fn learning_long_over() -> Option<f64> {
+    Some(0.0)
+}
+
+/// The note of what a device's learning period holds and learns.
+pub const LEARNING_NOTE: &str = "the device's learning period";
 
 pub fn incident_id(device: &str, source: &Source) -> String {
     let text = format!("{device}\u{0}{}\u{0}{}\u{0}{}", source.topic, source.partition, source.offset);
@@ -338,6 +354,9 @@ impl IncidentTracker {
             return None; // redelivered: already counted
         }
         self.last_seen = Some(here);
+        if d.judged && self.learning_until.is_none() {
+            self.learning_until = Some(now_unix + rules.memory.learning_ms as f64 / 1000.0);
+        }
         let finding = d.context.and_then(|c| self.fan_out.observe(c, d.ts, d.source, &rules.fan_out));
         // Attempts after a finding are the look's anomalies, whatever the model said.
         let mut d = d;
@@ -440,11 +459,32 @@ impl IncidentTracker {
                 // Seen again: it holds on, and the suppression says until when.
                 incident.suppressed = self.memory.renew(&id, m, now_unix).cloned();
             }
+            // Only what carries its packets is held: without them no footprint can show.
+            let judgeable = incident.traffic.packets > 0;
+            if incident.suppressed.is_none() && incident.footprint.is_none() && judgeable && m.learned_ms > 0
+            {
+                incident.suppressed = self.learning_hold(&incident.id, now_unix);
+            }
         }
         self.open = Some(incident.clone());
         Some(match incident.suppressed {
             Some(_) => Transition::Suppressed(incident),
             None => Transition::Opened(incident),
+        })
+    }
+
+    /// In the device's learning period at `now_unix`: the hold for an incident it opens
+    /// (a dismissal by the daemon of the incident itself, until the period ends).
+    fn learning_hold(&self, incident_id: &str, now_unix: f64) -> Option<Dismissal> {
+        let until = self.learning_until.filter(|&until| now_unix < until)?;
+        Some(Dismissal {
+            incident_id: incident_id.to_string(),
+            by: LEARNED_BY.into(),
+            note: LEARNING_NOTE.into(),
+            at: now_unix,
+            on: None,
+            learned: true,
+            expires_at: Some(until),
         })
     }
 
@@ -465,6 +505,10 @@ impl IncidentTracker {
         let Some(dismissal) = &open.suppressed else { return false };
         let id = &dismissal.incident_id;
         let beyond = match memory.find(id).or_else(|| kind?.find(id)) {
+            // Held by the learning period: raised once it shows what is never learned.
+            None if *id == open.id => open.footprint.as_ref().map(|f| {
+                format!("in the device's learning period, but it shows what is never learned: {}", f.words())
+            }),
             // Only a verdict quiets what an attack leaves.
             Some(_) if dismissal.learned && open.footprint.is_some() => open.footprint.as_ref().map(|f| {
                 format!(
@@ -529,12 +573,15 @@ impl IncidentTracker {
     fn close(&mut self, resolution: Resolution, now_unix: f64) -> Option<Transition> {
         let mut closed = self.open.take()?;
         closed.closed_at = Some(now_unix);
+        // What the learning period held is learned as it closes; its return is judged
+        // against that (a new incident), never reopened unseen.
+        let held = closed.suppressed.as_ref().is_some_and(|d| d.incident_id == closed.id);
         if let Some(d) = &closed.suppressed {
             // Suppressed to its end, never news: the behaviour it was grows to it.
             self.memory.grow(&d.incident_id, &closed.traffic, closed.figures.anomalous);
         }
         self.recent = 0;
-        self.closed_quietly = resolution == Resolution::Quiet;
+        self.closed_quietly = resolution == Resolution::Quiet && !held;
         self.last_closed = Some(closed.clone());
         Some(Transition::Closed(closed, resolution))
     }
@@ -636,19 +683,20 @@ impl IncidentTracker {
             let m = &rules.memory;
             // Nobody said anything and it went away: what the device does now and then,
             // unless it left an attack's footprint. A look's finding is never a
-            // behaviour; a suppressed one is remembered already.
-            if m.learn_quiet
+            // behaviour; a suppressed one is remembered already, unless the learning
+            // period held it.
+            let held = open.suppressed.as_ref().is_some_and(|d| d.incident_id == open.id);
+            if (held || (m.learn_quiet && open.suppressed.is_none()))
                 && m.remember_ms > 0
                 && m.learned_ms > 0
                 && open.look.is_none()
                 && open.footprint.is_none()
-                && open.suppressed.is_none()
                 && open.feedback.is_empty()
             {
                 let mut dismissal = Dismissal {
                     incident_id: open.id.clone(),
                     by: LEARNED_BY.into(),
-                    note: "closed quietly without a verdict".into(),
+                    note: if held { LEARNING_NOTE } else { "closed quietly without a verdict" }.into(),
                     at: closed_at,
                     on: None,
                     learned: true,
@@ -711,6 +759,7 @@ mod tests {
                 source: &s,
                 features: &[1.0, 2.0],
                 context: None,
+                judged: true,
             };
             out.extend(t.observe("cam", d, &RULES, None, offset as u64 * 100, 0.0));
         }
@@ -815,6 +864,7 @@ mod tests {
                 source: &s,
                 features: &features,
                 context: None,
+                judged: true,
             };
             out.extend(t.observe("cam", d, rules, None, offset as u64 * 100, now_unix));
         }
@@ -911,6 +961,7 @@ mod tests {
                 source: &s,
                 features: &[1.0, 2.0],
                 context: Some(c),
+                judged: true,
             };
             out.extend(t.observe("cam", d, rules, None, (now * 1000.0) as u64, now));
         }
@@ -975,6 +1026,7 @@ mod tests {
             volume_factor: 3.0,
             learn_quiet: true,
             learned_ms: 200_000_000,
+            learning_ms: 0,
         };
         let rules = IncidentRules { memory, keep_records: 2, ..RULES };
         let upload = packet("52.1.2.3", 443, 1_000);
@@ -1040,8 +1092,13 @@ mod tests {
 
     /// What analysts dismiss is remembered; nothing is learned without them.
     fn remembering() -> IncidentRules {
-        let memory =
-            MemoryRules { remember_ms: 200_000_000, volume_factor: 3.0, learn_quiet: false, learned_ms: 0 };
+        let memory = MemoryRules {
+            remember_ms: 200_000_000,
+            volume_factor: 3.0,
+            learn_quiet: false,
+            learned_ms: 0,
+            learning_ms: 0,
+        };
         IncidentRules { memory, keep_records: 2, ..RULES }
     }
 
@@ -1052,8 +1109,77 @@ mod tests {
             volume_factor: 3.0,
             learn_quiet: true,
             learned_ms: 86_400_000,
+            learning_ms: 0,
         };
         IncidentRules { memory, keep_records: 2, ..RULES }
+    }
+
+    /// A new device's first hour: what the model raises is held and learned as it
+    /// closes; a return after the hour is suppressed as learned; a scan in the hour is
+    /// raised at the record that makes it one; after the hour the model raises again.
+    #[test]
+    fn the_learning_period_holds_and_learns_but_never_an_attacks_footprint() {
+        let rules = IncidentRules {
+            memory: MemoryRules { learning_ms: 3_600_000, ..learning().memory },
+            ..learning()
+        };
+        let upload = packet("52.1.2.3", 443, 1_000);
+        let mut t = IncidentTracker::default();
+        let held = feed_packets(&mut t, &rules, &upload, 10, 0, 1_000.0);
+        let [Transition::Suppressed(i)] = held.as_slice() else { panic!("{held:?}") };
+        let hold = i.suppressed.as_ref().unwrap();
+        assert_eq!(
+            (hold.incident_id.as_str(), hold.by.as_str(), hold.note.as_str()),
+            (i.id.as_str(), LEARNED_BY, LEARNING_NOTE)
+        );
+        assert_eq!(hold.expires_at, Some(4_600.0), "the hour from the first judged record");
+        let Some(Transition::Closed(c, Resolution::Quiet)) = t.tick(&rules, 2, 1_100_000, 1_100.0) else {
+            panic!()
+        };
+        assert!(c.learned && t.memory.find(&c.id).is_some_and(|b| b.dismissal.note == LEARNING_NOTE));
+        // Its return hours later, the hour long over: suppressed as what was learned.
+        let back = feed_packets(&mut t, &rules, &upload, 10, 100, 50_000.0);
+        let [Transition::Suppressed(s)] = back.as_slice() else { panic!("{back:?}") };
+        assert_eq!(s.suppressed.as_ref().map(|d| d.incident_id.as_str()), Some(c.id.as_str()));
+        // A scan of the internet in the hour (a local host would be a footprint at
+        // once), its first packets held: raised at its eighth host.
+        let mut t = IncidentTracker::default();
+        let mut out = Vec::new();
+        for h in 1..=12u8 {
+            let (c, at) =
+                (Context::outbound(&format!("52.9.9.{h}"), 23, 6, 0x02, 60), 1_000.0 + f64::from(h));
+            let s = source(i64::from(h));
+            let d = Decision {
+                anomalous: true,
+                posterior: 0.1,
+                prior: 0.7,
+                ts: at,
+                source: &s,
+                features: &[1.0, 2.0],
+                context: Some(&c),
+                judged: true,
+            };
+            out.extend(t.observe("cam", d, &rules, None, (at * 1000.0) as u64, at));
+        }
+        let [Transition::Suppressed(_), Transition::Opened(news)] = out.as_slice() else { panic!("{out:?}") };
+        let why = &news.news.as_ref().unwrap().why;
+        assert!(
+            why.starts_with("in the device's learning period, but it shows what is never learned: a scan"),
+            "{why}"
+        );
+        // After the hour, the model's incident is raised.
+        let mut t = IncidentTracker::default();
+        feed_packets(&mut t, &rules, &packet("52.1.2.3", 80, 60), 1, 0, 1_000.0);
+        let later = feed_packets(&mut t, &rules, &upload, 10, 10, 5_000.0);
+        assert!(matches!(later.as_slice(), [Transition::Opened(_)]), "{later:?}");
+        // A snapshot from before learning periods: long over.
+        let old: IncidentTracker = serde_json::from_str(
+            &serde_json::to_string(&IncidentTracker::default())
+                .unwrap()
+                .replace(r#","learning_until":null"#, ""),
+        )
+        .unwrap();
+        assert_eq!(old.learning_until, Some(0.0));
     }
 
     /// Closed quietly at `at` (device seconds) of the tracker's open incident.
@@ -1096,6 +1222,7 @@ mod tests {
                     source: &s,
                     features: &[1.0, 2.0],
                     context: Some(&gateway),
+                    judged: true,
                 };
                 t.observe("cam", d, &rules, None, 500_000, 500.0);
             }

@@ -265,6 +265,12 @@ impl IncidentReport {
         }
         let raised = i.look.as_ref().map(|f| format!("; raised by the {}", f.why)).unwrap_or_default();
         let known = match (&i.suppressed, &i.news) {
+            (Some(d), _) if d.incident_id == i.id => format!(
+                "; held in the device's learning period{}: learned if it closes quietly, raised if it \
+                 shows what is never learned (a scan, repeated attempts, a new local peer or \
+                 served port, high severity)",
+                d.expires_at.map(|t| format!(" (until {})", iso8601(t))).unwrap_or_default()
+            ),
             (Some(d), _) if d.learned => format!(
                 "; suppressed: the behaviour of incident {}, which closed quietly without a verdict \
                  (learned{} unless seen again)",
@@ -282,6 +288,11 @@ impl IncidentReport {
             (None, None) => String::new(),
         };
         let learned = match (&i.footprint, resolution) {
+            _ if i.learned && i.suppressed.as_ref().is_some_and(|d| d.incident_id == i.id) => {
+                "; closed quietly in the device's learning period: its behaviour is remembered and \
+                 its returns are suppressed (a confirmed verdict undoes it)"
+                    .to_string()
+            }
             _ if i.learned => {
                 "; closed quietly without a verdict: its behaviour is remembered and its returns \
                                are suppressed (a confirmed verdict undoes it)"

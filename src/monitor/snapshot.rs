@@ -431,6 +431,7 @@ mod tests {
             source: &Source { topic: "in".into(), partition: 3, offset: 40 },
             features: &[1.0, 2.0],
             context: None,
+            judged: true,
         };
         assert!(with_incident.incidents.observe("a", d, &rules, None, 0, 1.5e9).is_some());
         assert_eq!(Snapshot::decode(&with_incident.encode()).unwrap(), with_incident);
@@ -449,6 +450,7 @@ mod tests {
             volume_factor: 3.0,
             learn_quiet: false,
             learned_ms: 0,
+            learning_ms: 0,
         };
         remembered.incidents.feedback(&fb, 1.5e9, 60, &memory, 2).expect("dismissed");
         assert_eq!(remembered.incidents.memory.len(), 1);

@@ -40,6 +40,8 @@ impl Core {
             reopen_ms: 0,
             ..cfg.incident_rules()
         };
+        // Its devices raise within seconds of onboarding (support::daemon_config's reason).
+        settings.incidents.memory.learning_ms = 0;
         settings.outputs = RecordOutputs { scores: true, alerts: false };
         settings.trust_input_labels = true;
         Self {

@@ -315,6 +315,10 @@ pub fn daemon_config(bootstrap: &str, tag: &str) -> DaemonConfig {
     cfg.state.snapshot_interval_s = 1;
     // The tests' producers label known-normal records on the input topic.
     cfg.windows.trust_input_labels = true;
+    // The tests' devices raise within seconds of their onboarding; a new device's
+    // learning period would hold that. The shared week's daemon-equals-lab test and the
+    // unit tests (monitor/incidents.rs) run it as deployed.
+    cfg.incidents.learning_period_s = 0;
     cfg
 }
 

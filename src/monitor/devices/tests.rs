@@ -64,7 +64,13 @@ fn a_verdict_marks_the_device_for_its_next_snapshot() {
         by: "ana".into(),
         note: String::new(),
     };
-    let memory = MemoryRules { remember_ms: 1_000, volume_factor: 3.0, learn_quiet: false, learned_ms: 0 };
+    let memory = MemoryRules {
+        remember_ms: 1_000,
+        volume_factor: 3.0,
+        learn_quiet: false,
+        learned_ms: 0,
+        learning_ms: 0,
+    };
     t.apply_feedback(&fb, 1.0, 60, &memory).expect("dismissed");
     let d = t.get("cam").unwrap();
     assert!(d.unsnapshotted && d.incidents.memory.len() == 1);
@@ -240,6 +246,7 @@ fn onboarding_takes_a_span_of_records_and_ends_on_time() {
         source: &at(0, 6),
         features: &[6.0],
         context: None,
+        judged: true,
     };
     assert!(t.observe_decision("cam", d, &rules, Now::service(0)).is_none(), "no incident while onboarding");
     t.set_time(now + 10.0);
@@ -297,6 +304,7 @@ fn open_incident(t: &mut DeviceTable, id: &str) {
         source: &source,
         features: &[0.0],
         context: None,
+        judged: true,
     };
     t.get_mut(id).unwrap().incidents.observe(id, d, &rules, None, 0, 0.0).expect("opened");
     assert!(t.get(id).unwrap().incidents.open.is_some());
