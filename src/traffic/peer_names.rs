@@ -244,14 +244,14 @@ mod tests {
     const CAMERA: &str = "10.0.0.5";
     const RESOLVER: &str = "10.0.0.1";
 
+    /// An A question for `name`.
+    fn a_question(name: &str) -> Question<'_> {
+        Question::new(Name::new_unchecked(name), QTYPE::TYPE(TYPE::A), QCLASS::CLASS(CLASS::IN), false)
+    }
+
     fn query(id: u16, name: &str) -> Vec<u8> {
         let mut p = Packet::new_query(id);
-        p.questions.push(Question::new(
-            Name::new_unchecked(name),
-            QTYPE::TYPE(TYPE::A),
-            QCLASS::CLASS(CLASS::IN),
-            false,
-        ));
+        p.questions.push(a_question(name));
         p.build_bytes_vec().unwrap()
     }
 
@@ -259,12 +259,7 @@ mod tests {
     /// name.
     fn answer(id: u16, asked: &str, alias: Option<&str>, addresses: &[&str]) -> Vec<u8> {
         let mut p = Packet::new_reply(id);
-        p.questions.push(Question::new(
-            Name::new_unchecked(asked),
-            QTYPE::TYPE(TYPE::A),
-            QCLASS::CLASS(CLASS::IN),
-            false,
-        ));
+        p.questions.push(a_question(asked));
         let owner = alias.unwrap_or(asked);
         for a in addresses {
             let ip: std::net::Ipv4Addr = a.parse().unwrap();
