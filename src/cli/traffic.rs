@@ -143,7 +143,7 @@ pub fn extract(a: ExtractArgs) -> anyhow::Result<()> {
                 w.write_record(row.iter().map(|v| v.to_string()))?;
             }
             if let Some(feed) = &feed {
-                feed.send(&names[d], &a.format.encode(&names[d], packet.ts, row, false, Some(&context)))?;
+                feed.send(&names[d], &a.format.encode(&names[d], packet.ts, row, false, Some(context)))?;
             }
         }
     }

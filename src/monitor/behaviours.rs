@@ -1,11 +1,11 @@
 //! What analysts dismissed, remembered by what it was: each false-positive verdict
 //! leaves the incident's behaviour with the device — the peers it talked to (by address
-//! and by the name the device looked them up by), the service ports, the transports, the directions, how many bytes — and a later incident
-//! of the same behaviour is recorded as suppressed instead of reaching the analyst as
-//! new (Zeek's notice suppression and Suricata's `suppress` by address, with the rule
-//! learned from one verdict instead of written by hand). Bounded: it expires, and a
-//! record outside the behaviour (a new peer, port, transport or direction) or far more
-//! bytes than it had is news again. Where records carry no packet context, the
+//! and by the name the device looked them up by), the service ports, the transports, the
+//! directions, how many bytes — and a later incident of the same behaviour is recorded
+//! as suppressed instead of reaching the analyst as new (Zeek's notice suppression and
+//! Suricata's `suppress` by address, with the rule learned from one verdict instead of
+//! written by hand). Bounded: it expires, and a record outside the behaviour (a new peer,
+//! port, transport or direction) or far more bytes than it had is news again. Where records carry no packet context, the
 //! incident's feature rows stand in (a box around them in log space). Pure: times come in.
 
 use std::collections::BTreeSet;
@@ -342,7 +342,7 @@ impl Memory {
     /// `learned_ms` from now (a verdict's dismissal holds as it was given). The
     /// dismissal as it now stands.
     pub fn renew(&mut self, incident_id: &str, rules: &MemoryRules, now_unix: f64) -> Option<&Dismissal> {
-        let b = self.behaviours.iter_mut().find(|b| b.dismissal.incident_id == incident_id)?;
+        let b = self.find_mut(incident_id)?;
         if b.dismissal.learned {
             let until = now_unix + rules.hold_s(true);
             b.dismissal.expires_at = Some(b.dismissal.expires(rules).max(until));
@@ -353,7 +353,7 @@ impl Memory {
     /// A return suppressed as what incident `incident_id` left closed: that behaviour
     /// grows to it ([`Behaviour::grow`]).
     pub fn grow(&mut self, incident_id: &str, traffic: &Traffic, anomalous: u64) {
-        if let Some(b) = self.behaviours.iter_mut().find(|b| b.dismissal.incident_id == incident_id) {
+        if let Some(b) = self.find_mut(incident_id) {
             b.grow(traffic, anomalous);
         }
     }
@@ -367,6 +367,10 @@ impl Memory {
 
     pub fn find(&self, incident_id: &str) -> Option<&Behaviour> {
         self.behaviours.iter().find(|b| b.dismissal.incident_id == incident_id)
+    }
+
+    fn find_mut(&mut self, incident_id: &str) -> Option<&mut Behaviour> {
+        self.behaviours.iter_mut().find(|b| b.dismissal.incident_id == incident_id)
     }
 
     pub fn len(&self) -> usize {

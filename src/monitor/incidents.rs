@@ -96,6 +96,12 @@ pub struct Incident {
 }
 
 impl Incident {
+    /// Held by the device's learning period: suppressed as itself
+    /// ([`IncidentTracker::learning_hold`]), not as a remembered behaviour.
+    pub fn held(&self) -> bool {
+        self.suppressed.as_ref().is_some_and(|d| d.incident_id == self.id)
+    }
+
     pub fn mean_score(&self) -> f32 {
         (self.score_sum / self.figures.anomalous.max(1) as f64) as f32
     }
@@ -502,11 +508,12 @@ impl IncidentTracker {
         now: (u64, f64),
     ) -> bool {
         let (now_ms, now_unix) = now;
+        let held = open.held();
         let Some(dismissal) = &open.suppressed else { return false };
         let id = &dismissal.incident_id;
         let beyond = match memory.find(id).or_else(|| kind?.find(id)) {
             // Held by the learning period: raised once it shows what is never learned.
-            None if *id == open.id => open.footprint.as_ref().map(|f| {
+            None if held => open.footprint.as_ref().map(|f| {
                 format!("in the device's learning period, but it shows what is never learned: {}", f.words())
             }),
             // Only a verdict quiets what an attack leaves.
@@ -575,7 +582,7 @@ impl IncidentTracker {
         closed.closed_at = Some(now_unix);
         // What the learning period held is learned as it closes; its return is judged
         // against that (a new incident), never reopened unseen.
-        let held = closed.suppressed.as_ref().is_some_and(|d| d.incident_id == closed.id);
+        let held = closed.held();
         if let Some(d) = &closed.suppressed {
             // Suppressed to its end, never news: the behaviour it was grows to it.
             self.memory.grow(&d.incident_id, &closed.traffic, closed.figures.anomalous);
@@ -685,7 +692,7 @@ impl IncidentTracker {
             // unless it left an attack's footprint. A look's finding is never a
             // behaviour; a suppressed one is remembered already, unless the learning
             // period held it.
-            let held = open.suppressed.as_ref().is_some_and(|d| d.incident_id == open.id);
+            let held = open.held();
             if (held || (m.learn_quiet && open.suppressed.is_none()))
                 && m.remember_ms > 0
                 && m.learned_ms > 0

@@ -265,7 +265,7 @@ impl IncidentReport {
         }
         let raised = i.look.as_ref().map(|f| format!("; raised by the {}", f.why)).unwrap_or_default();
         let known = match (&i.suppressed, &i.news) {
-            (Some(d), _) if d.incident_id == i.id => format!(
+            (Some(d), _) if i.held() => format!(
                 "; held in the device's learning period{}: learned if it closes quietly, raised if it \
                  shows what is never learned (a scan, repeated attempts, a new local peer or \
                  served port, high severity)",
@@ -288,7 +288,7 @@ impl IncidentReport {
             (None, None) => String::new(),
         };
         let learned = match (&i.footprint, resolution) {
-            _ if i.learned && i.suppressed.as_ref().is_some_and(|d| d.incident_id == i.id) => {
+            _ if i.learned && i.held() => {
                 "; closed quietly in the device's learning period: its behaviour is remembered and \
                  its returns are suppressed (a confirmed verdict undoes it)"
                     .to_string()

@@ -156,7 +156,7 @@ impl Sensor {
             self.device_packets[d].inc();
             let row = self.extractor.features(d, &routed.packet);
             let record =
-                self.settings.format.encode(&self.names[d], routed.packet.ts, row, false, Some(&context));
+                self.settings.format.encode(&self.names[d], routed.packet.ts, row, false, Some(context));
             producer.send(&self.names[d], &record);
         }
     }

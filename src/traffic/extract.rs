@@ -11,7 +11,7 @@ use crate::data::{Label, Task};
 use super::capture::{CaptureError, CaptureReader, Frame};
 use super::devices::{Device, DeviceListError, DeviceMap};
 use super::frame::{frame_macs, udp_payload, Link};
-use super::peer_names::{DeviceNames, PeerName};
+use super::peer_names::DeviceNames;
 use super::{AfterImage, Packet};
 
 #[derive(Debug, thiserror::Error)]
@@ -37,32 +37,17 @@ pub struct Routed {
     pub packet: Packet,
     pub label: Label,
     pub devices: [Option<usize>; 2],
-    /// Devices were told apart by MAC, so slot 0 is the sender and slot 1 the receiver;
-    /// otherwise the capture is one device's and the direction unknown.
-    pub by_mac: bool,
-    /// The frame's source and destination MACs (as the link type has them).
-    pub macs: [Option<u64>; 2],
-    /// Each slot's device's name for its peer, when it looked the peer up
-    /// (`peer_names.rs`; only where devices are told apart by MAC).
-    pub peer_names: [Option<PeerName>; 2],
+    /// The packet's context as each slot's device sees it. Where devices are told apart
+    /// by MAC, slot 0 is the sender and slot 1 the receiver, and the peer is named when
+    /// the device looked it up (`peer_names.rs`); otherwise the capture is one device's
+    /// and the direction unknown.
+    pub contexts: [Option<Context>; 2],
 }
 
 impl Routed {
     /// The devices given a row, each with the packet's context as that device sees it.
-    pub fn per_device(&self) -> impl Iterator<Item = (usize, Context)> + '_ {
-        self.devices.iter().enumerate().filter_map(|(slot, d)| Some(((*d)?, self.context(slot))))
-    }
-
-    /// The packet's context as the device of `slot` sees it.
-    fn context(&self, slot: usize) -> Context {
-        let mut context = Context::of_packet(&self.packet, slot == 0, self.macs[slot]);
-        if self.by_mac {
-            context.peer_name = self.peer_names[slot].clone();
-        } else {
-            context.direction = None;
-            context.device_mac = None;
-        }
-        context
+    pub fn per_device(&self) -> impl Iterator<Item = (usize, &Context)> + '_ {
+        self.devices.iter().zip(&self.contexts).filter_map(|(d, c)| Some(((*d)?, c.as_ref()?)))
     }
 }
 
@@ -143,10 +128,12 @@ impl Extractor {
             self.counts.unparsed += 1;
             return Ok(None);
         };
+        // The frame's source and destination MACs (as the link type has them).
+        let macs: [Option<u64>; 2] = frame_macs(frame.link, frame.data).into();
         let devices = match &self.split {
             None => [Some(0), None],
             Some(map) => {
-                let (src, dst) = frame_macs(frame.link, frame.data);
+                let [src, dst] = macs;
                 if src.is_none() && dst.is_none() {
                     return Err(ExtractError::NoMac { index: frame.index, link: frame.link });
                 }
@@ -161,16 +148,18 @@ impl Extractor {
             Some(labels) => *labels.get(frame.index as usize).ok_or(ExtractError::NoLabel(frame.index))?,
             None => Label::Unlabeled,
         };
-        let (src, dst) = frame_macs(frame.link, frame.data);
-        let mut routed = Routed {
-            packet,
-            label,
-            devices,
-            by_mac: self.split.is_some(),
-            macs: [src, dst],
-            peer_names: [None, None],
-        };
-        if routed.by_mac {
+        let by_mac = self.split.is_some();
+        let contexts = [0, 1].map(|slot| {
+            devices[slot]?;
+            let mut context = Context::of_packet(&packet, slot == 0, macs[slot]);
+            if !by_mac {
+                context.direction = None;
+                context.device_mac = None;
+            }
+            Some(context)
+        });
+        let mut routed = Routed { packet, label, devices, contexts };
+        if by_mac {
             self.name_peers(&mut routed, frame);
         }
         Ok(Some(routed))
@@ -181,11 +170,11 @@ impl Extractor {
         let p = &routed.packet;
         let dns = p.proto == 17 && (p.src_port == 53 || p.dst_port == 53);
         let udp = if dns { udp_payload(frame.link, frame.data) } else { None };
-        for slot in 0..2 {
-            let Some(d) = routed.devices[slot] else { continue };
-            let names = &mut self.peer_names[d];
+        for (d, context) in routed.devices.iter().zip(&mut routed.contexts) {
+            let (Some(d), Some(context)) = (d, context) else { continue };
+            let names = &mut self.peer_names[*d];
             let ignored = names.ignored;
-            routed.peer_names[slot] = names.observe(&routed.context(slot), p.ts, udp);
+            context.peer_name = names.observe(context, p.ts, udp);
             self.counts.dns_ignored += names.ignored - ignored;
         }
     }
@@ -230,7 +219,7 @@ pub fn labeled_device_task(
         task.x.extend_from_slice(extractor.features(0, &routed.packet));
         task.labels.push(routed.label);
         ts.push(routed.packet.ts);
-        contexts.push(context);
+        contexts.push(context.clone());
     }
     Ok((task, ts, contexts))
 }
