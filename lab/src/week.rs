@@ -41,6 +41,10 @@ struct Week {
     /// (recorded, not raised); and of the false incidents, those that had been
     /// suppressed and went beyond it (news).
     suppressed: Vec<(f64, u64)>,
+    /// Incidents that joined a sibling's fleet incident before any attack: recorded
+    /// under it and answered by its verdict, not raised (a kind's members only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    joined: Vec<(f64, u64)>,
     news: Vec<String>,
     /// Per day since onboarding: benign records alerted, benign records.
     benign_by_day: Vec<(usize, usize)>,
@@ -104,6 +108,7 @@ fn waves(s: &DeviceStream, o: &DeviceOutcome, t0: f64) -> Vec<Wave> {
                         Raised::Look => "look",
                         Raised::News => "news",
                         Raised::Reopened => "reopened",
+                        Raised::Joined => "joined",
                         Raised::Suppressed => unreachable!("filtered"),
                     },
                     Some(wave.iter().take_while(|&&i| i <= *at).count()),
@@ -150,6 +155,7 @@ fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
         false_incident_hours: opened.iter().map(|&ts| (ts - t0).max(0.0) / 3600.0).collect(),
         false_reopened: when(&reopened),
         suppressed: when(&before_attack(&o.suppressed_ts)),
+        joined: when(&before_attack(&o.joined_ts)),
         news: o.news.clone(),
         benign_by_day,
         attack: o.attack,

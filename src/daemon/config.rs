@@ -106,6 +106,9 @@ pub struct IncidentsConfig {
     /// model judged): a model-raised incident without an attack's footprint is held and
     /// learned, not raised; a footprint or the fan-out look raises as ever. 0 = none.
     pub learning_period_s: u64,
+    /// An incident of the same behaviour as one a sibling of its kind raised at most
+    /// this long before (seconds, device time) joins it as one fleet incident. 0 = never.
+    pub fleet_within_s: u64,
     /// The fan-out look (`fanout.rs`): within `scan_window_s` of a device's time,
     /// unanswered attempts to `scan_hosts` hosts on one service, to `scan_ports` ports
     /// of one host, or `flood_packets` to one new host raise an incident. 0 = off.
@@ -310,6 +313,7 @@ impl DaemonConfig {
                 learned_ms: i.learned_for_s.saturating_mul(1000),
                 learning_ms: i.learning_period_s.saturating_mul(1000),
             },
+            fleet_ms: i.fleet_within_s.saturating_mul(1000),
             fan_out: crate::monitor::fanout::FanOutRules {
                 window_ms: i.scan_window_s.saturating_mul(1000),
                 hosts: i.scan_hosts.max(1),

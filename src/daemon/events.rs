@@ -143,6 +143,11 @@ pub(crate) fn incident(metrics: &Metrics, device: &str, transition: &Transition)
             let on = i.suppressed.as_ref().and_then(|d| d.on.as_deref()).unwrap_or(device);
             tracing::info!(device, incident = %i.id, dismissed, on, "incident suppressed: a dismissed behaviour");
         }
+        Transition::Joined(i) => {
+            let fleet = i.fleet.as_ref().map_or("", |f| f.incident_id.as_str());
+            let on = i.fleet.as_ref().map_or("", |f| f.device.as_str());
+            tracing::info!(device, incident = %i.id, fleet, on, "incident joined a sibling's fleet incident");
+        }
         Transition::Closed(i, resolution) => {
             metrics.incidents_closed.with_label_values(&[resolution.as_str()]).inc();
             tracing::info!(device, incident = %i.id, resolution = resolution.as_str(), records = i.figures.records, "incident closed");

@@ -121,8 +121,10 @@ impl Service {
                     Ok(m) => {
                         let share = [received(&m)];
                         let now = Now::service(self.now_ms());
-                        let refused = self.driver.shares(&mut self.detector.engine, &share, now, self.metrics.as_ref());
-                        self.outbox.add(&refused);
+                        let version = self.detector.version().to_string();
+                        let emitted =
+                            self.driver.shares(&mut self.detector.engine, &share, now, &version, self.metrics.as_ref());
+                        self.outbox.add(&emitted);
                     }
                     Err(e) => {
                         events::consume_failed(&e);

@@ -149,7 +149,23 @@ pub enum Beyond {
 impl Beyond {
     /// In words, for the incident an analyst now sees.
     pub fn words(&self, d: &Dismissal) -> String {
-        let what = match self {
+        let what = self.what();
+        if d.learned {
+            return format!(
+                "like the behaviour learned from incident {}, which closed quietly without a verdict, but with {what}",
+                d.incident_id
+            );
+        }
+        let on = d.on.as_ref().map(|device| format!(" on {device}")).unwrap_or_default();
+        format!(
+            "like the behaviour dismissed in incident {}{on} by {:?}, but with {what}",
+            d.incident_id, d.by
+        )
+    }
+
+    /// What it is, in words ("a new peer, 1.2.3.4").
+    pub fn what(&self) -> String {
+        match self {
             Beyond::Peer(p) => format!("a new peer, {p}"),
             Beyond::Service(s) => format!("a new port, {s}"),
             Beyond::Transport(t) => format!("another transport, {t}"),
@@ -168,18 +184,7 @@ impl Beyond {
                 )
             }
             Beyond::Features { feature } => format!("feature {feature} outside its range"),
-        };
-        if d.learned {
-            return format!(
-                "like the behaviour learned from incident {}, which closed quietly without a verdict, but with {what}",
-                d.incident_id
-            );
         }
-        let on = d.on.as_ref().map(|device| format!(" on {device}")).unwrap_or_default();
-        format!(
-            "like the behaviour dismissed in incident {}{on} by {:?}, but with {what}",
-            d.incident_id, d.by
-        )
     }
 }
 
@@ -334,7 +339,9 @@ impl Memory {
         self.behaviours
             .iter()
             .rev()
-            .filter(|b| now_unix <= b.dismissal.expires(rules))
+            // From when it was given (a sibling's verdict, read by a member replaying
+            // older traffic, is not yet given there) until it expires.
+            .filter(|b| b.dismissal.at <= now_unix && now_unix <= b.dismissal.expires(rules))
             .find(|b| b.admits(context, features).is_none())
     }
 

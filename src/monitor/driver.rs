@@ -163,9 +163,10 @@ impl Driver {
         engine: &mut Engine,
         messages: &[Received],
         now: Now,
+        version: &str,
         telemetry: &dyn Telemetry,
     ) -> Vec<Emitted> {
-        self.pipeline.shares(engine, messages, now, telemetry)
+        self.pipeline.shares(engine, messages, now, version, telemetry)
     }
 }
 

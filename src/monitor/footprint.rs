@@ -54,6 +54,13 @@ pub enum Footprint {
 }
 
 impl Footprint {
+    /// It says something of the device itself (a scan from it, attempts on it, a new
+    /// local peer or served port), not only of an incident's size: what a fleet
+    /// incident's member is raised on its own for (`incidents.rs`).
+    pub fn on_the_device(&self) -> bool {
+        !matches!(self, Footprint::Severe { .. })
+    }
+
     /// How much it says of an attack: an incident keeps the weightiest it showed.
     pub fn weight(&self) -> u8 {
         match self {

@@ -3,14 +3,17 @@
 //! anomalous; update while open, at most every `update_interval`; close after `quiet`
 //! with no anomalous decision. Pure: no Kafka, no clock of its own (times come in).
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::behaviours::{Behaviour, Dismissal, Memory, MemoryRules, News, LEARNED_BY};
+use super::behaviours::{Behaviour, Beyond, Dismissal, Memory, MemoryRules, News, LEARNED_BY};
 use super::fanout::{FanOut, FanOutRules, Finding};
 use super::feedback::{Feedback, Verdict};
 use super::footprint::{self, Footprint, History};
 use super::incident_traffic::{Severity, Traffic};
+use super::kinds::Raised;
 use super::record::FeatureRecord;
 use super::record::Source;
 use crate::traffic::context::Context;
@@ -33,6 +36,9 @@ pub struct IncidentRules {
     pub memory: MemoryRules,
     /// The second look on the records' packets (`fanout.rs`).
     pub fan_out: FanOutRules,
+    /// An incident of the same behaviour as one a sibling of its kind raised at most
+    /// this long before (device time) joins it: one fleet incident (`kinds.rs`). 0 = never.
+    pub fleet_ms: u64,
 }
 
 /// An open incident of one device. Part of the device's snapshot; the service-clock
@@ -93,6 +99,25 @@ pub struct Incident {
     /// first did: never learned without a verdict, and news in a return of what was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footprint: Option<Footprint>,
+    /// It joined a sibling's incident (`IncidentRules::fleet_ms`): recorded under it, not
+    /// raised, and answered by the verdict on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<Fleet>,
+    /// Siblings whose incidents joined this one: its fleet.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub members: BTreeSet<String>,
+}
+
+/// The sibling's incident one joined.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fleet {
+    pub incident_id: String,
+    pub device: String,
+}
+
+/// The note of a verdict a joined incident takes from its fleet incident's.
+pub fn fleet_note(fleet: &Fleet) -> String {
+    format!("answered on fleet incident {} ({})", fleet.incident_id, fleet.device)
 }
 
 impl Incident {
@@ -129,7 +154,15 @@ impl Incident {
             look: None,
             learned: false,
             footprint: None,
+            fleet: None,
+            members: BTreeSet::new(),
         }
+    }
+
+    /// Not raised to an analyst by itself: suppressed (or held), or joined to a
+    /// sibling's fleet incident. Its updates are not sent.
+    pub fn quiet(&self) -> bool {
+        self.suppressed.is_some() || self.fleet.is_some()
     }
 
     /// Its severity by the fixed rule on its figures and traffic so far.
@@ -241,6 +274,10 @@ pub enum Transition {
     Closed(Incident, Resolution),
     /// An analyst's verdict on an incident that had already closed.
     Reviewed(Incident),
+    /// It opened, of the same behaviour as an incident a sibling of its kind raised a
+    /// moment before, and joined it: recorded under that fleet incident, not raised (a
+    /// record beyond that behaviour raises it as news).
+    Joined(Incident),
 }
 
 impl Transition {
@@ -254,6 +291,7 @@ impl Transition {
             Self::Suppressed(_) => "suppressed",
             Self::Closed(..) => "closed",
             Self::Reviewed(_) => "reviewed",
+            Self::Joined(_) => "joined",
         }
     }
 }
@@ -345,13 +383,16 @@ pub fn incident_id(device: &str, source: &Source) -> String {
 
 impl IncidentTracker {
     /// Take one scored record; the incident opened, if it did. `kind`: the behaviours
-    /// dismissed on the device's siblings (`kinds.rs`), recognised as its own are.
+    /// dismissed on the device's siblings (`kinds.rs`), recognised as its own are;
+    /// `siblings`: the incidents they raised, which one of the same behaviour joins.
+    #[allow(clippy::too_many_arguments)]
     pub fn observe(
         &mut self,
         device: &str,
         d: Decision<'_>,
         rules: &IncidentRules,
         kind: Option<&Memory>,
+        siblings: &[Raised],
         now_ms: u64,
         now_unix: f64,
     ) -> Option<Transition> {
@@ -383,17 +424,24 @@ impl IncidentTracker {
             }
             if let Some(f) = finding {
                 // Something else during an open incident: the analyst is told at once.
-                let was_suppressed = open.suppressed.take().is_some();
+                let was_quiet = open.quiet();
+                open.suppressed = None;
+                open.fleet = None;
                 open.news = Some(News { why: f.why, by: f.by });
                 open.changed = false;
                 open.last_update_ms = now_ms;
-                return Some(if was_suppressed {
+                return Some(if was_quiet {
                     Transition::Opened(open.clone())
                 } else {
                     Transition::Updated(open.clone())
                 });
             }
             if d.anomalous && Self::becomes_news(open, &self.memory, kind, &d, rules, (now_ms, now_unix)) {
+                // News a sibling raised a moment before joins it as a new incident does.
+                open.fleet = Self::fleet_to_join(open, device, siblings, &d, rules, now_unix);
+                return Some(Self::raised(open.clone()));
+            }
+            if d.anomalous && Self::leaves_fleet(open, siblings, &d, now_ms) {
                 return Some(Transition::Opened(open.clone()));
             }
             return None;
@@ -412,8 +460,11 @@ impl IncidentTracker {
             incident.changed = false;
             incident.add_anomalous(&d, rules, now_ms, &self.history);
             let news = Self::becomes_news(&mut incident, &self.memory, kind, &d, rules, (now_ms, now_unix));
+            if news {
+                incident.fleet = Self::fleet_to_join(&incident, device, siblings, &d, rules, now_unix);
+            }
             self.open = Some(incident.clone());
-            return Some(if news { Transition::Opened(incident) } else { Transition::Reopened(incident) });
+            return Some(if news { Self::raised(incident) } else { Transition::Reopened(incident) });
         }
         let anomaly = 1.0 - d.posterior;
         let mut incident = Incident {
@@ -443,6 +494,8 @@ impl IncidentTracker {
             look: finding,
             learned: false,
             footprint: None,
+            fleet: None,
+            members: BTreeSet::new(),
         };
         if let Some(c) = d.context {
             incident.traffic.add(c, d.ts);
@@ -472,11 +525,84 @@ impl IncidentTracker {
                 incident.suppressed = self.learning_hold(&incident.id, now_unix);
             }
         }
+        if incident.suppressed.is_none() {
+            incident.fleet = Self::fleet_to_join(&incident, device, siblings, &d, rules, now_unix);
+        }
         self.open = Some(incident.clone());
         Some(match incident.suppressed {
             Some(_) => Transition::Suppressed(incident),
-            None => Transition::Opened(incident),
+            None => Self::raised(incident),
         })
+    }
+
+    /// An incident now before the analyst: opened, or joined to a sibling's.
+    fn raised(incident: Incident) -> Transition {
+        match incident.fleet {
+            Some(_) => Transition::Joined(incident),
+            None => Transition::Opened(incident),
+        }
+    }
+
+    /// The sibling's incident a new one joins: the newest raised (not itself joined)
+    /// at most `fleet_ms` before, whose behaviour its opening record is of. What a look
+    /// raised, or what shows an attack's footprint on the device (a scan, repeated
+    /// attempts, a new local peer or served port), joins nothing: it is raised on its
+    /// own device.
+    fn fleet_to_join(
+        incident: &Incident,
+        device: &str,
+        siblings: &[Raised],
+        d: &Decision<'_>,
+        rules: &IncidentRules,
+        now_unix: f64,
+    ) -> Option<Fleet> {
+        let on_the_device = incident.footprint.as_ref().is_some_and(Footprint::on_the_device);
+        if rules.fleet_ms == 0 || incident.look.is_some() || on_the_device {
+            return None;
+        }
+        let within = rules.fleet_ms as f64 / 1000.0;
+        siblings
+            .iter()
+            .rev()
+            .filter(|r| r.device != device && r.joined.is_none())
+            // Heard of before now on the member's own clock, and recently.
+            .filter(|r| r.at <= now_unix && now_unix - r.at <= within)
+            .find(|r| r.behaviour.admits(d.context, d.features).is_none())
+            .map(|r| Fleet { incident_id: r.incident_id.clone(), device: r.device.clone() })
+    }
+
+    /// A joined incident's newest anomalous record (`d`) went to a peer, port or
+    /// transport the fleet incident's behaviour never had, or it shows an attack's
+    /// footprint on the device: it is raised on its own, as news, and leaves the fleet.
+    /// Its severity alone does not: that is the size of the behaviour its fleet
+    /// incident, raised, shows.
+    fn leaves_fleet(open: &mut Incident, siblings: &[Raised], d: &Decision<'_>, now_ms: u64) -> bool {
+        let Some(fleet) = &open.fleet else { return false };
+        let head = siblings.iter().find(|r| r.incident_id == fleet.incident_id);
+        let beyond = match (open.footprint.as_ref().filter(|f| f.on_the_device()), head) {
+            (Some(f), _) => Some(format!("it shows what is never learned: {}", f.words())),
+            // The fleet incident's conversation answered (its peer, on its port) is
+            // still it: only a new peer, port or transport is something else.
+            (None, Some(head)) => head
+                .behaviour
+                .admits(d.context, d.features)
+                .filter(|b| !matches!(b, Beyond::Direction(_)))
+                .map(|b| format!("with {}", b.what())),
+            // The fleet incident is no longer heard of: the member stays with it.
+            (None, None) => None,
+        };
+        let Some(beyond) = beyond else { return false };
+        open.news = Some(News {
+            why: format!(
+                "joined fleet incident {} raised on {}, but {beyond}",
+                fleet.incident_id, fleet.device
+            ),
+            by: d.source.clone(),
+        });
+        open.fleet = None;
+        open.changed = false;
+        open.last_update_ms = now_ms;
+        true
     }
 
     /// In the device's learning period at `now_unix`: the hold for an incident it opens
@@ -588,9 +714,45 @@ impl IncidentTracker {
             self.memory.grow(&d.incident_id, &closed.traffic, closed.figures.anomalous);
         }
         self.recent = 0;
-        self.closed_quietly = resolution == Resolution::Quiet && !held;
+        // Nor does one that joined a fleet incident: its return joins again or is raised.
+        self.closed_quietly = resolution == Resolution::Quiet && !held && closed.fleet.is_none();
         self.last_closed = Some(closed.clone());
         Some(Transition::Closed(closed, resolution))
+    }
+
+    /// The incident at hand (open, or the last closed) joined a fleet incident that an
+    /// analyst has since dismissed on its sibling (`kind`: the dismissals the kind
+    /// shares, taken from when they were given, on this device's clock): the same
+    /// verdict answers it.
+    pub fn answer_from_fleet(
+        &mut self,
+        device: &str,
+        kind: Option<&Memory>,
+        now_unix: f64,
+        memory: &MemoryRules,
+        dim: usize,
+    ) -> Option<Transition> {
+        let incident = [&self.open, &self.last_closed]
+            .into_iter()
+            .flatten()
+            .find(|i| i.fleet.is_some() && i.feedback.is_empty())?;
+        let fleet = incident.fleet.as_ref()?;
+        let verdict = kind?
+            .find(&fleet.incident_id)
+            .map(|b| &b.dismissal)
+            .filter(|d| !d.learned && d.at <= now_unix && d.on.as_deref() == Some(fleet.device.as_str()))?;
+        let fb = Feedback {
+            device: device.to_string(),
+            incident_id: incident.id.clone(),
+            verdict: Verdict::FalsePositive,
+            by: verdict.by.clone(),
+            note: fleet_note(fleet),
+        };
+        match self.feedback(&fb, now_unix, u64::MAX, memory, dim) {
+            Ok(Applied::Dismissed(t)) => Some(t),
+            Ok(other) => unreachable!("a dismissal gives a dismissal, not {other:?}"),
+            Err(e) => unreachable!("the incident at hand takes a first verdict: {e}"),
+        }
     }
 
     /// Apply an analyst's verdict on the open incident, or on the last closed one if it
@@ -718,8 +880,8 @@ impl IncidentTracker {
             }
             return self.close(Resolution::Quiet, closed_at);
         }
-        // A suppressed incident is recorded, not followed: its updates are not sent.
-        if open.suppressed.is_none()
+        // A suppressed or joined incident is recorded, not followed: its updates are not sent.
+        if !open.quiet()
             && open.changed
             && now_ms.saturating_sub(open.last_update_ms) >= rules.update_interval_ms
         {
@@ -745,6 +907,7 @@ mod tests {
         keep_records: 2,
         memory: MemoryRules::OFF,
         fan_out: FanOutRules::OFF,
+        fleet_ms: 0,
     };
 
     fn source(offset: i64) -> Source {
@@ -768,7 +931,7 @@ mod tests {
                 context: None,
                 judged: true,
             };
-            out.extend(t.observe("cam", d, &RULES, None, offset as u64 * 100, 0.0));
+            out.extend(t.observe("cam", d, &RULES, None, &[], offset as u64 * 100, 0.0));
         }
         out
     }
@@ -873,7 +1036,7 @@ mod tests {
                 context: None,
                 judged: true,
             };
-            out.extend(t.observe("cam", d, rules, None, offset as u64 * 100, now_unix));
+            out.extend(t.observe("cam", d, rules, None, &[], offset as u64 * 100, now_unix));
         }
         out
     }
@@ -955,6 +1118,17 @@ mod tests {
         first: i64,
         t0: f64,
     ) -> Vec<Transition> {
+        feed_beside(t, rules, c, (n, first, t0), &[])
+    }
+
+    /// [`feed_packets`] beside siblings that raised `siblings`.
+    fn feed_beside(
+        t: &mut IncidentTracker,
+        rules: &IncidentRules,
+        c: &Context,
+        (n, first, t0): (usize, i64, f64),
+        siblings: &[Raised],
+    ) -> Vec<Transition> {
         let mut out = Vec::new();
         for i in 0..n {
             let offset = first + i as i64;
@@ -970,9 +1144,68 @@ mod tests {
                 context: Some(c),
                 judged: true,
             };
-            out.extend(t.observe("cam", d, rules, None, (now * 1000.0) as u64, now));
+            out.extend(t.observe("cam", d, rules, None, siblings, (now * 1000.0) as u64, now));
         }
         out
+    }
+
+    /// What sibling `device` raised at `at`: an incident of `c`'s behaviour.
+    fn raised_on(device: &str, c: &Context, at: f64) -> Raised {
+        let mut traffic = Traffic::default();
+        traffic.add(c, at);
+        let itself = Dismissal {
+            incident_id: format!("{device}-1"),
+            by: String::new(),
+            note: String::new(),
+            at,
+            on: Some(device.into()),
+            learned: false,
+            expires_at: None,
+        };
+        Raised {
+            device: device.into(),
+            incident_id: format!("{device}-1"),
+            at,
+            behaviour: Behaviour::of(&traffic, 1, &[], 2, itself),
+            joined: None,
+        }
+    }
+
+    #[test]
+    fn an_incident_joins_a_siblings_of_its_behaviour_and_leaves_for_what_that_one_never_did() {
+        let rules = IncidentRules { open_k: 1, open_n: 1, fleet_ms: 600_000, ..RULES };
+        let upload = packet("52.1.2.3", 443, 900);
+        let siblings = [raised_on("cam-a", &upload, 1_000.0)];
+        let mut t = IncidentTracker::default();
+        let joined = feed_beside(&mut t, &rules, &upload, (3, 0, 1_005.0), &siblings);
+        let [Transition::Joined(j)] = joined.as_slice() else { panic!("{joined:?}") };
+        assert_eq!(j.fleet, Some(Fleet { incident_id: "cam-a-1".into(), device: "cam-a".into() }));
+        assert!(IncidentReport::of("cam", j, None, "v", vec![], 0.0)
+            .summary
+            .contains("joined fleet incident cam-a-1"));
+        // No updates while joined; a new peer raises it on its own.
+        assert!(t.tick(&rules, 2, 1_008_500, 1_008.5).is_none());
+        let other = feed_beside(&mut t, &rules, &packet("52.7.7.7", 443, 900), (1, 10, 1_009.0), &siblings);
+        let [Transition::Opened(news)] = other.as_slice() else { panic!("{other:?}") };
+        assert!(news.fleet.is_none());
+        assert_eq!(
+            news.news.as_ref().map(|n| n.why.as_str()),
+            Some("joined fleet incident cam-a-1 raised on cam-a, but with a new peer, 52.7.7.7")
+        );
+        // Too long after the sibling's, or on its own clock before it: raised.
+        for at in [1_000.0 + 601.0, 999.0] {
+            let mut t = IncidentTracker::default();
+            let own = feed_beside(&mut t, &rules, &upload, (1, 0, at), &siblings);
+            assert!(matches!(own.as_slice(), [Transition::Opened(_)]), "at {at}: {own:?}");
+        }
+        // What shows an attack's footprint (a local peer its normal traffic never had)
+        // is raised on each device, whatever a sibling raised.
+        let local = packet("192.168.1.9", 443, 900);
+        let mut t = IncidentTracker::default();
+        let own =
+            feed_beside(&mut t, &rules, &local, (1, 0, 1_005.0), &[raised_on("cam-a", &local, 1_000.0)]);
+        let [Transition::Opened(i)] = own.as_slice() else { panic!("{own:?}") };
+        assert!(i.footprint.is_some() && i.fleet.is_none());
     }
 
     #[test]
@@ -1166,7 +1399,7 @@ mod tests {
                 context: Some(&c),
                 judged: true,
             };
-            out.extend(t.observe("cam", d, &rules, None, (at * 1000.0) as u64, at));
+            out.extend(t.observe("cam", d, &rules, None, &[], (at * 1000.0) as u64, at));
         }
         let [Transition::Suppressed(_), Transition::Opened(news)] = out.as_slice() else { panic!("{out:?}") };
         let why = &news.news.as_ref().unwrap().why;
@@ -1231,7 +1464,7 @@ mod tests {
                     context: Some(&gateway),
                     judged: true,
                 };
-                t.observe("cam", d, &rules, None, 500_000, 500.0);
+                t.observe("cam", d, &rules, None, &[], 500_000, 500.0);
             }
             let first = feed_each(&mut t, &rules, wave, 10, 1_000.0);
             assert!(matches!(first.as_slice(), [Transition::Opened(_)]), "{name}: {first:?}");

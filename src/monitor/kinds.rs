@@ -4,8 +4,10 @@
 //! on it — its onboarded known-normal rows and the behaviours analysts dismissed on it —
 //! as one message on the kinds topic (key `kind/device`, the last one wins), which every
 //! daemon reads whole (as Kafka Streams reads a global table): a member's siblings may
-//! sit on any daemon of the group. Only what people accepted is shared, never what
-//! members merely did together: a worm across a kind raises on each device.
+//! sit on any daemon of the group. Only what people accepted is shared as accepted; what
+//! members merely did together is shared as raised: a member's incident of the same
+//! behaviour as one a sibling raised minutes before joins it (one fleet incident, one
+//! notification, one verdict), and a worm across the kind is one loud incident.
 //!
 //! Pure: the shell carries the messages; this table answers what a member is offered.
 
@@ -20,6 +22,25 @@ use super::windows::SharedRows;
 pub const MAX_KIND_LEN: usize = 128;
 /// Dismissed behaviours offered per kind at most (the newest).
 pub const MAX_KIND_BEHAVIOURS: usize = 4 * MAX_REMEMBERED;
+/// Raised incidents a kind keeps of its members, to be joined (the newest).
+pub const MAX_KIND_RAISED: usize = 64;
+
+/// An incident a member raised to an analyst, as its kind hears of it: what a sibling
+/// raising the same behaviour minutes later joins (`IncidentRules::fleet_ms`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Raised {
+    pub device: String,
+    pub incident_id: String,
+    /// The member's time (Unix seconds) when it was raised.
+    pub at: f64,
+    /// Its behaviour so far (peers, names, services, directions; `dismissal` names the
+    /// raised incident itself, by nobody: it is no verdict).
+    pub behaviour: Behaviour,
+    /// It joined this sibling's incident instead of being raised: that incident's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joined: Option<String>,
+}
 
 /// What one member shares with its kind (the kinds topic's message). An empty one (the
 /// device forgotten, or moved to another kind) withdraws what it shared.
@@ -36,6 +57,10 @@ pub struct Share {
     /// Behaviours analysts dismissed on the member (each saying on which device).
     #[serde(default)]
     pub behaviours: Vec<Behaviour>,
+    /// The member's incidents at hand (open, last closed) that were raised or joined a
+    /// sibling's: its kind's fleet incidents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub raised: Vec<Raised>,
     /// The device's time (Unix seconds) when it was shared.
     pub at: f64,
 }
@@ -47,12 +72,20 @@ impl Share {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.normal.is_empty() && self.behaviours.is_empty()
+        self.normal.is_empty() && self.behaviours.is_empty() && self.raised.is_empty()
     }
 
     /// What a member that left its kind (forgotten, or moved) shares: nothing.
     pub fn withdrawn(kind: String, device: &str, dim: usize, at: f64) -> Self {
-        Self { kind, device: device.to_string(), dim, normal: Vec::new(), behaviours: Vec::new(), at }
+        Self {
+            kind,
+            device: device.to_string(),
+            dim,
+            normal: Vec::new(),
+            behaviours: Vec::new(),
+            raised: Vec::new(),
+            at,
+        }
     }
 }
 
@@ -69,6 +102,8 @@ pub enum KindError {
     Rows { device: String, values: usize, dim: usize },
     #[error("a share of {device} has a value that is not finite")]
     NotFinite { device: String },
+    #[error("a share of {device} tells of an incident raised on {other}")]
+    Raised { device: String, other: String },
 }
 
 /// A kind's name, checked: it is part of a key and of every report that names it.
@@ -89,6 +124,10 @@ struct Kind {
     shares: BTreeMap<String, Share>,
     /// Every member's dismissed behaviours, newest last.
     memory: Memory,
+    /// Incidents members raised (or joined), as each share told them, oldest first: a
+    /// raise stays after the member's next share leaves it out, until newer ones push it
+    /// out ([`MAX_KIND_RAISED`]) or the member leaves the kind.
+    raised: Vec<Raised>,
 }
 
 impl Kind {
@@ -98,6 +137,17 @@ impl Kind {
         all.sort_by(|a, b| a.dismissal.at.total_cmp(&b.dismissal.at));
         let skip = all.len().saturating_sub(MAX_KIND_BEHAVIOURS);
         self.memory = Memory { behaviours: all.split_off(skip) };
+    }
+
+    /// Take a member's raises: each replaces what was heard of the same incident.
+    fn hear_raised(&mut self, raised: &[Raised]) {
+        for r in raised {
+            self.raised.retain(|old| old.incident_id != r.incident_id);
+            self.raised.push(r.clone());
+        }
+        self.raised.sort_by(|a, b| a.at.total_cmp(&b.at));
+        let skip = self.raised.len().saturating_sub(MAX_KIND_RAISED);
+        self.raised.drain(..skip);
     }
 }
 
@@ -118,11 +168,16 @@ impl Kinds {
         if !share.normal.iter().all(|v| v.is_finite()) {
             return Err(KindError::NotFinite { device: share.device });
         }
+        if let Some(r) = share.raised.iter().find(|r| r.device != share.device) {
+            return Err(KindError::Raised { other: r.device.clone(), device: share.device });
+        }
         let name = share.kind.clone();
         let kind = self.kinds.entry(name.clone()).or_default();
         if share.is_empty() {
+            kind.raised.retain(|r| r.device != share.device);
             kind.shares.remove(&share.device);
         } else {
+            kind.hear_raised(&share.raised);
             kind.shares.insert(share.device.clone(), share);
         }
         kind.rebuild_memory();
@@ -165,6 +220,18 @@ impl Kinds {
     /// Behaviours dismissed on members of `kind`.
     pub fn memory(&self, kind: &str) -> Option<&Memory> {
         self.kinds.get(kind).map(|k| &k.memory).filter(|m| !m.is_empty())
+    }
+
+    /// A member held here raised (or joined) an incident: its kind hears at once, so
+    /// that a sibling on this daemon raising the same a moment later joins it whatever
+    /// the kinds topic's delay (its share, read back, tells the same).
+    pub fn hear_raised(&mut self, kind: &str, raised: Raised) {
+        self.kinds.entry(kind.to_string()).or_default().hear_raised(&[raised]);
+    }
+
+    /// Incidents the members of `kind` raised or joined, oldest first.
+    pub fn raised(&self, kind: &str) -> &[Raised] {
+        self.kinds.get(kind).map_or(&[], |k| k.raised.as_slice())
     }
 
     /// Members that shared something, per kind (for the metrics).
@@ -213,6 +280,7 @@ mod tests {
             dim: 1,
             normal: rows.to_vec(),
             behaviours,
+            raised: Vec::new(),
             at: 0.0,
         }
     }

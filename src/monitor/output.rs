@@ -58,6 +58,11 @@ pub enum IncidentEvent {
     Closed(IncidentReport),
     /// An analyst's verdict on an incident that had already closed.
     Reviewed(IncidentReport),
+    /// Of the same behaviour as an incident a sibling of its kind raised minutes before
+    /// (`fleet` says which): recorded under that fleet incident, which names its
+    /// members, not raised; no updates follow, its close does, the verdict on the fleet
+    /// incident answers it, and a record beyond its behaviour opens it as news.
+    Joined(IncidentReport),
     /// An operator had the device forgotten (`metapu forget`): its known-normal
     /// records, windows and snapshot are gone; it is unmonitored until onboarded again.
     /// A `confirmed` verdict undid what the daemon remembered of an incident no longer
@@ -130,6 +135,7 @@ impl IncidentEvent {
             Self::Suppressed(_) => "suppressed",
             Self::Closed(_) => "closed",
             Self::Reviewed(_) => "reviewed",
+            Self::Joined(_) => "joined",
             Self::Forgotten { .. } => "forgotten",
             Self::Unlearned { .. } => "unlearned",
             Self::Onboarding { .. } => "onboarding",
@@ -146,7 +152,8 @@ impl IncidentEvent {
             | Self::Reopened(r)
             | Self::Suppressed(r)
             | Self::Closed(r)
-            | Self::Reviewed(r) => &r.device,
+            | Self::Reviewed(r)
+            | Self::Joined(r) => &r.device,
             Self::Unmonitored { device, .. }
             | Self::Forgotten { device, .. }
             | Self::Unlearned { device, .. }
@@ -226,12 +233,23 @@ pub struct IncidentReport {
     /// verdict (`footprint.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footprint: Option<Box<super::footprint::Footprint>>,
+    /// It joined a sibling's fleet incident (event `joined`): which, on which device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<Box<super::incidents::Fleet>>,
+    /// A fleet incident: the siblings whose incidents joined it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub members: std::collections::BTreeSet<String>,
 }
 
 impl IncidentReport {
     /// The analyst is not told: the incident is of a behaviour dismissed before.
     pub fn is_suppressed(&self) -> bool {
         self.suppressed.is_some()
+    }
+
+    /// Not raised by itself: suppressed, or joined to a sibling's fleet incident.
+    pub fn is_quiet(&self) -> bool {
+        self.suppressed.is_some() || self.fleet.is_some()
     }
 }
 
@@ -287,6 +305,19 @@ impl IncidentReport {
             (None, Some(news)) => format!("; news: {}", news.why),
             (None, None) => String::new(),
         };
+        let fleet = match &i.fleet {
+            Some(f) => format!(
+                "; joined fleet incident {} raised on {}: the same behaviour; the verdict on it \
+                 answers this one",
+                f.incident_id, f.device
+            ),
+            None if !i.members.is_empty() => format!(
+                "; a fleet incident: {} more of its kind joined it ({}); one verdict answers them all",
+                i.members.len(),
+                i.members.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+            None => String::new(),
+        };
         let learned = match (&i.footprint, resolution) {
             _ if i.learned && i.held() => {
                 "; closed quietly in the device's learning period: its behaviour is remembered and \
@@ -303,7 +334,7 @@ impl IncidentReport {
         };
         let summary = format!(
             "device {device}{what} {} of {} records anomalous ({:.0} %) since the incident opened, peak \
-             score {:.2}; {state}{raised}{known}{learned}{most}",
+             score {:.2}; {state}{raised}{known}{fleet}{learned}{most}",
             i.figures.anomalous,
             i.figures.records,
             100.0 * share,
@@ -333,6 +364,8 @@ impl IncidentReport {
             look: i.look.clone().map(Box::new),
             learned: i.learned,
             footprint: i.footprint.clone().map(Box::new),
+            fleet: i.fleet.clone().map(Box::new),
+            members: i.members.clone(),
         }
     }
 }

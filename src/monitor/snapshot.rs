@@ -421,6 +421,7 @@ mod tests {
             keep_records: 1,
             memory: crate::monitor::behaviours::MemoryRules::OFF,
             fan_out: crate::monitor::fanout::FanOutRules::OFF,
+            fleet_ms: 0,
         };
         let mut with_incident = s.clone();
         let d = Decision {
@@ -433,7 +434,7 @@ mod tests {
             context: None,
             judged: true,
         };
-        assert!(with_incident.incidents.observe("a", d, &rules, None, 0, 1.5e9).is_some());
+        assert!(with_incident.incidents.observe("a", d, &rules, None, &[], 0, 1.5e9).is_some());
         assert_eq!(Snapshot::decode(&with_incident.encode()).unwrap(), with_incident);
         // So do the behaviours analysts dismissed.
         let mut remembered = with_incident.clone();

@@ -1,8 +1,8 @@
 //! Device kinds through the real broker: two cameras of one model, onboarded with
 //! `metapu onboard --kind`, share what was accepted on them on the kinds topic. The
 //! nightly upload an analyst dismissed on one is recorded as `suppressed` on the other
-//! (saying on which sibling it was dismissed), never raised; a worm that reaches both
-//! (a new peer and port) is raised on each.
+//! (saying on which sibling it was dismissed), never raised; a new host both reach
+//! within the same seconds is one fleet incident, answered for both by one verdict.
 
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ fn events(m: &Messages, kind: &str, device: &str) -> Vec<serde_json::Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sibling_is_spared_what_its_kind_dismissed_and_a_worm_raises_on_each() {
+async fn a_sibling_is_spared_what_its_kind_dismissed_and_siblings_raising_together_get_one_verdict() {
     let fx = fixture();
     let broker = Broker::start();
     let boot = broker.bootstrap();
@@ -124,14 +124,57 @@ async fn a_sibling_is_spared_what_its_kind_dismissed_and_a_worm_raises_on_each()
     );
     assert!(opened_b.is_empty(), "the sibling is spared: {opened_b:?}");
 
-    // A worm reaches both: a new peer on telnet's port. Raised on each camera.
-    send_both(&upload[30..45], "198.51.100.7", 23, 300, None).await;
-    let got =
-        incidents(&|m| events(m, "opened", "cam-a").len() >= 2 && !events(m, "opened", "cam-b").is_empty());
-    let on_b = &events(&got, "opened", "cam-b")[0];
-    assert!(on_b.get("suppressed").is_none(), "{on_b}");
-    let why = on_b["news"]["why"].as_str().unwrap_or("");
-    assert!(why.is_empty() || why.contains("198.51.100.7") || why.contains("23/tcp"), "{why}");
+    // Both fetch from a new host within the same seconds (the vendor's schedule): one
+    // fleet incident. Whichever raised first is raised and names the other; the
+    // other's joins it, and the analyst's one verdict on it answers both.
+    send_both(&upload[30..45], "198.51.100.7", 8443, 300, None).await;
+    let fresh = |m: &Messages, event: &str, device: &str| {
+        events(m, event, device).into_iter().filter(|e| e["incident_id"] != id.as_str()).collect::<Vec<_>>()
+    };
+    let both = |m: &Messages| {
+        cameras.iter().any(|(d, _)| !fresh(m, "opened", d).is_empty())
+            && cameras.iter().any(|(d, _)| !fresh(m, "joined", d).is_empty())
+    };
+    let got = incidents(&|m| both(m));
+    let (raised_on, joined_on) =
+        if fresh(&got, "opened", "cam-a").is_empty() { ("cam-b", "cam-a") } else { ("cam-a", "cam-b") };
+    let fleet = &fresh(&got, "opened", raised_on)[0];
+    let joined = &fresh(&got, "joined", joined_on)[0];
+    assert_eq!(
+        (&joined["fleet"]["incident_id"], joined["fleet"]["device"].as_str()),
+        (&fleet["incident_id"], Some(raised_on)),
+        "{joined}"
+    );
+    assert!(fresh(&got, "opened", joined_on).is_empty(), "one notification for the fleet: {got:?}");
+    let fleet_id = fleet["incident_id"].as_str().expect("an id").to_string();
+    let named = incidents(&|m| {
+        events(m, "updated", raised_on)
+            .iter()
+            .any(|e| e["incident_id"] == fleet_id.as_str() && e["members"] == serde_json::json!([joined_on]))
+    });
+    assert!(!named.is_empty());
+    metapu_verdict(
+        (&boot, &cfg.kafka.feedback_topic),
+        raised_on,
+        &fleet_id,
+        "--false-positive",
+        "ana",
+        "vendor update",
+    );
+    let joined_id = joined["incident_id"].clone();
+    let got = incidents(&|m| {
+        events(m, "closed", joined_on)
+            .iter()
+            .chain(&events(m, "reviewed", joined_on))
+            .any(|e| e["incident_id"] == joined_id)
+    });
+    let answered = events(&got, "closed", joined_on)
+        .into_iter()
+        .chain(events(&got, "reviewed", joined_on))
+        .rfind(|e| e["incident_id"] == joined_id && !e["feedback"].is_null())
+        .unwrap_or_else(|| panic!("the joined incident was not answered: {got:?}"));
+    assert_eq!(answered["feedback"][0]["by"], "ana", "{answered}");
+    assert!(answered["feedback"][0]["note"].as_str().is_some_and(|n| n.contains(&fleet_id)), "{answered}");
 
     let body = http_get(daemon.http_addr, "/metrics").1;
     assert_eq!(metric(&body, "metapu_kinds"), Some(1.0));

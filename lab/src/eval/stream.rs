@@ -119,6 +119,9 @@ pub struct DeviceOutcome {
     /// The capture time of each record that opened (or reopened) an incident of a
     /// behaviour the analyst had dismissed: recorded, not raised.
     pub suppressed_ts: Vec<f64>,
+    /// The capture time of each record that opened an incident that joined a sibling's
+    /// fleet incident: recorded under it, not raised.
+    pub joined_ts: Vec<f64>,
     /// Of the incidents opened, those that had been suppressed and went beyond the
     /// dismissed behaviour (news): why, in words.
     pub news: Vec<String>,
@@ -156,6 +159,9 @@ pub enum Raised {
     Reopened,
     /// Of a remembered behaviour: recorded, not raised.
     Suppressed,
+    /// Of the behaviour a sibling of its kind raised a moment before: named by that
+    /// fleet incident, which the analyst sees.
+    Joined,
 }
 
 impl DeviceOutcome {
@@ -307,7 +313,7 @@ impl DeviceRun<'_> {
             .devices
             .get(&self.d.task.id)
             .and_then(|d| d.incidents.open.as_ref())
-            .is_some_and(|i| i.suppressed.is_none())
+            .is_some_and(|i| !i.quiet())
     }
 
     /// Run what the driver holds, one run of the pipeline at a time, until nothing waits.
@@ -369,10 +375,12 @@ impl DeviceRun<'_> {
                     let by = r.reopened_by.as_deref().unwrap_or(&r.opened_by);
                     out.raised.push(((by.offset - offset) as usize, Raised::Suppressed));
                 }
-                Emitted::Incident(IncidentEvent::Closed(r)) if !r.is_suppressed() => {
-                    closed_at.push(last_scored)
+                Emitted::Incident(IncidentEvent::Joined(r)) => {
+                    out.joined_ts.push(r.figures.first_ts);
+                    out.raised.push(((r.opened_by.offset - offset) as usize, Raised::Joined));
                 }
-                Emitted::Incident(IncidentEvent::Updated(r)) if !r.is_suppressed() => {
+                Emitted::Incident(IncidentEvent::Closed(r)) if !r.is_quiet() => closed_at.push(last_scored),
+                Emitted::Incident(IncidentEvent::Updated(r)) if !r.is_quiet() => {
                     if let Some(n) = r.news.as_ref().filter(|n| self.news_seen.insert(n.by.offset)) {
                         let at = (n.by.offset - offset) as usize;
                         news_at.push(at);
@@ -608,7 +616,8 @@ fn share_back(lab: &mut Lab<'_>, shares: Vec<Share>) {
             payload: serde_json::to_vec(s).expect("a share serialises"),
         })
         .collect();
-    if let Some(reason) = dead_letter(&lab.driver.shares(lab.engine, &messages, now(), lab.telemetry)) {
+    if let Some(reason) = dead_letter(&lab.driver.shares(lab.engine, &messages, now(), "lab", lab.telemetry))
+    {
         panic!("a share was refused: {reason}");
     }
 }

@@ -25,6 +25,8 @@ pub fn document(event: &IncidentEvent) -> Value {
         IncidentEvent::Suppressed(r) => (r.time, r.summary.clone(), incident_event(r, "suppressed", "info")),
         IncidentEvent::Closed(r) => (r.time, r.summary.clone(), incident_event(r, "closed", "end")),
         IncidentEvent::Reviewed(r) => (r.time, r.summary.clone(), incident_event(r, "reviewed", "info")),
+        // Recorded under a sibling's fleet incident, which is the alert.
+        IncidentEvent::Joined(r) => (r.time, r.summary.clone(), incident_event(r, "joined", "info")),
         IncidentEvent::Forgotten { device, known_normal, by, time, .. } => (
             *time,
             format!("device {device} forgotten by {by:?}: {known_normal} known-normal records dropped"),
@@ -68,7 +70,8 @@ pub fn document(event: &IncidentEvent) -> Value {
     | IncidentEvent::Reopened(r)
     | IncidentEvent::Suppressed(r)
     | IncidentEvent::Closed(r)
-    | IncidentEvent::Reviewed(r) = event
+    | IncidentEvent::Reviewed(r)
+    | IncidentEvent::Joined(r) = event
     {
         if let Some(t) = &r.traffic {
             network_fields(t, &mut doc, &mut host, &mut related_ips);
@@ -99,7 +102,7 @@ pub fn document(event: &IncidentEvent) -> Value {
 /// `event.*` of an incident's event.
 fn incident_event(r: &IncidentReport, action: &str, kind_of_change: &str) -> Value {
     let mut ev = json!({
-        "kind": if r.is_suppressed() { "event" } else { "alert" },
+        "kind": if r.is_quiet() { "event" } else { "alert" },
         "category": ["network", "intrusion_detection"],
         "type": [kind_of_change],
         "action": format!("incident-{action}"),

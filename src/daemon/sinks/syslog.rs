@@ -83,8 +83,8 @@ impl Syslog {
     fn frame(&self, event: &IncidentEvent) -> Vec<u8> {
         let (severity, time) = match event {
             // Recorded, not raised: informational, whatever the incident's severity.
-            IncidentEvent::Suppressed(r) => (6, r.time),
-            IncidentEvent::Closed(r) if r.is_suppressed() => (6, r.time),
+            IncidentEvent::Suppressed(r) | IncidentEvent::Joined(r) => (6, r.time),
+            IncidentEvent::Closed(r) if r.is_quiet() => (6, r.time),
             IncidentEvent::Opened(r)
             | IncidentEvent::Updated(r)
             | IncidentEvent::Reopened(r)

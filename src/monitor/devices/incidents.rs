@@ -3,9 +3,17 @@
 use super::*;
 
 impl DeviceTable {
-    /// Devices with an open incident.
+    /// Devices with an open incident, or with a closed one that joined a fleet incident
+    /// and awaits its verdict (a silent device's time still passes for it).
     pub fn with_open_incidents(&self) -> Vec<String> {
-        self.devices.iter().filter(|(_, d)| d.incidents.open.is_some()).map(|(id, _)| id.clone()).collect()
+        let awaits = |d: &Device| {
+            d.incidents.open.is_some()
+                || d.incidents
+                    .last_closed
+                    .as_ref()
+                    .is_some_and(|i| i.fleet.is_some() && i.feedback.is_empty())
+        };
+        self.devices.iter().filter(|(_, d)| awaits(d)).map(|(id, _)| id.clone()).collect()
     }
 
     /// A scored record's decision moves the device's incident state; the transition,
@@ -22,13 +30,45 @@ impl DeviceTable {
         if d.onboarding.is_some() {
             return None;
         }
-        let kind = d.kind.as_deref().and_then(|k| self.kinds.memory(k));
-        d.incidents.observe(id, decision, rules, kind, now.ms, now.unix)
+        let memory = d.kind.as_deref().and_then(|k| self.kinds.memory(k));
+        let siblings = d.kind.as_deref().map_or(&[][..], |k| self.kinds.raised(k));
+        let t = d.incidents.observe(id, decision, rules, memory, siblings, now.ms, now.unix);
+        // A raise, or a join, is its kind's to hear (the fleet incident and its members):
+        // its siblings here at once, the others through its share.
+        if let (Some(kind), Some(Transition::Opened(i) | Transition::Joined(i))) = (&d.kind, &t) {
+            if let Some(r) = super::kinds::raised(id, i, self.dim) {
+                self.kinds.hear_raised(kind, r);
+            }
+            self.share_due.insert(id.to_string());
+        }
+        t
     }
 
-    /// Time passes for the device's open incident: an update or a quiet close, if due.
-    pub fn tick_incident(&mut self, id: &str, rules: &IncidentRules, now: Now) -> Option<Transition> {
-        self.devices.get_mut(id)?.incidents.tick(rules, self.dim, now.ms, now.unix)
+    /// Time passes for the device: the verdict on a fleet incident it joined, once given
+    /// on its clock ([`IncidentTracker::answer_from_fleet`]); its open incident's update
+    /// or quiet close, if due.
+    pub fn tick_incident(&mut self, id: &str, rules: &IncidentRules, now: Now) -> Vec<Transition> {
+        let answered = self.answer_from_fleet(id, &rules.memory, now.unix);
+        let Some(d) = self.devices.get_mut(id) else { return Vec::new() };
+        answered.into_iter().chain(d.incidents.tick(rules, self.dim, now.ms, now.unix)).collect()
+    }
+
+    /// The fleet incident the device's incident joined was dismissed on its sibling: the
+    /// verdict answers the device's too, and what it remembers now its kind hears.
+    pub(super) fn answer_from_fleet(
+        &mut self,
+        id: &str,
+        memory: &MemoryRules,
+        now_unix: f64,
+    ) -> Option<Transition> {
+        let d = self.devices.get_mut(id)?;
+        let kind = d.kind.as_deref().and_then(|k| self.kinds.memory(k));
+        let t = d.incidents.answer_from_fleet(id, kind, now_unix, memory, self.dim)?;
+        d.unsnapshotted = true;
+        if memory.remember_ms > 0 {
+            self.share_due.insert(id.to_string());
+        }
+        Some(t)
     }
 
     /// An analyst's verdict on one of the device's incidents.

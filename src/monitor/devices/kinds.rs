@@ -2,6 +2,37 @@
 //! dismissed, and what it is offered of its siblings'.
 
 use super::*;
+use crate::monitor::behaviours::{Behaviour, Dismissal};
+use crate::monitor::footprint::Footprint;
+use crate::monitor::incidents::Incident;
+use crate::monitor::kinds::Raised;
+
+/// What the kind hears of an incident at hand: one raised to an analyst on its own (not
+/// by a look or for an attack's footprint on the device: those are raised on each
+/// device and join nothing), or one that joined a sibling's. Suppressed and held incidents are not
+/// raised.
+pub(super) fn raised(device: &str, i: &Incident, dim: usize) -> Option<Raised> {
+    let own = !i.quiet() && i.look.is_none() && !i.footprint.as_ref().is_some_and(Footprint::on_the_device);
+    if !own && i.fleet.is_none() {
+        return None;
+    }
+    let itself = Dismissal {
+        incident_id: i.id.clone(),
+        by: String::new(),
+        note: String::new(),
+        at: i.figures.opened_at,
+        on: Some(device.to_string()),
+        learned: false,
+        expires_at: None,
+    };
+    Some(Raised {
+        device: device.to_string(),
+        incident_id: i.id.clone(),
+        at: i.figures.opened_at,
+        behaviour: Behaviour::of(&i.traffic, i.figures.anomalous, &i.kept, dim, itself),
+        joined: i.fleet.as_ref().map(|f| f.incident_id.clone()),
+    })
+}
 
 impl DeviceTable {
     /// The tracked device `id` is of `kind` from now (`now`: Unix seconds); it leaves
@@ -42,8 +73,21 @@ impl DeviceTable {
                 b
             })
             .collect();
+        let raised = [&d.incidents.last_closed, &d.incidents.open]
+            .into_iter()
+            .flatten()
+            .filter_map(|i| raised(id, i, self.dim))
+            .collect();
         let at = self.time_of(d);
-        self.shares.push(Share { kind, device: id.to_string(), dim: self.dim, normal, behaviours, at });
+        self.shares.push(Share {
+            kind,
+            device: id.to_string(),
+            dim: self.dim,
+            normal,
+            behaviours,
+            raised,
+            at,
+        });
     }
 
     /// Now for device `d`, Unix seconds: its own clock on the event clock, the table's
@@ -66,8 +110,16 @@ impl DeviceTable {
     }
 
     /// A share read on the kinds topic (this daemon's own included): the kind's members
-    /// held here are offered what it now holds.
-    pub fn apply_share(&mut self, share: Share) -> Result<(), KindError> {
+    /// held here are offered what it now holds, a fleet incident held here names the
+    /// siblings that joined it, and an incident that joined one a sibling's verdict has
+    /// answered takes that verdict (`memory`). The incident transitions it made.
+    pub fn apply_share(
+        &mut self,
+        share: Share,
+        memory: &MemoryRules,
+    ) -> Result<Vec<(String, Transition)>, KindError> {
+        let joins: Vec<(String, String)> =
+            share.raised.iter().filter_map(|r| Some((r.joined.clone()?, r.device.clone()))).collect();
         let kind = self.kinds.apply(share, self.dim)?;
         let members: Vec<String> = self
             .devices
@@ -75,10 +127,41 @@ impl DeviceTable {
             .filter(|(_, d)| d.kind.as_deref() == Some(kind.as_str()))
             .map(|(id, _)| id.clone())
             .collect();
+        let mut transitions = Vec::new();
         for id in members {
             self.refresh_offered(&id);
+            if let Some(t) = self.name_members(&id, &joins) {
+                transitions.push((id.clone(), t));
+            }
+            let now = self.devices.get(&id).map(|d| self.time_of(d));
+            if let Some(t) = now.and_then(|now| self.answer_from_fleet(&id, memory, now)) {
+                transitions.push((id, t));
+            }
         }
-        Ok(())
+        Ok(transitions)
+    }
+
+    /// Siblings joined the device's incident (`joins`: fleet incident, sibling): it names
+    /// them; an update if it is open and raised, so the analyst hears of its fleet.
+    fn name_members(&mut self, id: &str, joins: &[(String, String)]) -> Option<Transition> {
+        let d = self.devices.get_mut(id)?;
+        let mut update = None;
+        for incident in [&mut d.incidents.open, &mut d.incidents.last_closed].into_iter().flatten() {
+            let new: Vec<&String> = joins
+                .iter()
+                .filter(|(fleet, sibling)| *fleet == incident.id && !incident.members.contains(sibling))
+                .map(|(_, sibling)| sibling)
+                .collect();
+            if new.is_empty() {
+                continue;
+            }
+            incident.members.extend(new.into_iter().cloned());
+            d.unsnapshotted = true;
+            if incident.closed_at.is_none() && !incident.quiet() {
+                update = Some(Transition::Updated(incident.clone()));
+            }
+        }
+        update
     }
 
     /// What the device's kind offers it now; re-adapted if that changed what it is

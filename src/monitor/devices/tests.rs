@@ -182,7 +182,7 @@ fn a_kinds_members_are_offered_what_their_siblings_were_onboarded_on() {
     t.observe("cam-b", &[9.0], false, &at(0, 3), 0.0, 0);
     t.join_kind("cam-b", "cam", 100.0).unwrap();
     assert!(!t.get("cam-b").unwrap().adaptable());
-    t.apply_share(shares[0].clone()).unwrap();
+    t.apply_share(shares[0].clone(), &MemoryRules::OFF).unwrap();
     assert!(t.get("cam-b").unwrap().awaits_first_classifier(), "offered rows are something to adapt on");
     assert!(t.get("cam-a").unwrap().offered.is_none(), "never offered its own");
     // Its own rows first, then the offered ones its window has room for.
@@ -194,9 +194,9 @@ fn a_kinds_members_are_offered_what_their_siblings_were_onboarded_on() {
     let moved = t.take_shares();
     let keys: Vec<(String, bool)> = moved.iter().map(|s| (s.key(), s.is_empty())).collect();
     assert_eq!(keys, [("cam/cam-a".into(), true), ("plug/cam-a".into(), false)], "withdrawn, then shared");
-    t.apply_share(moved[0].clone()).unwrap();
+    t.apply_share(moved[0].clone(), &MemoryRules::OFF).unwrap();
     assert!(t.get("cam-b").unwrap().offered.is_none() && t.kind_counts().is_empty());
-    t.apply_share(moved[1].clone()).unwrap();
+    t.apply_share(moved[1].clone(), &MemoryRules::OFF).unwrap();
     assert_eq!(t.kind_counts(), [("plug".to_string(), 1)]);
     // Forgotten: withdrawn from its kind.
     t.forget("cam-b");
@@ -289,6 +289,7 @@ fn one_anomaly_opens() -> crate::monitor::incidents::IncidentRules {
         keep_records: 1,
         memory: crate::monitor::behaviours::MemoryRules::OFF,
         fan_out: crate::monitor::fanout::FanOutRules::OFF,
+        fleet_ms: 0,
     }
 }
 
@@ -306,7 +307,7 @@ fn open_incident(t: &mut DeviceTable, id: &str) {
         context: None,
         judged: true,
     };
-    t.get_mut(id).unwrap().incidents.observe(id, d, &rules, None, 0, 0.0).expect("opened");
+    t.get_mut(id).unwrap().incidents.observe(id, d, &rules, None, &[], 0, 0.0).expect("opened");
     assert!(t.get(id).unwrap().incidents.open.is_some());
 }
 
@@ -359,4 +360,86 @@ fn redelivered_records_do_not_enter_the_windows_twice() {
     assert!(!t.observe("a", &[9.0], false, &at(1, 0), 0.0, 0).replayed);
     let other_topic = Source { topic: "other".into(), partition: 1, offset: 0 };
     assert!(!t.observe("a", &[9.0], false, &other_topic, 0.0, 0).replayed);
+}
+
+/// Members of a kind that raise the same behaviour minutes apart: the first is raised,
+/// the second joins it (named by it, not raised), and the verdict on the first answers
+/// the second once given on its clock. One raised before the first never joins it.
+#[test]
+fn a_kinds_members_raising_one_behaviour_form_one_fleet_incident_with_one_verdict() {
+    use crate::monitor::feedback::{Feedback, Verdict};
+    use crate::monitor::incidents::{fleet_note, Decision, Resolution};
+    use crate::traffic::context::Context;
+    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0 };
+    let mut t = DeviceTable::new(1, sizes, 10);
+    let memory = MemoryRules { remember_ms: 86_400_000, ..MemoryRules::OFF };
+    let rules = IncidentRules { memory, fleet_ms: 600_000, ..one_anomaly_opens() };
+    for (i, cam) in ["cam-a", "cam-b", "cam-c"].into_iter().enumerate() {
+        t.observe(cam, &[0.0], true, &at(0, i as i64), 0.0, 0);
+        t.join_kind(cam, "cam", 900.0).unwrap();
+    }
+    let upload = Context::outbound("52.1.2.3", 443, 6, 0x18, 900);
+    let decide = |t: &mut DeviceTable, cam: &str, offset: i64, ts: f64, c: &Context| {
+        let source = at(0, offset);
+        let d = Decision {
+            anomalous: true,
+            posterior: 0.1,
+            prior: 0.7,
+            ts,
+            source: &source,
+            features: &[0.0],
+            context: Some(c),
+            judged: true,
+        };
+        t.observe_decision(cam, d, &rules, Now::event(ts))
+    };
+    let hear = |t: &mut DeviceTable| {
+        let shares = t.take_shares();
+        shares.into_iter().flat_map(|s| t.apply_share(s, &memory).unwrap()).collect::<Vec<_>>()
+    };
+    let Some(Transition::Opened(head)) = decide(&mut t, "cam-a", 10, 1000.0, &upload) else {
+        panic!("the first member's incident is raised")
+    };
+    assert!(hear(&mut t).is_empty());
+    // Before the head was raised, on its own clock: its own incident.
+    assert!(matches!(decide(&mut t, "cam-c", 11, 999.0, &upload), Some(Transition::Opened(_))));
+    let Some(Transition::Joined(joined)) = decide(&mut t, "cam-b", 12, 1005.0, &upload) else {
+        panic!("the second member's incident of the same behaviour joins the first")
+    };
+    assert_eq!(
+        joined.fleet.as_ref().map(|f| (f.incident_id.as_str(), f.device.as_str())),
+        Some((head.id.as_str(), "cam-a"))
+    );
+    // The fleet incident hears of its member: an update that names it.
+    let heard = hear(&mut t);
+    let named = heard.iter().find_map(|(d, t)| match t {
+        Transition::Updated(i) if d == "cam-a" => Some(i.members.clone()),
+        _ => None,
+    });
+    assert_eq!(named, Some(BTreeSet::from(["cam-b".to_string()])));
+    // The analyst dismisses the fleet incident at 1,100 s.
+    let fb = Feedback {
+        device: "cam-a".into(),
+        incident_id: head.id.clone(),
+        verdict: Verdict::FalsePositive,
+        by: "ana".into(),
+        note: String::new(),
+    };
+    t.apply_feedback(&fb, 1100.0, 3600, &memory).unwrap();
+    t.set_time(1050.0);
+    let heard = hear(&mut t);
+    assert!(!heard.iter().any(|(d, _)| d == "cam-b"), "not yet given on cam-b's clock: {heard:?}");
+    let answered = t.tick_incident("cam-b", &rules, Now::event(1100.0));
+    let Some(Transition::Closed(i, Resolution::Dismissed)) = answered.first() else {
+        panic!("the verdict on the fleet incident answers its member: {answered:?}")
+    };
+    assert_eq!(i.id, joined.id);
+    assert_eq!(
+        (i.feedback[0].by.as_str(), i.feedback[0].note.clone()),
+        ("ana", fleet_note(joined.fleet.as_ref().unwrap()))
+    );
+    // Its behaviour is the member's own to remember now; cam-c, raised on its own, is not answered.
+    assert!(t.get("cam-b").unwrap().incidents.memory.find(&joined.id).is_some());
+    let own = t.tick_incident("cam-c", &rules, Now::event(1100.0));
+    assert!(matches!(&own[..], [Transition::Closed(_, Resolution::Quiet)]), "{own:?}");
 }
