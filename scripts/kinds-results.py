@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The tables of docs/results.md "Device kinds" from scripts/kinds-results.sh's runs:
-false incidents reaching the analyst and the attacks, without and with the kind.
+false incidents reaching the analyst (a fleet incident's joined members are not), and
+the attacks, without and with the kind.
 Usage: kinds-results.py OUT"""
 
 import json
@@ -29,6 +30,7 @@ def row(name, ws):
     attacked = [w for w in ws if w["attack"]]
     return (
         f"| {name} | {len(first['false_incidents'])} | {sum(len(w['false_incidents']) for w in rest)} "
+        f"| {sum(len(w.get('joined', [])) for w in ws)} "
         f"| {sum(len(w['suppressed']) for w in ws)} | {100.0 * false / max(hours, 1e-9):.2f} "
         f"| {fpr(ws):.2f} % | {sum(own(w) for w in attacked)} of {len(attacked)} |"
     )
@@ -37,8 +39,8 @@ def row(name, ws):
 def main(out):
     out = Path(out)
     print("Camera fleet (the shared camera, then its week with each of 15 attacks merged in; 16 cameras):\n")
-    print("| kind | false incidents, first camera | false incidents, the other 15 | suppressed | per 100 device-hours | benign FPR | attacks with an incident of their own |")
-    print("|---|---|---|---|---|---|---|")
+    print("| kind | false incidents, first camera | false incidents, the other 15 | joined a fleet incident | suppressed | per 100 device-hours | benign FPR | attacks with an incident of their own |")
+    print("|---|---|---|---|---|---|---|---|")
     print(row("none", load(out / "fleet-analyst")))
     print(row("blink-cam", load(out / "fleet-analyst-kind")))
     print("\nIoT Sentinel pairs of one model, both infected with the same attack (8 devices, 4 kinds):\n")
