@@ -275,7 +275,15 @@ fn incident_looks() {
                         context: Some(&c),
                         judged: true,
                     };
-                    std::hint::black_box(t.observe("d", decision, &rules, None, &[], i as u64 * 1000, i as f64));
+                    std::hint::black_box(t.observe(
+                        "d",
+                        decision,
+                        &rules,
+                        None,
+                        &[],
+                        i as u64 * 1000,
+                        i as f64,
+                    ));
                     n += 1;
                 }
             }
