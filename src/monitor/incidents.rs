@@ -99,6 +99,10 @@ pub struct Incident {
     /// first did: never learned without a verdict, and news in a return of what was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footprint: Option<Footprint>,
+    /// The kinds of footprint it has shown (bit `1 << weight`): a raised incident that
+    /// shows a new kind on the device tells the analyst at once.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shown: u8,
     /// It joined a sibling's incident (`IncidentRules::fleet_ms`): recorded under it, not
     /// raised, and answered by the verdict on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,6 +110,10 @@ pub struct Incident {
     /// Siblings whose incidents joined this one: its fleet.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub members: BTreeSet<String>,
+}
+
+fn is_zero(n: &u8) -> bool {
+    *n == 0
 }
 
 /// The sibling's incident one joined.
@@ -154,6 +162,7 @@ impl Incident {
             look: None,
             learned: false,
             footprint: None,
+            shown: 0,
             fleet: None,
             members: BTreeSet::new(),
         }
@@ -173,7 +182,15 @@ impl Incident {
 
     /// One more anomalous record while open; `history`: what the device's normal traffic
     /// had, for the footprint.
-    fn add_anomalous(&mut self, d: &Decision<'_>, rules: &IncidentRules, now_ms: u64, history: &History) {
+    /// An attack's footprint on the device of a kind it had not shown, if this record
+    /// showed one.
+    fn add_anomalous(
+        &mut self,
+        d: &Decision<'_>,
+        rules: &IncidentRules,
+        now_ms: u64,
+        history: &History,
+    ) -> Option<Footprint> {
         let anomaly = 1.0 - d.posterior;
         self.figures.anomalous += 1;
         self.figures.peak_score = self.figures.peak_score.max(anomaly);
@@ -186,16 +203,22 @@ impl Incident {
         if let Some(c) = d.context {
             self.traffic.add(c, d.ts);
         }
-        self.note_footprint(d.context, history);
+        self.note_footprint(d.context, history)
     }
 
     /// The weightiest footprint it has shown is kept (`footprint.rs`): a sweep's first
-    /// who-has is a new local peer, its eighth a scan.
-    fn note_footprint(&mut self, c: Option<&Context>, history: &History) {
-        let Some(found) = footprint::of_record(c, &self.traffic, self.severity(), history) else { return };
+    /// who-has is a new local peer, its eighth a scan. Returns one on the device of a
+    /// kind the incident had not shown (`shown`).
+    fn note_footprint(&mut self, c: Option<&Context>, history: &History) -> Option<Footprint> {
+        let found = footprint::of_record(c, &self.traffic, self.severity(), history)?;
+        let bit = 1u8 << found.weight();
+        let new_kind = self.shown & bit == 0;
+        self.shown |= bit;
+        let told = (new_kind && found.on_the_device()).then(|| found.clone());
         if self.footprint.as_ref().is_none_or(|kept| found.weight() > kept.weight()) {
             self.footprint = Some(found);
         }
+        told
     }
 }
 
@@ -419,9 +442,7 @@ impl IncidentTracker {
             open.figures.records += 1;
             open.attack_share = 1.0 - d.prior;
             open.changed = true;
-            if d.anomalous {
-                open.add_anomalous(&d, rules, now_ms, &self.history);
-            }
+            let shown = if d.anomalous { open.add_anomalous(&d, rules, now_ms, &self.history) } else { None };
             if let Some(f) = finding {
                 // Something else during an open incident: the analyst is told at once.
                 let was_quiet = open.quiet();
@@ -444,6 +465,14 @@ impl IncidentTracker {
             if d.anomalous && Self::leaves_fleet(open, siblings, &d, now_ms) {
                 return Some(Transition::Opened(open.clone()));
             }
+            if let Some(f) = shown.filter(|_| !open.quiet()) {
+                // An attack inside an incident already raised (a false one, maybe):
+                // what it shows of an attack is told at once, not at the next update.
+                open.news = Some(News { why: format!("it now shows {}", f.words()), by: d.source.clone() });
+                open.changed = false;
+                open.last_update_ms = now_ms;
+                return Some(Transition::Updated(open.clone()));
+            }
             return None;
         }
         if finding.is_none() && (!d.anomalous || self.recent.count_ones() < rules.open_k.max(1)) {
@@ -458,6 +487,7 @@ impl IncidentTracker {
             incident.attack_share = 1.0 - d.prior;
             incident.last_update_ms = now_ms;
             incident.changed = false;
+            // Reopened, it is before the analyst again: what it shows is in that event.
             incident.add_anomalous(&d, rules, now_ms, &self.history);
             let news = Self::becomes_news(&mut incident, &self.memory, kind, &d, rules, (now_ms, now_unix));
             if news {
@@ -494,6 +524,7 @@ impl IncidentTracker {
             look: finding,
             learned: false,
             footprint: None,
+            shown: 0,
             fleet: None,
             members: BTreeSet::new(),
         };
@@ -1169,6 +1200,24 @@ mod tests {
             behaviour: Behaviour::of(&traffic, 1, &[], 2, itself),
             joined: None,
         }
+    }
+
+    #[test]
+    fn an_attack_inside_a_raised_incident_is_told_at_its_footprint() {
+        let rules = IncidentRules { open_k: 1, open_n: 1, ..RULES };
+        let mut t = IncidentTracker::default();
+        let opened = feed_packets(&mut t, &rules, &packet("52.1.2.3", 443, 900), 2, 0, 1_000.0);
+        assert!(matches!(opened.as_slice(), [Transition::Opened(_)]), "{opened:?}");
+        let mut out = Vec::new();
+        for h in 1..=9u8 {
+            let syn = Context::outbound(&format!("52.9.9.{h}"), 23, 6, 0x02, 60);
+            out.extend(feed_packets(&mut t, &rules, &syn, 1, 10 + i64::from(h), 1_002.0 + f64::from(h)));
+        }
+        // Told once, at the eighth host; nothing at the ninth.
+        let [Transition::Updated(i)] = out.as_slice() else { panic!("{out:?}") };
+        let news = i.news.as_ref().expect("news");
+        assert!(news.why.starts_with("it now shows a scan"), "{}", news.why);
+        assert_eq!(news.by.offset, 18);
     }
 
     #[test]

@@ -9,8 +9,8 @@ use crate::monitor::kinds::Raised;
 
 /// What the kind hears of an incident at hand: one raised to an analyst on its own (not
 /// by a look or for an attack's footprint on the device: those are raised on each
-/// device and join nothing), or one that joined a sibling's. Suppressed and held incidents are not
-/// raised.
+/// device and join nothing), or one that joined a sibling's. Suppressed and held
+/// incidents were never raised.
 pub(super) fn raised(device: &str, i: &Incident, dim: usize) -> Option<Raised> {
     let own = !i.quiet() && i.look.is_none() && !i.footprint.as_ref().is_some_and(Footprint::on_the_device);
     if !own && i.fleet.is_none() {
