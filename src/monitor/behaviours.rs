@@ -5,8 +5,9 @@
 //! as suppressed instead of reaching the analyst as new (Zeek's notice suppression and
 //! Suricata's `suppress` by address, with the rule learned from one verdict instead of
 //! written by hand). Bounded: it expires, and a record outside the behaviour (a new peer,
-//! port, transport or direction) or far more bytes than it had is news again. Where records carry no packet context, the
-//! incident's feature rows stand in (a box around them in log space). Pure: times come in.
+//! port, transport or direction) or far more bytes than it had is news again. Where
+//! records carry no packet context, the incident's feature rows stand in (a box around
+//! them in log space). Pure: times come in.
 
 use std::collections::BTreeSet;
 

@@ -174,6 +174,14 @@ impl Incident {
         self.suppressed.is_some() || self.fleet.is_some()
     }
 
+    /// Something new for the analyst, said at once (its event goes out now; the next
+    /// update waits its interval from here).
+    fn tell(&mut self, news: News, now_ms: u64) {
+        self.news = Some(news);
+        self.changed = false;
+        self.last_update_ms = now_ms;
+    }
+
     /// Its severity by the fixed rule on its figures and traffic so far.
     pub fn severity(&self) -> Severity {
         let f = &self.figures;
@@ -448,9 +456,7 @@ impl IncidentTracker {
                 let was_quiet = open.quiet();
                 open.suppressed = None;
                 open.fleet = None;
-                open.news = Some(News { why: f.why, by: f.by });
-                open.changed = false;
-                open.last_update_ms = now_ms;
+                open.tell(News { why: f.why, by: f.by }, now_ms);
                 return Some(if was_quiet {
                     Transition::Opened(open.clone())
                 } else {
@@ -468,9 +474,7 @@ impl IncidentTracker {
             if let Some(f) = shown.filter(|_| !open.quiet()) {
                 // An attack inside an incident already raised (a false one, maybe):
                 // what it shows of an attack is told at once, not at the next update.
-                open.news = Some(News { why: format!("it now shows {}", f.words()), by: d.source.clone() });
-                open.changed = false;
-                open.last_update_ms = now_ms;
+                open.tell(News { why: format!("it now shows {}", f.words()), by: d.source.clone() }, now_ms);
                 return Some(Transition::Updated(open.clone()));
             }
             return None;
@@ -623,16 +627,10 @@ impl IncidentTracker {
             (None, None) => None,
         };
         let Some(beyond) = beyond else { return false };
-        open.news = Some(News {
-            why: format!(
-                "joined fleet incident {} raised on {}, but {beyond}",
-                fleet.incident_id, fleet.device
-            ),
-            by: d.source.clone(),
-        });
+        let why =
+            format!("joined fleet incident {} raised on {}, but {beyond}", fleet.incident_id, fleet.device);
         open.fleet = None;
-        open.changed = false;
-        open.last_update_ms = now_ms;
+        open.tell(News { why, by: d.source.clone() }, now_ms);
         true
     }
 
@@ -702,9 +700,7 @@ impl IncidentTracker {
         };
         let Some(why) = beyond else { return false };
         open.suppressed = None;
-        open.news = Some(News { why, by: d.source.clone() });
-        open.changed = false;
-        open.last_update_ms = now_ms;
+        open.tell(News { why, by: d.source.clone() }, now_ms);
         true
     }
 
@@ -751,6 +747,16 @@ impl IncidentTracker {
         Some(Transition::Closed(closed, resolution))
     }
 
+    /// The incident at hand (open, or the last closed) that joined a fleet incident and
+    /// has no verdict yet, and that fleet incident.
+    pub fn awaiting_fleet_verdict(&self) -> Option<(&Incident, &Fleet)> {
+        [&self.open, &self.last_closed]
+            .into_iter()
+            .flatten()
+            .filter(|i| i.feedback.is_empty())
+            .find_map(|i| Some((i, i.fleet.as_ref()?)))
+    }
+
     /// The incident at hand (open, or the last closed) joined a fleet incident that an
     /// analyst has since dismissed on its sibling (`kind`: the dismissals the kind
     /// shares, taken from when they were given, on this device's clock): the same
@@ -763,11 +769,7 @@ impl IncidentTracker {
         memory: &MemoryRules,
         dim: usize,
     ) -> Option<Transition> {
-        let incident = [&self.open, &self.last_closed]
-            .into_iter()
-            .flatten()
-            .find(|i| i.fleet.is_some() && i.feedback.is_empty())?;
-        let fleet = incident.fleet.as_ref()?;
+        let (incident, fleet) = self.awaiting_fleet_verdict()?;
         let verdict = kind?
             .find(&fleet.incident_id)
             .map(|b| &b.dismissal)

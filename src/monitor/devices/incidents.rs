@@ -6,13 +6,8 @@ impl DeviceTable {
     /// Devices with an open incident, or with a closed one that joined a fleet incident
     /// and awaits its verdict (a silent device's time still passes for it).
     pub fn with_open_incidents(&self) -> Vec<String> {
-        let awaits = |d: &Device| {
-            d.incidents.open.is_some()
-                || d.incidents
-                    .last_closed
-                    .as_ref()
-                    .is_some_and(|i| i.fleet.is_some() && i.feedback.is_empty())
-        };
+        let awaits =
+            |d: &Device| d.incidents.open.is_some() || d.incidents.awaiting_fleet_verdict().is_some();
         self.devices.iter().filter(|(_, d)| awaits(d)).map(|(id, _)| id.clone()).collect()
     }
 
@@ -62,6 +57,8 @@ impl DeviceTable {
         now_unix: f64,
     ) -> Option<Transition> {
         let d = self.devices.get_mut(id)?;
+        // Called at every scored record: nothing to look up for most devices.
+        d.incidents.awaiting_fleet_verdict()?;
         let kind = d.kind.as_deref().and_then(|k| self.kinds.memory(k));
         let t = d.incidents.answer_from_fleet(id, kind, now_unix, memory, self.dim)?;
         d.unsnapshotted = true;
