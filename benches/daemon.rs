@@ -1,5 +1,5 @@
-//! `make bench`: the daemon's engine without Kafka — scoring throughput, re-adaptation
-//! of whole fleets, memory per device, the incident tracker's cost per record with
+//! `make bench`: the daemon's monitor without Kafka, driven through its one door —
+//! scoring throughput, re-adaptation of whole fleets, memory per device, the incident tracker's cost per record with
 //! packet context (`DAEMON_BENCH=incidents` runs that table alone). Prints numbers;
 //! asserts nothing.
 
@@ -7,9 +7,11 @@ use std::time::Instant;
 
 use metapu::daemon::adapter::Adapter;
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
-use metapu::monitor::clock::Now;
-use metapu::monitor::engine::{AdaptJob, Engine, Source, WindowSizes};
-use metapu::monitor::record::{decode, encode, FeatureRecord};
+use metapu::monitor::clock::{Clock, Now};
+use metapu::monitor::output::Source;
+use metapu::monitor::record::{decode, encode, encode_binary, FeatureRecord};
+use metapu::monitor::telemetry::Tally;
+use metapu::monitor::{run_adaptation, AdaptJob, Adapted, Command, Input, Monitor, Received, WindowSizes};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -110,52 +112,37 @@ fn main() {
     println!("| FLOPs to adapt one device (50 + 200 rows) | {:.1} M |", adaptation_flops(32) / 1e6);
     println!("| adaptation bound for 10,000 devices | {:.1} s |", 1e4 * adaptation_flops(32) / peak);
     println!();
-    println!("metapu daemon-engine benchmarks (D = {DIM}, K = 32, M = 100, windows 50 P + 200 U, CPU, torch threads {})", tch::get_num_threads());
+    println!("metapu monitor benchmarks (D = {DIM}, K = 32, M = 100, windows 50 P + 200 U, CPU, torch threads {}): everything through the Monitor, records as binary messages", tch::get_num_threads());
     println!();
-    println!("| devices | fill windows | RSS per device | devices per GiB | re-adapt all | scoring (records/s, 4096-record batches) | share of the scoring bound | decode JSON (records/s) | 256-record batch latency p50 / p99 during a full re-adaptation |");
+    println!("| devices | fill windows (records scored, first classifiers) | RSS per device | devices per GiB | re-adapt all | scoring (records/s, 4096-record batches) | share of the scoring bound | decode JSON (records/s) | 256-record batch latency p50 / p99 during a full re-adaptation |");
     println!("|---|---|---|---|---|---|---|---|---|");
     let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let telemetry = Tally::default();
     for devices in [100usize, 1_000, 10_000] {
-        let sizes = WindowSizes { positive: 50, unlabeled: 200, bootstrap_positives: 0 };
-        let mut engine = Engine::new(model(), sizes, devices, 0.5);
+        let mut bench = Bench::new(devices);
         let rss_before = rss_bytes();
         // Fill every device's windows: 50 known-normal + 150 more records.
         let t = Instant::now();
-        let mut offset = 0;
         for round in 0..200 {
-            for d in 0..devices {
-                let r = record(&mut rng, d, round < 50);
-                offset += 1;
-                engine.devices.observe(&r.device, &r.features, r.known_normal, &source(offset), r.ts, 0);
-            }
+            let records: Vec<FeatureRecord> = (0..devices).map(|d| record(&mut rng, d, round < 50)).collect();
+            bench.run(&records, &telemetry);
         }
         let fill = t.elapsed().as_secs_f64();
         let per_device = (rss_bytes().saturating_sub(rss_before)) as f64 / devices as f64;
 
+        // Every device changed since its first classifier: the next round takes them all.
         let t = Instant::now();
-        engine.adaptation_batch = adaptation_batch();
-        engine.adapt_changed();
+        let jobs = bench.adaptation_round(&telemetry);
+        let states = run_adaptation(&bench.adapting, &jobs.1, adaptation_batch());
+        bench.installed(jobs.0, states, &telemetry);
         let adapt = t.elapsed().as_secs_f64();
 
         let batch: Vec<FeatureRecord> = (0..4096).map(|i| record(&mut rng, i % devices, false)).collect();
-        // Fresh offsets each round, so every record enters its windows as in service.
+        bench.run(&batch, &telemetry); // warm-up
         let rounds = 10;
-        let sources: Vec<Vec<Source>> = (0..=rounds)
-            .map(|_| {
-                (0..batch.len())
-                    .map(|_| {
-                        offset += 1;
-                        source(offset)
-                    })
-                    .collect()
-            })
-            .collect();
-        let refs =
-            |round: usize| -> Vec<(&FeatureRecord, &Source)> { batch.iter().zip(&sources[round]).collect() };
-        engine.process(&refs(rounds), Now::service(1)); // warm-up
         let t = Instant::now();
-        for round in 0..rounds {
-            engine.process(&refs(round), Now::service(1));
+        for _ in 0..rounds {
+            bench.run(&batch, &telemetry);
         }
         let scoring = (rounds * batch.len()) as f64 / t.elapsed().as_secs_f64();
 
@@ -166,18 +153,12 @@ fn main() {
             (0..256).map(|i| record(&mut rng, (i * 37) % devices, false)).collect();
         let mut latencies = Vec::new();
         let t_adapt = Instant::now();
-        adapter.submit(0, all_jobs(&mut engine));
+        let (generation, jobs) = bench.adaptation_round(&telemetry);
+        adapter.submit(generation, jobs);
         let mut adapted = false;
         while !adapted && t_adapt.elapsed().as_secs() < 300 {
-            let srcs: Vec<Source> = (0..small.len())
-                .map(|_| {
-                    offset += 1;
-                    source(offset)
-                })
-                .collect();
-            let refs: Vec<(&FeatureRecord, &Source)> = small.iter().zip(&srcs).collect();
             let t = Instant::now();
-            engine.process(&refs, Now::service(1));
+            bench.run(&small, &telemetry);
             latencies.push(t.elapsed().as_secs_f64() * 1e3);
             adapted = adapter.results.try_recv().is_ok();
         }
@@ -204,6 +185,66 @@ fn main() {
         );
     }
     incident_looks();
+}
+
+/// The monitor as the benchmark drives it: the daemon's settings on the service clock
+/// (adaptation runs when the benchmark says), windows 50 + 200, no per-device cap, no
+/// per-record outputs; time moves an hour at each adaptation round.
+struct Bench {
+    monitor: Monitor,
+    /// The adapter's copy of the model.
+    adapting: Model,
+    offset: i64,
+    now_ms: u64,
+}
+
+impl Bench {
+    fn new(devices: usize) -> Self {
+        let mut s = metapu::daemon::config::DaemonConfig::defaults().core_settings();
+        s.clock = Clock::Service;
+        s.sizes = WindowSizes { positive: 50, unlabeled: 200, bootstrap_positives: 0 };
+        (s.max_tracked, s.threshold, s.max_per_device, s.max_batch) = (devices, 0.5, 0, 1 << 20);
+        (s.trust_input_labels, s.state, s.unmonitored_after_ms, s.idle_timeout_ms) = (true, None, 0, 0);
+        s.adaptation_batch = adaptation_batch();
+        Self { monitor: Monitor::new(&s, model(), "bench"), adapting: model(), offset: 0, now_ms: 0 }
+    }
+
+    fn now(&self) -> Now {
+        Now::at(self.now_ms, 1.7e9)
+    }
+
+    /// Records as one micro-batch, fresh offsets each (every record enters its windows
+    /// as in service).
+    fn run(&mut self, records: &[FeatureRecord], telemetry: &Tally) {
+        for r in records {
+            self.offset += 1;
+            let source = Source { topic: "iot.features".into(), partition: 0, offset: self.offset };
+            let payload = encode_binary(&r.device, r.ts, &r.features, r.known_normal, None);
+            let message = Received { source, key: None, payload };
+            self.monitor.handle(Input::Arrived { message, at_ms: self.now_ms }, self.now(), telemetry);
+        }
+        while self.monitor.has_work() {
+            self.monitor.handle(Input::Run, self.now(), telemetry);
+        }
+    }
+
+    /// The next adaptation round the monitor schedules: its generation and jobs.
+    fn adaptation_round(&mut self, telemetry: &Tally) -> (u64, Vec<AdaptJob>) {
+        self.now_ms += 3_600_000;
+        let out = self.monitor.handle(Input::Tick, self.now(), telemetry);
+        let mut round = (0, Vec::new());
+        for command in out.commands {
+            if let Command::Adapt { generation, jobs } = command {
+                round = (generation, jobs);
+            }
+        }
+        round
+    }
+
+    fn installed(&mut self, generation: u64, states: Vec<Adapted>, telemetry: &Tally) {
+        let done = Input::Adapted { generation, states, seconds_per_batch: 0.0 };
+        self.monitor.handle(done, self.now(), telemetry);
+    }
 }
 
 /// What the incident tracker costs per record with packet context, the fan-out look off
@@ -291,10 +332,4 @@ fn incident_looks() {
         }
         println!("| {name} | {} | {} |", cells[0], cells[1]);
     }
-}
-
-/// Every device's windows as adaptation jobs (the full-fleet case).
-fn all_jobs(engine: &mut Engine) -> Vec<AdaptJob> {
-    let ids: Vec<String> = engine.devices.iter().map(|(id, _)| id.clone()).collect();
-    ids.into_iter().filter_map(|device| engine.devices.take_windows(&device)).collect()
 }

@@ -16,11 +16,10 @@ use metapu::daemon::DaemonConfig;
 use metapu::data::{csv_tasks, Label};
 use metapu::model::{default_device, file};
 use metapu::monitor::clock::Now;
-use metapu::monitor::driver::{Driver, Step};
-use metapu::monitor::engine::Source;
-use metapu::monitor::pipeline::{Emitted, Received, RecordOutputs};
+use metapu::monitor::output::Source;
 use metapu::monitor::record::{encode, encode_binary};
 use metapu::monitor::telemetry::Tally;
+use metapu::monitor::{Emitted, Input, Monitor, Output, Received, RecordOutputs};
 
 const LABELED: usize = 10;
 
@@ -79,7 +78,7 @@ fn main() {
     );
 }
 
-/// The stream through a fresh engine and driver, every record arriving at once (a
+/// The stream through a fresh monitor, every record arriving at once (a
 /// backlog): (anomaly score per record, records/s).
 fn run(model_path: &Path, payloads: Vec<Vec<u8>>) -> (Vec<f32>, f64) {
     let model = file::load(model_path, default_device()).expect("default model");
@@ -87,12 +86,12 @@ fn run(model_path: &Path, payloads: Vec<Vec<u8>>) -> (Vec<f32>, f64) {
     settings.max_tracked = 100_000;
     settings.outputs = RecordOutputs { scores: true, alerts: false };
     settings.trust_input_labels = true;
-    let mut engine = settings.engine(model);
-    let mut driver = Driver::new(&settings);
+    settings.state = None;
+    let mut monitor = Monitor::new(&settings, model, "bench");
     let telemetry = Tally::default();
     let mut scores = vec![0.5f32; payloads.len()];
-    let mut take = |step: Step| {
-        for e in step.emitted {
+    let mut take = |out: Output| {
+        for e in out.emitted {
             if let Emitted::Score(s) = e {
                 if let Some(posterior) = s.score {
                     scores[s.source.offset as usize] = 1.0 - posterior;
@@ -101,17 +100,20 @@ fn run(model_path: &Path, payloads: Vec<Vec<u8>>) -> (Vec<f32>, f64) {
         }
     };
     let n = payloads.len();
+    let wall = metapu::wall_clock::unix_now();
     let started = Instant::now();
     for (k, payload) in payloads.into_iter().enumerate() {
         let source = Source { topic: "bench".into(), partition: 0, offset: k as i64 };
-        if driver.gather(Received { source, key: None, payload }, 0) {
-            while let Some(step) = driver.next_step(&mut engine, Now::service(0), "bench", &telemetry) {
-                take(step);
-            }
+        let now = Now::at(0, wall);
+        monitor.handle(
+            Input::Arrived { message: Received { source, key: None, payload }, at_ms: 0 },
+            now,
+            &telemetry,
+        );
+        while monitor.batch_full() || (k + 1 == n && monitor.has_work()) {
+            let out = monitor.handle(Input::Run, now, &telemetry);
+            take(out);
         }
-    }
-    while let Some(step) = driver.next_step(&mut engine, Now::service(0), "bench", &telemetry) {
-        take(step);
     }
     (scores, n as f64 / started.elapsed().as_secs_f64())
 }

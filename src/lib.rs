@@ -20,3 +20,4 @@ pub mod monitor;
 pub mod sensor;
 pub mod traffic;
 pub mod train;
+pub mod wall_clock;

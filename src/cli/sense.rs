@@ -14,10 +14,10 @@ use tokio::signal::unix::{signal, SignalKind};
 use metapu::daemon::config::{DaemonConfig, Sources};
 use metapu::daemon::kafka::producer_config;
 use metapu::daemon::notify;
-use metapu::monitor::clock::unix_now;
 use metapu::sensor::{
     self, Controls, LiveCapture, LiveOptions, RecordProducer, Sensor, SensorMetrics, SensorSettings,
 };
+use metapu::wall_clock::unix_now;
 
 #[derive(Debug, Args)]
 pub struct SenseArgs {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::Model;
 
-use crate::monitor::engine::{run_adaptation, AdaptJob, Adapted};
+use crate::monitor::{run_adaptation, AdaptJob, Adapted};
 
 /// How many nice levels the adaptation thread (and the torch workers it starts) runs
 /// below the daemon: scoring comes first, adaptation takes the CPU time scoring leaves.

@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::monitor::engine::{EventCadence, WindowSizes};
-use crate::monitor::pipeline::RecordOutputs;
 use crate::monitor::settings::CoreSettings;
+use crate::monitor::RecordOutputs;
+use crate::monitor::StateSchedule;
+use crate::monitor::{EventCadence, WindowSizes};
 
 pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
 pub const SYSTEM_PATH: &str = "/etc/metapu/metapu.toml";
@@ -293,6 +294,14 @@ impl DaemonConfig {
             outputs: RecordOutputs { scores: cfg.kafka.publish_scores, alerts: cfg.kafka.publish_alerts },
             feedback_max_age_s: cfg.incidents.feedback_after_close_s,
             trust_input_labels: cfg.windows.trust_input_labels,
+            idle_timeout_ms: cfg.devices.idle_timeout_s.saturating_mul(1000),
+            unmonitored_after_ms: cfg.incidents.unmonitored_after_s.saturating_mul(1000),
+            // The input topic's partition count is the broker's: set at start.
+            state: Some(StateSchedule {
+                interval_ms: cfg.state.snapshot_interval_s.max(1) * 1000,
+                unlabeled_interval_ms: cfg.state.unlabeled_interval_s.max(1) * 1000,
+                input_partitions: 0,
+            }),
         }
     }
 
@@ -471,7 +480,7 @@ mod core_settings_tests {
     use crate::monitor::clock::Clock;
 
     #[test]
-    fn the_settings_are_the_configurations_and_the_pipeline_runs_on_its_clock() {
+    fn the_core_settings_are_the_configuration_s() {
         let mut cfg = DaemonConfig::defaults();
         cfg.scoring.max_per_device = 7;
         cfg.windows.trust_input_labels = true;
@@ -480,8 +489,8 @@ mod core_settings_tests {
             cfg.time.clock = clock;
             let s = cfg.core_settings();
             assert_eq!((s.max_per_device, s.feedback_max_age_s), (7, 99));
-            let p = s.pipeline();
-            assert_eq!((p.clock, p.feedback_max_age_s, p.trust_input_labels), (clock, 99, true));
+            assert_eq!((s.clock, s.trust_input_labels), (clock, true));
+            assert_eq!(s.idle_timeout_ms, cfg.devices.idle_timeout_s * 1000);
         }
     }
 }

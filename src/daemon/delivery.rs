@@ -83,7 +83,7 @@ impl Output {
     }
 }
 
-pub use crate::monitor::pipeline::PartitionOffset;
+pub use crate::monitor::PartitionOffset;
 
 enum State {
     /// Not handed to the producer yet, or failed: to be sent (again).

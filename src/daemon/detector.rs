@@ -1,95 +1,70 @@
-//! The detector: the scoring engine, its background adapter and the model version and
-//! generation they share. Adaptation is scheduled from here and its results installed;
-//! a reload swaps the model in both.
+//! The model file and the adapter thread: what the monitor asks to be adapted is run on
+//! the background [`Adapter`], and a reload (SIGHUP) loads the file twice, one copy for
+//! the monitor to score with and one for the adapter.
 
 use std::path::Path;
 
 use crate::model::{file, Model};
+use crate::monitor::{Command, Input};
 
 use super::adapter::{Adapter, Finished};
 use super::events;
 use super::metrics::Metrics;
-use crate::monitor::engine::Engine;
-use crate::monitor::output::{unix_now, PriorUpdate};
 
 pub(crate) struct Detector {
-    pub(crate) engine: Engine,
     adapter: Adapter,
-    /// The first 12 hex digits of the model file's sha256.
-    version: String,
-    /// Bumped at each reload; adaptation results of older models are dropped.
-    generation: u64,
 }
 
 impl Detector {
-    /// The adapter solves in batches of the engine's `adaptation_batch` devices.
-    pub(crate) fn new(engine: Engine, adapting: Model, version: String) -> Self {
-        let adapter = Adapter::spawn(adapting, 0, engine.adaptation_batch);
-        Self { engine, adapter, version, generation: 0 }
+    /// The adapter solves in batches of `batch_size` devices.
+    pub(crate) fn new(adapting: Model, batch_size: usize) -> Self {
+        Self { adapter: Adapter::spawn(adapting, 0, batch_size) }
     }
 
-    pub(crate) fn version(&self) -> &str {
-        &self.version
-    }
-
-    /// The engine to score with, and the version of its model.
-    pub(crate) fn engine_and_version(&mut self) -> (&mut Engine, &str) {
-        (&mut self.engine, &self.version)
-    }
-
-    /// Hand the devices whose windows changed by `min_changed` records to the adapter,
-    /// unless it is busy. Returns whether a job was handed over.
-    pub(crate) fn schedule(&mut self, min_changed: usize) -> bool {
-        if self.adapter.busy {
-            return false;
+    /// Carry out the monitor's adaptation commands; the others are not the detector's
+    /// and are handed back.
+    pub(crate) fn carry_out(&mut self, commands: Vec<Command>) -> Vec<Command> {
+        let mut rest = Vec::new();
+        for command in commands {
+            match command {
+                Command::Adapt { generation, jobs } => {
+                    self.adapter.submit(generation, jobs);
+                }
+                Command::AdapterModel { generation, model } => self.adapter.set_model(*model, generation),
+                other => rest.push(other),
+            }
         }
-        let jobs = self.engine.adaptation_jobs(min_changed, usize::MAX);
-        self.adapter.submit(self.generation, jobs)
+        rest
     }
 
-    /// The adapter's next result.
-    pub(crate) async fn adapted(&mut self) -> Option<Finished> {
-        self.adapter.results.recv().await
-    }
-
-    /// Install an adaptation result of the current model; the prior updates to publish.
-    pub(crate) fn install(&mut self, done: Finished, metrics: &Metrics) -> Vec<PriorUpdate> {
+    /// The adapter's next result, as the monitor's input.
+    pub(crate) async fn adapted(&mut self) -> Option<Input> {
+        let Finished { generation, states, elapsed, batches } = self.adapter.results.recv().await?;
         self.adapter.busy = false;
-        if done.generation != self.generation {
-            return vec![]; // adapted under a model that was replaced meanwhile
-        }
-        metrics.adaptation_seconds.observe(done.elapsed.as_secs_f64() / done.batches.max(1) as f64);
-        metrics.adaptations.inc_by(done.states.len() as u64);
-        for adapted in &done.states {
-            metrics.priors.observe(f64::from(adapted.state.prior));
-        }
-        self.engine
-            .install(done.states)
-            .iter()
-            .filter_map(|id| self.engine.devices.get(id)?.prior_update(id, &self.version, unix_now()))
-            .collect()
+        let seconds_per_batch = elapsed.as_secs_f64() / batches.max(1) as f64;
+        Some(Input::Adapted { generation, states, seconds_per_batch })
     }
+}
 
-    /// Load the model file again (SIGHUP). A file that does not load or has another
-    /// feature count leaves the running model in place.
-    pub(crate) fn reload(&mut self, path: &Path, metrics: &Metrics) {
-        let loaded = match load_model(path) {
-            Ok(loaded) => loaded,
-            Err(e) => return events::model_reload_failed(metrics, &e),
-        };
-        let (expected, found) = (self.engine.devices.dim(), loaded.scoring.dim());
-        if found != expected {
-            let reason = format!("the new model takes {found} features, the running one {expected}");
-            return events::model_reload_failed(metrics, &reason);
+/// Load the model file again (SIGHUP), as the monitor's input. A file that does not
+/// load or has another feature count than `dim` leaves the running model in place.
+pub(crate) fn reload(path: &Path, dim: usize, metrics: &Metrics) -> Option<Input> {
+    let loaded = match load_model(path) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            events::model_reload_failed(metrics, &e);
+            return None;
         }
-        let LoadedModel { scoring, adapting, version } = loaded;
-        events::model_reloaded(metrics, &version, scoring.dim(), scoring.net.config.task_dim);
-        self.version = version;
-        self.generation += 1;
-        self.adapter.set_model(adapting, self.generation);
-        self.engine.replace_model(scoring);
-        self.schedule(1);
+    };
+    let found = loaded.scoring.dim();
+    if found != dim {
+        let reason = format!("the new model takes {found} features, the running one {dim}");
+        events::model_reload_failed(metrics, &reason);
+        return None;
     }
+    let LoadedModel { scoring, adapting, version } = loaded;
+    events::model_reloaded(metrics, &version, scoring.dim(), scoring.net.config.task_dim);
+    Some(Input::Model { scoring: Box::new(scoring), adapting: Box::new(adapting), version })
 }
 
 /// A model loaded twice — one copy scores, one adapts on its own thread (torch

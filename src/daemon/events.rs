@@ -10,10 +10,7 @@ use crate::monitor::telemetry::{Event, Telemetry};
 impl Telemetry for Metrics {
     fn event(&self, event: Event<'_>) {
         match event {
-            Event::Batch { records, seconds } => {
-                self.scoring_seconds.observe(seconds);
-                self.batch_records.observe(records as f64);
-            }
+            Event::Batch { records } => self.batch_records.observe(records as f64),
             Event::Evicted { reason, count } => devices_evicted(self, reason, count),
             Event::Redelivered(n) => self.records_redelivered.inc_by(n as u64),
             Event::Adapted(n) => self.adaptations.inc_by(n as u64),
@@ -38,6 +35,14 @@ impl Telemetry for Metrics {
             }
             Event::KindShare { result } => kind_share(self, result),
             Event::Kinds(counts) => kinds(self, counts),
+            Event::Tracked(n) => self.devices_tracked.set(n as i64),
+            Event::AdaptationFinished { devices, seconds_per_batch } => {
+                self.adaptation_seconds.observe(seconds_per_batch);
+                self.adaptations.inc_by(devices as u64);
+            }
+            Event::Restored { devices, adapted } => state_restored(self, devices, adapted),
+            Event::Parked(n) => self.state_parked.set(n as i64),
+            Event::Unmonitored { total, new } => unmonitored(self, total, new),
         }
     }
 }
@@ -82,21 +87,48 @@ pub(crate) fn model_reload_failed(metrics: &Metrics, reason: &dyn std::fmt::Disp
 }
 
 /// Devices dropped from memory, by reason (`capacity`, `idle`, `revoked`).
-pub(crate) fn devices_evicted(metrics: &Metrics, reason: &str, count: usize) {
+fn devices_evicted(metrics: &Metrics, reason: &str, count: usize) {
     metrics.devices_evicted.with_label_values(&[reason]).inc_by(count as u64);
     if count > 0 && reason != "capacity" {
         tracing::debug!(reason, count, "devices evicted");
     }
 }
 
-/// Device windows read back from the state topic (and adapted before any of their
-/// records is scored).
-pub(crate) fn state_restored(metrics: &Metrics, restored: usize, adapted: usize, bytes: u64, seconds: f64) {
-    metrics.state_restored_devices.inc_by(restored as u64);
+/// The state topic read to its end on an assignment.
+pub(crate) fn state_read(metrics: &Metrics, bytes: u64, seconds: f64) {
     metrics.state_restored_bytes.inc_by(bytes);
     metrics.state_restore_seconds.set(seconds);
+    tracing::info!(bytes, seconds, "state topic read");
+}
+
+/// Device windows restored from the state topic (and adapted before any of their
+/// records is scored).
+fn state_restored(metrics: &Metrics, restored: usize, adapted: usize) {
+    metrics.state_restored_devices.inc_by(restored as u64);
     metrics.adaptations.inc_by(adapted as u64);
-    tracing::info!(restored, adapted, bytes, seconds, "device windows restored from the state topic");
+    tracing::info!(restored, adapted, "device windows restored from the state topic");
+}
+
+/// A message consumed from an input or the feedback topic.
+pub(crate) fn message_consumed(metrics: &Metrics) {
+    metrics.records_consumed.inc();
+}
+
+/// A restore's read began (not ready until it is put in place).
+pub(crate) fn restore_started(metrics: &Metrics, health: &Health) {
+    metrics.state_restoring.set(1);
+    health.restoring(true);
+}
+
+/// A restore's read put in place: ready again.
+pub(crate) fn restore_finished(metrics: &Metrics, health: &Health) {
+    metrics.state_restoring.set(0);
+    health.restoring(false);
+}
+
+/// A micro-batch's time in the monitor (timed by the service around the call).
+pub(crate) fn batch_scored(metrics: &Metrics, seconds: f64) {
+    metrics.scoring_seconds.observe(seconds);
 }
 
 /// A restore could not read the state topic to its end: counted, and tried again
@@ -178,7 +210,7 @@ pub(crate) fn kinds(metrics: &Metrics, counts: &[(String, usize)]) {
 
 /// Devices newly found sending traffic with no known-normal record; the gauge holds all
 /// such devices.
-pub(crate) fn unmonitored(metrics: &Metrics, total: usize, new: &[(String, u64, u64)]) {
+fn unmonitored(metrics: &Metrics, total: usize, new: &[(String, u64, u64)]) {
     metrics.devices_unmonitored.set(total as i64);
     for (device, records, since_ms) in new {
         metrics.incidents.with_label_values(&["unmonitored"]).inc();

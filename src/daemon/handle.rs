@@ -21,7 +21,7 @@ use super::outbox::{Outbox, Topics};
 use super::service::Service;
 use super::sinks::Sinks;
 use super::state::StateStore;
-use crate::monitor::driver::Driver;
+use crate::monitor::Monitor;
 
 /// A running daemon: its HTTP address, metrics and a control channel.
 pub struct Daemon {
@@ -228,12 +228,13 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     topics.push(&cfg.kafka.feedback_topic);
     consumer.subscribe(&topics)?;
 
-    let settings = cfg.core_settings();
-    let engine = settings.engine(scoring);
-    let driver = Driver::new(&settings);
+    let mut settings = cfg.core_settings();
+    if let Some(state) = &mut settings.state {
+        state.input_partitions = input_partitions.max(1) as u32;
+    }
     let service = Service {
-        detector: Detector::new(engine, adapting, version),
-        driver,
+        monitor: Monitor::new(&settings, scoring, &version),
+        detector: Detector::new(adapting, settings.adaptation_batch),
         outbox: Outbox::new(
             Topics::of(&cfg.kafka),
             producer.clone(),
@@ -255,7 +256,6 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         consumer,
         kinds,
         assignments,
-        held: Vec::new(),
         producer,
         started: Instant::now(),
         cfg,

@@ -42,9 +42,9 @@ mod state;
 
 /// What `metapu feedback` publishes to the feedback topic.
 pub use crate::monitor::feedback::{Feedback, FeedbackMessage, Verdict as FeedbackVerdict};
-pub use crate::monitor::output::unix_now;
 /// The state topic's record format (tests read a device's restored windows from it).
 pub use crate::monitor::snapshot::{Part as StatePart, Snapshot, SnapshotError, StateTopic};
+pub use crate::wall_clock::unix_now;
 pub use config::DaemonConfig;
 pub use handle::{start, Control, Daemon, DaemonError};
 pub use metrics::Metrics;

@@ -18,7 +18,7 @@ use super::health::Health;
 use super::kafka::{Assignment, DaemonContext};
 use super::metrics::Metrics;
 use super::sinks::Sinks;
-use crate::monitor::pipeline::Emitted;
+use crate::monitor::Emitted;
 
 /// Where each kind of emitted value is published.
 #[derive(Debug, Clone)]

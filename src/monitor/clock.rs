@@ -21,18 +21,14 @@ pub struct Now {
 }
 
 impl Now {
-    /// The service's clock at `ms`, with the wall clock for events.
-    pub fn service(ms: u64) -> Self {
-        Self { ms, unix: unix_now() }
+    /// The service's clock at `ms`, with the wall clock's `unix` (read by the caller:
+    /// nothing in the monitor reads a clock).
+    pub fn at(ms: u64, unix: f64) -> Self {
+        Self { ms, unix }
     }
 
     /// A record's own time.
     pub fn event(ts: f64) -> Self {
         Self { ms: (ts.max(0.0) * 1000.0) as u64, unix: ts }
     }
-}
-
-/// Wall-clock time, Unix seconds.
-pub fn unix_now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }

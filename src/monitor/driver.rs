@@ -1,23 +1,19 @@
-//! The one way the monitor is driven. Messages come in with the time they arrived;
-//! the driver cuts them into micro-batches as `[scoring]` says (`max_batch` messages, or
-//! `max_wait_ms` after the first), decodes each batch, runs its records through the
-//! pipeline (the per-device cap, deferral, the clock and the adaptation cadence are the
-//! engine's and the pipeline's, built from the same [`CoreSettings`]), applies the
-//! feedback topic's messages after them, and runs deferred records again at once.
-//! The daemon's service loop, the lab and the tests' core harness all drive the
-//! monitor through it, so a record meets the same batches whichever feeds it.
+//! Micro-batches: messages come in with the time they arrived and are gathered as
+//! `[scoring]` says (`max_batch` messages, or `max_wait_ms` after the first); a batch
+//! runs its records through the pipeline (the per-device cap, deferral, the clock and
+//! the adaptation cadence are the engine's and the pipeline's, built from the same
+//! [`CoreSettings`]), then the feedback topic's messages. The Monitor (`api.rs`)
+//! decides when a batch runs.
 
 use super::clock::Now;
 use super::engine::Engine;
-use super::pipeline::{
-    decode_batch, highest_offsets, Consumed, Emitted, PartitionOffset, Pipeline, Received,
-};
+use super::pipeline::{highest_offsets, Consumed, Emitted, PartitionOffset, Pipeline, Received};
 use super::settings::CoreSettings;
 use super::telemetry::Telemetry;
 
 /// Messages gathered into the next micro-batch (times on the caller's clock, ms).
 #[derive(Debug)]
-pub struct Batcher<T> {
+pub(super) struct Batcher<T> {
     items: Vec<T>,
     first_ms: Option<u64>,
     max: usize,
@@ -53,14 +49,14 @@ impl<T> Batcher<T> {
 /// What one run of the pipeline gave: its outputs, and the input offsets they release
 /// once delivered.
 #[derive(Debug, Default)]
-pub struct Step {
+pub(super) struct Step {
     pub emitted: Vec<Emitted>,
     pub offsets: Vec<PartitionOffset>,
 }
 
 /// The pipeline and the batch being gathered.
-pub struct Driver {
-    pub pipeline: Pipeline,
+pub(super) struct Driver {
+    pipeline: Pipeline,
     gathering: Batcher<Received>,
     /// Messages on this topic are the feedback topic's (verdicts, onboardings, forgets).
     feedback_topic: String,
@@ -77,9 +73,12 @@ impl Driver {
         }
     }
 
-    /// Gather a message that arrived at `now_ms`; true when the batch is full.
-    pub fn gather(&mut self, message: Received, now_ms: u64) -> bool {
+    /// Gather a message that arrived at `now_ms`.
+    pub fn gather(&mut self, message: Received, now_ms: u64) {
         self.gathering.push(message, now_ms);
+    }
+
+    pub fn full(&self) -> bool {
         self.gathering.full()
     }
 
@@ -89,9 +88,17 @@ impl Driver {
         self.gathering.deadline_ms().or_else(|| self.pipeline.has_deferred().then_some(now_ms))
     }
 
-    /// Take the gathered batch (to run it with [`Self::run`]).
+    /// Take the gathered batch.
     pub fn take(&mut self) -> Vec<Received> {
         self.gathering.take()
+    }
+
+    pub fn has_deferred(&self) -> bool {
+        self.pipeline.has_deferred()
+    }
+
+    pub fn drop_deferred(&mut self, partitions: &[(String, i32)]) {
+        self.pipeline.drop_deferred(partitions)
     }
 
     /// Whether to stop taking messages: as many records wait as a batch holds.
@@ -99,22 +106,26 @@ impl Driver {
         self.pipeline.backlogged()
     }
 
-    /// Run deferred records and `messages` through the pipeline: the records first,
-    /// then the feedback topic's messages. `before` sees the decoded batch before it is
-    /// scored (the daemon places parked state of the devices in it).
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes
+    }
+
+    /// The feedback topic's messages apart from the records.
+    pub fn split_feedback(&self, messages: Vec<Received>) -> (Vec<Received>, Vec<Received>) {
+        messages.into_iter().partition(|m| m.source.topic == self.feedback_topic)
+    }
+
+    /// Run deferred records and a decoded batch through the pipeline, then the feedback
+    /// topic's messages.
     pub fn run(
         &mut self,
         engine: &mut Engine,
-        messages: Vec<Received>,
+        batch: Vec<Consumed>,
+        feedback: Vec<Received>,
         now: Now,
         version: &str,
         telemetry: &dyn Telemetry,
-        before: impl FnOnce(&mut Engine, &[Consumed]),
     ) -> Step {
-        let (feedback, records): (Vec<Received>, Vec<Received>) =
-            messages.into_iter().partition(|m| m.source.topic == self.feedback_topic);
-        let batch = decode_batch(records, engine.model.dim(), self.max_message_bytes);
-        before(engine, &batch);
         let (mut emitted, mut offsets) = self.pipeline.run(engine, batch, now, version, telemetry);
         if !feedback.is_empty() {
             emitted.extend(self.pipeline.feedback(engine, &feedback, now, version, telemetry));
@@ -123,27 +134,21 @@ impl Driver {
         Step { emitted, offsets }
     }
 
-    /// Whether a message arriving at `arrival_ms` comes after the started batch's wait
-    /// (a driver with no timer of its own runs that batch first).
-    pub fn expired(&self, arrival_ms: u64) -> bool {
-        self.gathering.deadline_ms().is_some_and(|d| arrival_ms > d)
-    }
-
-    /// For a driver with no timer of its own (the lab, the tests): run the gathered
-    /// batch, or else the deferred records, as the service runs them once due; `None`
-    /// when nothing waits. Called until `None`, it leaves no record behind.
-    pub fn next_step(
+    /// Feedback applied at once.
+    pub fn feedback(
         &mut self,
         engine: &mut Engine,
+        messages: &[Received],
         now: Now,
         version: &str,
         telemetry: &dyn Telemetry,
-    ) -> Option<Step> {
-        let messages = self.take();
-        if messages.is_empty() && !self.pipeline.has_deferred() {
-            return None;
-        }
-        Some(self.run(engine, messages, now, version, telemetry, |_, _| {}))
+    ) -> Vec<Emitted> {
+        self.pipeline.feedback(engine, messages, now, version, telemetry)
+    }
+
+    /// Whether a message arriving at `arrival_ms` comes after the started batch's wait.
+    pub fn expired(&self, arrival_ms: u64) -> bool {
+        self.gathering.deadline_ms().is_some_and(|d| arrival_ms > d)
     }
 
     /// Time passes: incident updates and quiet closes due, onboardings ended.

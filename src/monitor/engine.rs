@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use crate::model::{Model, Support, TaskState};
 
 use super::clock::Now;
+use super::devices::records_needed;
 pub use super::devices::AdaptJob;
 use super::devices::DeviceTable;
 pub use super::devices::WindowSizes;
@@ -52,7 +53,7 @@ pub struct Processed {
 /// Adaptation on the records' own clock (`Clock::Event`): a device is re-adapted once
 /// its records' time is `interval_s` past its last adaptation point and it sent
 /// `min_records` records since, or as soon as it sent `after_records`; both counted as
-/// shares of a full unlabeled window ([`records_needed`]).
+/// shares of a full unlabeled window (`records_needed`).
 ///
 /// `min_records` keeps the cost per record bounded: a device that sends a record a
 /// second would otherwise be re-adapted at every record, for a window that changed by
@@ -80,12 +81,48 @@ impl EventCadence {
     }
 }
 
-/// The records a device must have sent since its last adaptation for `n` to count,
-/// with `rows` of `capacity` in its unlabeled window: `n` for a full window, in
-/// proportion for one still filling (the same share of change), at least 1. Both clocks
-/// count `adaptation.min_records` and `after_records` so.
-pub fn records_needed(n: usize, rows: usize, capacity: usize) -> usize {
-    (n * rows).div_ceil(capacity.max(1)).max(1)
+/// A batch's rounds (kept records by plan index), cut on the cadence's points. With a
+/// cadence, a device that gets its first classifier in this batch moves its later
+/// records one round on, from the record `observe` admits that gives it something to
+/// adapt on (not as a plan might guess); without one, the batch is one round, adapted
+/// before it is scored.
+struct Rounds<'a> {
+    rounds: Vec<Vec<usize>>,
+    moved: Vec<bool>,
+    first_classifier: HashSet<&'a str>,
+}
+
+impl<'a> Rounds<'a> {
+    fn of(plan: &[Planned]) -> Self {
+        let mut rounds: Vec<Vec<usize>> = Vec::new();
+        for (k, p) in plan.iter().enumerate() {
+            if rounds.len() <= p.round {
+                rounds.resize_with(p.round + 1, Vec::new);
+            }
+            rounds[p.round].push(k);
+        }
+        Self { rounds, moved: vec![false; plan.len()], first_classifier: HashSet::new() }
+    }
+
+    /// Round `round`'s records in input order; `None` past the last round.
+    fn take(&mut self, round: usize) -> Option<Vec<usize>> {
+        let mut here = std::mem::take(self.rounds.get_mut(round)?);
+        here.sort_unstable();
+        Some(here)
+    }
+
+    /// Whether record `k` of `device` moves a round on (its device got its first
+    /// classifier earlier in this round); each record moves at most once.
+    fn moves_on(&mut self, k: usize, device: &str, round: usize) -> bool {
+        if std::mem::replace(&mut self.moved[k], true) || !self.first_classifier.contains(device) {
+            return false;
+        }
+        if self.rounds.len() <= round + 1 {
+            self.rounds.resize_with(round + 2, Vec::new);
+        }
+        self.rounds[round + 1].push(k);
+        true
+    }
 }
 
 /// A kept record's place in [`Engine::process`].
@@ -155,7 +192,30 @@ impl Engine {
     /// the ones after it by the new one, however the records were cut into batches. So
     /// a capture replayed at any speed gets the same scores as it did live.
     pub fn process(&mut self, records: &[(&FeatureRecord, &Source)], now: Now) -> Processed {
-        let mut out = Processed::default();
+        let kept = self.within_share(records);
+        let (plan, devices) = self.plan(records, &kept, now.unix);
+        let mut out = Processed {
+            verdicts: vec![Verdict::Deferred; records.len()],
+            clocks: vec![f64::NAN; records.len()],
+            ..Processed::default()
+        };
+        let mut rounds = Rounds::of(&plan);
+        let mut round = 0;
+        while let Some(here) = rounds.take(round) {
+            if round > 0 {
+                out.adapted.extend(self.adapt_at_points(records, &kept, &here));
+            }
+            let admitted = self.admit(records, &kept, &plan, &here, &mut rounds, round, now, &mut out);
+            self.score_round(records, &kept, admitted, &mut out);
+            round += 1;
+        }
+        self.keep_points(devices);
+        out
+    }
+
+    /// The records within their device's share of the batch (`max_per_device`; 0: all),
+    /// by index; the rest are deferred.
+    fn within_share(&self, records: &[(&FeatureRecord, &Source)]) -> Vec<usize> {
         let mut taken: HashMap<&str, usize> = HashMap::new();
         let mut kept = Vec::with_capacity(records.len());
         for (i, (r, _)) in records.iter().enumerate() {
@@ -165,83 +225,91 @@ impl Engine {
                 kept.push(i);
             }
         }
-        let (plan, devices) = self.plan(records, &kept, now.unix);
-        out.verdicts = vec![Verdict::Deferred; records.len()];
-        out.clocks = vec![f64::NAN; records.len()];
-        // Rounds on the cadence's points. With a cadence, a device that gets its first
-        // classifier in this batch moves its later records one round on, from the record
-        // `observe` admits that gives it something to adapt on (not as a plan might
-        // guess); without one, the batch is one round, adapted before it is scored.
-        let mut rounds: Vec<Vec<usize>> = Vec::new();
-        for (k, p) in plan.iter().enumerate() {
-            if rounds.len() <= p.round {
-                rounds.resize_with(p.round + 1, Vec::new);
+        kept
+    }
+
+    /// Every device with records in a later round reached its adaptation point just
+    /// before them: adapt it on the windows up to there, unless they did not change
+    /// since it was adapted (a device's first classifier, adapted a round before, as in
+    /// a batch of its own).
+    fn adapt_at_points(
+        &mut self,
+        records: &[(&FeatureRecord, &Source)],
+        kept: &[usize],
+        here: &[usize],
+    ) -> Vec<String> {
+        let due: Vec<&str> = here
+            .iter()
+            .map(|&k| records[kept[k]].0.device.as_str())
+            .filter(|id| self.devices.get(id).is_some_and(|d| d.changed_since_adaptation()))
+            .collect();
+        self.adapt_now(due)
+    }
+
+    /// A round's records into their devices' windows, in order; with a cadence, the
+    /// records of a device that just got something to adapt on move a round on. The
+    /// admitted ones, and whether each was taken as known-normal.
+    #[allow(clippy::too_many_arguments)]
+    fn admit<'a>(
+        &mut self,
+        records: &[(&'a FeatureRecord, &Source)],
+        kept: &[usize],
+        plan: &[Planned],
+        here: &[usize],
+        rounds: &mut Rounds<'a>,
+        round: usize,
+        now: Now,
+        out: &mut Processed,
+    ) -> Vec<(usize, bool)> {
+        let mut admitted = Vec::with_capacity(here.len());
+        for &k in here {
+            let (r, source) = records[kept[k]];
+            let device = r.device.as_str();
+            if rounds.moves_on(k, device, round) {
+                continue;
             }
-            rounds[p.round].push(k);
+            let seen =
+                self.devices.observe(device, &r.features, r.known_normal, source, plan[k].clock, now.ms);
+            out.evicted += seen.evicted;
+            out.replayed += usize::from(seen.replayed);
+            admitted.push((k, seen.taken_as_normal));
+            out.clocks[kept[k]] = plan[k].clock;
+            if self.cadence.is_some() && self.devices.get(device).is_some_and(|d| d.awaits_first_classifier())
+            {
+                rounds.first_classifier.insert(device);
+            }
         }
-        let mut first_classifier: HashSet<&str> = HashSet::new();
-        let mut moved = vec![false; plan.len()];
-        let mut round = 0;
-        while round < rounds.len() {
-            let mut here = std::mem::take(&mut rounds[round]);
-            here.sort_unstable();
-            if round > 0 {
-                // Every device with records in a later round reached its adaptation
-                // point just before them: adapt it on the windows up to there, unless
-                // they did not change since it was adapted (a device's first classifier,
-                // adapted a round before, as in a batch of its own).
-                let due: Vec<&str> = here
-                    .iter()
-                    .map(|&k| records[kept[k]].0.device.as_str())
-                    .filter(|id| self.devices.get(id).is_some_and(|d| d.changed > 0))
-                    .collect();
-                out.adapted.extend(self.adapt_now(due));
+        admitted
+    }
+
+    /// Adapt the admitted records' devices that await their first classifier, then score
+    /// the round in one forward.
+    fn score_round(
+        &mut self,
+        records: &[(&FeatureRecord, &Source)],
+        kept: &[usize],
+        admitted: Vec<(usize, bool)>,
+        out: &mut Processed,
+    ) {
+        out.adapted
+            .extend(self.adapt_unready(admitted.iter().map(|&(k, _)| records[kept[k]].0.device.as_str())));
+        let scored = self.score(admitted.iter().map(|&(k, _)| records[kept[k]].0));
+        for (&(k, taken), mut v) in admitted.iter().zip(scored) {
+            if let Verdict::Scored { taken_as_normal, .. } = &mut v {
+                *taken_as_normal = taken;
             }
-            let mut observed = Vec::with_capacity(here.len());
-            let mut taken_as_normal = Vec::with_capacity(here.len());
-            for &k in &here {
-                let (r, source) = records[kept[k]];
-                let device = r.device.as_str();
-                if !moved[k] && first_classifier.contains(device) {
-                    moved[k] = true;
-                    if rounds.len() <= round + 1 {
-                        rounds.resize_with(round + 2, Vec::new);
-                    }
-                    rounds[round + 1].push(k);
-                    continue;
-                }
-                moved[k] = true;
-                let seen =
-                    self.devices.observe(device, &r.features, r.known_normal, source, plan[k].clock, now.ms);
-                out.evicted += seen.evicted;
-                out.replayed += usize::from(seen.replayed);
-                observed.push(k);
-                taken_as_normal.push(seen.taken_as_normal);
-                out.clocks[kept[k]] = plan[k].clock;
-                if self.cadence.is_some()
-                    && self.devices.get(device).is_some_and(|d| d.awaits_first_classifier())
-                {
-                    first_classifier.insert(device);
-                }
-            }
-            out.adapted
-                .extend(self.adapt_unready(observed.iter().map(|&k| records[kept[k]].0.device.as_str())));
-            let scored = self.score(observed.iter().map(|&k| records[kept[k]].0));
-            for ((&k, mut v), taken) in observed.iter().zip(scored).zip(taken_as_normal) {
-                if let Verdict::Scored { taken_as_normal, .. } = &mut v {
-                    *taken_as_normal = taken;
-                }
-                out.verdicts[kept[k]] = v;
-            }
-            round += 1;
+            out.verdicts[kept[k]] = v;
         }
+    }
+
+    /// Each device's next adaptation point and records since its last, as the plan left
+    /// them.
+    fn keep_points(&mut self, devices: HashMap<&str, PlanState>) {
         for (device, s) in devices {
-            if let (Some(d), Some(next)) = (self.devices.get_mut(device), s.next) {
-                d.next_adapt_ts = Some(next);
-                d.records_since_adaptation = s.since;
+            if let Some(next) = s.next {
+                self.devices.set_adaptation_point(device, next, s.since);
             }
         }
-        out
     }
 
     /// Each kept record's clock (its device's: monotone, at most `max_clock_ahead_s`
@@ -262,14 +330,8 @@ impl Engine {
             .map(|&i| {
                 let r = records[i].0;
                 let s = devices.entry(r.device.as_str()).or_insert_with(|| {
-                    let d = self.devices.get(&r.device);
-                    PlanState {
-                        clock: d.map_or(0.0, |d| d.clock),
-                        next: d.and_then(|d| d.next_adapt_ts),
-                        since: d.map_or(0, |d| d.records_since_adaptation),
-                        round: 0,
-                        rows: d.map_or(0, |d| d.unlabeled.len()),
-                    }
+                    let p = self.devices.adaptation_point(&r.device);
+                    PlanState { clock: p.clock, next: p.next, since: p.since, round: 0, rows: p.rows }
                 });
                 s.clock = s.clock.max(r.ts.min(latest));
                 let Some(c) = self.cadence else {
@@ -324,7 +386,7 @@ impl Engine {
         let mut scored_at = Vec::new();
         for (i, r) in records.enumerate() {
             verdicts.push(Verdict::Unknown);
-            let Some(state) = self.devices.get(&r.device).and_then(|d| d.state.as_ref()) else { continue };
+            let Some(state) = self.devices.get(&r.device).and_then(|d| d.classifier()) else { continue };
             let next = states.len();
             let s = *slot.entry(r.device.as_str()).or_insert_with(|| {
                 states.push(state);
@@ -360,15 +422,6 @@ impl Engine {
     pub fn adaptation_jobs(&mut self, min_changed: usize, max: usize) -> Vec<AdaptJob> {
         let due = self.devices.due_for_adaptation(min_changed);
         due.into_iter().take(max).filter_map(|device| self.devices.take_windows(&device)).collect()
-    }
-
-    /// Re-adapt, in line on the scoring model, every device whose windows changed since
-    /// its last adaptation: what the background adapter does on its interval, for the
-    /// tests and benches that drive the engine without one. Returns the devices adapted.
-    pub fn adapt_changed(&mut self) -> Vec<String> {
-        let jobs = self.adaptation_jobs(1, usize::MAX);
-        let states = run_adaptation(&self.model, &jobs, self.adaptation_batch);
-        self.install(states)
     }
 
     /// Install adapted classifiers of devices still tracked, unless one adapted on
@@ -407,4 +460,66 @@ pub fn run_adaptation(model: &Model, jobs: &[AdaptJob], batch_size: usize) -> Ve
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{MetaPuNet, NetConfig, PreprocessKind, Preprocessor, Provenance};
+
+    fn at(partition: i32, offset: i64) -> Source {
+        Source { topic: "in".into(), partition, offset }
+    }
+
+    /// An untrained model on two raw features.
+    fn two_feature_model() -> Model {
+        Model {
+            net: MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu),
+            preprocess: Preprocessor::identity(PreprocessKind::None, 2),
+            feature_names: vec!["a".into(), "b".into()],
+            provenance: Provenance::default(),
+        }
+    }
+
+    #[test]
+    fn the_engine_scores_only_adapted_devices() {
+        tch::manual_seed(1);
+        let model = two_feature_model;
+        let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0 };
+        let mut e = Engine::new(model(), sizes, 10, 0.5);
+        let rec = |d: &str, x: f32, normal: bool| crate::monitor::record::FeatureRecord {
+            device: d.into(),
+            ts: 0.0,
+            features: vec![x, -x],
+            known_normal: normal,
+            context: None,
+        };
+        let (r1, r2, r3) = (rec("p", 0.1, true), rec("p", 0.3, false), rec("q", 0.2, false));
+        let processed = e.process(&[(&r1, &at(0, 0)), (&r2, &at(0, 1)), (&r3, &at(0, 2))], Now::at(0, 0.0));
+        let v = processed.verdicts;
+        assert!(
+            v[..2].iter().all(|v| matches!(v, Verdict::Scored { .. })),
+            "p adapted before scoring: {v:?}"
+        );
+        assert_eq!(v[2], Verdict::Unknown, "q has no positive: no classifier");
+        assert_eq!(processed.adapted, ["p"]);
+        assert!(e.adaptation_jobs(1, 100).is_empty(), "p's windows were just adapted; q has no positive");
+        let r4 = rec("p", 0.5, false);
+        e.process(&[(&r4, &at(0, 3))], Now::at(0, 0.0));
+        let jobs = e.adaptation_jobs(1, 100);
+        assert_eq!(jobs.len(), 1, "p changed since; q has no positive");
+        assert_eq!(e.install(run_adaptation(&e.model, &jobs, 8)), ["p"]);
+        // The adapter thread holds p's windows while an analyst's verdict adapts p at once:
+        // the thread's classifier, adapted on the older windows, must not replace it.
+        let r5 = rec("p", 0.7, true);
+        e.process(&[(&r5, &at(0, 4))], Now::at(0, 0.0));
+        let held_by_the_adapter = e.adaptation_jobs(1, 100);
+        assert_eq!(e.adapt_now(["p"]), ["p"]);
+        assert!(e.install(run_adaptation(&e.model, &held_by_the_adapter, 8)).is_empty(), "stale classifier");
+        let v = e.score([&r2, &r3].into_iter());
+        assert!(matches!(v[0], Verdict::Scored { posterior, .. } if (0.0..=1.0).contains(&posterior)));
+        assert_eq!(v[1], Verdict::Unknown);
+        e.replace_model(model());
+        assert_eq!(e.score([&r2].into_iter()), [Verdict::Unknown], "states of the old model are dropped");
+    }
 }

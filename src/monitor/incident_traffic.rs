@@ -272,7 +272,7 @@ pub struct TrafficReport {
     pub summary: String,
 }
 
-/// How bad an incident looks, by a fixed rule on what it saw (docs/operations.md,
+/// How bad an incident looks, by a fixed rule on what it saw (docs/analysts.md,
 /// "Incidents"): fan-out (distinct peers or ports of its anomalous records), the share
 /// of its records that were anomalous, how many and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -1,20 +1,22 @@
 //! The monitor: the decisions the daemon makes, without Kafka, Prometheus or the
-//! daemon's shell — decoded records in; scores, incident events, prior updates, dead
-//! letters and kind shares out, as plain values; time given as a value (the service's
-//! clock, or the records' own: [`clock`]); what happened told to a [`telemetry`]
-//! watcher, not to a metrics registry. The daemon (`crate::daemon`) feeds it from Kafka,
-//! the lab from captures, the tests directly; each builds it from one [`settings`]
+//! daemon's shell, and without reading a clock. One door, [`Monitor`]: an [`Input`] at a
+//! time (records, feedback, kind shares, ticks, assignments, restored snapshots,
+//! finished adaptations) with the time as a value; an [`Output`] back (what to publish,
+//! offsets released, [`Command`]s for the shell); what happened told to a
+//! [`telemetry`] watcher. The daemon (`crate::daemon`) feeds it from Kafka, the lab
+//! from captures, the tests and benches directly; each builds it from one [`settings`]
 //! value.
 //!
 //! Inside, one job per part:
-//! - `driver` — the one way in: micro-batches cut by size and wait, deferred records
-//!   run again, feedback after records, time passing
+//! - `api` — the `Monitor`: the inputs, every time-driven decision, the commands
+//! - `driver` — micro-batches cut by size and wait, feedback after records
 //! - `pipeline` — one micro-batch, feedback, kind shares and the passing of time, to
 //!   what is emitted (`output`)
 //! - `engine` — windows in, verdicts out: admission, adaptation on the event clock's
 //!   cadence, batched scoring
-//! - `devices`, `windows` — the device table, the one owner of a device's state;
-//!   `onboarding`, `kinds` — known-normal traffic an operator gives a device or its kind
+//! - `devices`, `windows` — the device table, the one owner of a device's state (its
+//!   snapshot books too); `onboarding`, `kinds` — known-normal traffic an operator gives
+//!   a device or its kind
 //! - `incidents`, `behaviours`, `footprint`, `fanout`, `incident_traffic`, `explain` —
 //!   incidents, what analysts dismissed (and what the daemon may never learn by
 //!   itself), the second look on packets, what an incident changed
@@ -22,11 +24,12 @@
 //!   state topic's
 //! - `telemetry` — the events the core reports; `settings` — what it decides with
 
+mod api;
 pub mod behaviours;
 pub mod clock;
-pub(crate) mod devices;
-pub mod driver;
-pub mod engine;
+mod devices;
+mod driver;
+mod engine;
 pub(crate) mod explain;
 pub mod fanout;
 pub mod feedback;
@@ -36,9 +39,15 @@ pub mod incidents;
 pub mod kinds;
 pub mod onboarding;
 pub mod output;
-pub mod pipeline;
+mod pipeline;
 pub mod record;
 pub mod settings;
-pub(crate) mod snapshot;
+pub mod snapshot;
 pub mod telemetry;
-pub(crate) mod windows;
+mod windows;
+
+pub use api::{Command, Input, Monitor, Output, Restore, Restored};
+pub use devices::{AdaptJob, DeviceView, WindowSizes};
+pub use engine::{run_adaptation, Adapted, EventCadence};
+pub use pipeline::{Consumed, Emitted, PartitionOffset, Received, RecordOutputs};
+pub use settings::StateSchedule;

@@ -2,7 +2,6 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use super::clock::unix_now;
 /// Where a record came from (the input's coordinates; part of what is published).
 pub use super::record::Source;
 use sha2::{Digest, Sha256};

@@ -6,11 +6,10 @@
 //! the daemon does.
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 pub use super::clock::{Clock, Now};
 use super::devices::Device;
-use super::engine::{Engine, Verdict};
+use super::engine::{Engine, Processed, Verdict};
 use super::explain::{feature_changes, FeatureChange};
 use super::feedback::{Feedback, FeedbackMessage, Forget, Onboard};
 use super::incidents::{Applied, Decision, Incident, IncidentRules, Transition};
@@ -134,6 +133,14 @@ pub fn releasable_offsets(batch: &[Consumed], deferred: &[Consumed]) -> Vec<Part
     offsets
 }
 
+/// A valid record, its verdict and its device's clock at it.
+struct Decided<'a> {
+    record: &'a FeatureRecord,
+    source: &'a Source,
+    verdict: Verdict,
+    clock: f64,
+}
+
 /// Highest consumed offset of one input partition in a batch.
 pub type PartitionOffset = (String, i32, i64);
 
@@ -201,27 +208,13 @@ impl Pipeline {
         model_version: &str,
         telemetry: &dyn Telemetry,
     ) -> (Vec<Emitted>, Vec<PartitionOffset>) {
-        let started = Instant::now();
         let mut fresh = fresh;
         if !self.trust_input_labels {
             self.drop_input_labels(&mut fresh, telemetry);
         }
         let mut batch = std::mem::take(&mut self.deferred);
         batch.extend(fresh);
-        let valid: Vec<(&FeatureRecord, &Source)> =
-            batch.iter().filter_map(|c| c.decoded.as_ref().ok().map(|r| (r, c.source()))).collect();
-        self.follow_service_clock(engine, now);
-        let processed = engine.process(&valid, now);
-        if let (Clock::Event, Some(&latest)) =
-            (self.clock, processed.clocks.iter().filter(|c| !c.is_nan()).max_by(|a, b| a.total_cmp(b)))
-        {
-            engine.devices.set_time(latest);
-        }
-        telemetry.event(Event::Evicted { reason: "capacity", count: processed.evicted });
-        telemetry.event(Event::Redelivered(processed.replayed));
-        telemetry.event(Event::Adapted(processed.adapted.len()));
-        telemetry.event(Event::Batch { records: batch.len(), seconds: started.elapsed().as_secs_f64() });
-
+        let processed = self.process(engine, &batch, now, telemetry);
         let mut out = Vec::new();
         let mut verdicts = processed.verdicts.into_iter().zip(processed.clocks);
         let mut done = Vec::with_capacity(batch.len());
@@ -233,37 +226,8 @@ impl Pipeline {
                         continue;
                     }
                     (v, clock) => {
-                        self.record_outputs(r, c.source(), v, model_version, telemetry, &mut out);
-                        if let Verdict::Scored { posterior, anomalous, prior, taken_as_normal } = v {
-                            let now = match self.clock {
-                                Clock::Service => now,
-                                Clock::Event => {
-                                    // On the records' clock an incident closes (or is
-                                    // updated) as the device's time passes, at its records.
-                                    let now = Now::event(clock);
-                                    for t in engine.devices.tick_incident(&r.device, &self.rules, now) {
-                                        telemetry
-                                            .event(Event::Incident { device: &r.device, transition: &t });
-                                        out.push(self.incident_output(
-                                            engine,
-                                            &r.device,
-                                            &t,
-                                            model_version,
-                                            now,
-                                        ));
-                                    }
-                                    now
-                                }
-                            };
-                            let decision =
-                                Decision::of(r, c.source(), posterior, anomalous, prior, taken_as_normal);
-                            if let Some(t) =
-                                engine.devices.observe_decision(&r.device, decision, &self.rules, now)
-                            {
-                                telemetry.event(Event::Incident { device: &r.device, transition: &t });
-                                out.push(self.incident_output(engine, &r.device, &t, model_version, now));
-                            }
-                        }
+                        let decided = Decided { record: r, source: c.source(), verdict: v, clock };
+                        self.decided(engine, decided, now, model_version, telemetry, &mut out)
                     }
                 },
                 Err(reason) => {
@@ -278,6 +242,66 @@ impl Pipeline {
         prior_updates(engine, &processed.adapted, model_version, now, telemetry, &mut out);
         let offsets = releasable_offsets(&done, &self.deferred);
         (out, offsets)
+    }
+
+    /// The batch's valid records through the engine; on the event clock the device
+    /// table's time follows the newest record's.
+    fn process(
+        &self,
+        engine: &mut Engine,
+        batch: &[Consumed],
+        now: Now,
+        telemetry: &dyn Telemetry,
+    ) -> Processed {
+        let valid: Vec<(&FeatureRecord, &Source)> =
+            batch.iter().filter_map(|c| c.decoded.as_ref().ok().map(|r| (r, c.source()))).collect();
+        self.follow_service_clock(engine, now);
+        let processed = engine.process(&valid, now);
+        if let (Clock::Event, Some(&latest)) =
+            (self.clock, processed.clocks.iter().filter(|c| !c.is_nan()).max_by(|a, b| a.total_cmp(b)))
+        {
+            engine.devices.set_time(latest);
+        }
+        telemetry.event(Event::Evicted { reason: "capacity", count: processed.evicted });
+        telemetry.event(Event::Redelivered(processed.replayed));
+        telemetry.event(Event::Adapted(processed.adapted.len()));
+        telemetry.event(Event::Batch { records: batch.len() });
+        processed
+    }
+
+    /// A record decided: its alert and score record; a scored one moves its device's
+    /// incident (on the event clock at the device's time, after what that time's passing
+    /// closed or updated).
+    fn decided(
+        &self,
+        engine: &mut Engine,
+        d: Decided<'_>,
+        now: Now,
+        model_version: &str,
+        telemetry: &dyn Telemetry,
+        out: &mut Vec<Emitted>,
+    ) {
+        self.record_outputs(d.record, d.source, d.verdict, model_version, telemetry, out);
+        let Verdict::Scored { posterior, anomalous, prior, taken_as_normal } = d.verdict else { return };
+        let device = &d.record.device;
+        let now = match self.clock {
+            Clock::Service => now,
+            Clock::Event => {
+                // On the records' clock an incident closes (or is updated) as the
+                // device's time passes, at its records.
+                let now = Now::event(d.clock);
+                for t in engine.devices.tick_incident(device, &self.rules, now) {
+                    telemetry.event(Event::Incident { device, transition: &t });
+                    out.push(self.incident_output(engine, device, &t, model_version, now));
+                }
+                now
+            }
+        };
+        let decision = Decision::of(d.record, d.source, posterior, anomalous, prior, taken_as_normal);
+        if let Some(t) = engine.devices.observe_decision(device, decision, &self.rules, now) {
+            telemetry.event(Event::Incident { device, transition: &t });
+            out.push(self.incident_output(engine, device, &t, model_version, now));
+        }
     }
 
     /// An incident's transition as an event, with the features that moved.
@@ -338,7 +362,7 @@ impl Pipeline {
     fn time(&self, engine: &Engine, device: &str, now: Now) -> f64 {
         match self.clock {
             Clock::Service => now.unix,
-            Clock::Event => engine.devices.get(device).map_or_else(|| engine.devices.time(), |d| d.clock),
+            Clock::Event => engine.devices.get(device).map_or_else(|| engine.devices.time(), |d| d.clock()),
         }
     }
 
@@ -518,14 +542,9 @@ impl Pipeline {
     /// them (at least `open_k` of those were anomalous, so their medians are).
     fn explain(&self, model: &Model, d: &Device, i: &Incident) -> Vec<FeatureChange> {
         let dim = model.dim();
-        let newest;
-        let unusual = if i.kept.len() >= self.rules.open_k as usize * dim {
-            &i.kept
-        } else {
-            newest = d.unlabeled.newest(self.rules.open_n as usize);
-            &newest
-        };
-        feature_changes(model, d.positive.rows(), unusual)
+        let (known_normal, newest) = d.known_normal_rows_and_newest(self.rules.open_n as usize);
+        let unusual = if i.kept.len() >= self.rules.open_k as usize * dim { &i.kept } else { &newest };
+        feature_changes(model, known_normal, unusual)
     }
 
     /// Devices evicted (capacity or idle) with an incident open: each incident closes
@@ -540,7 +559,7 @@ impl Pipeline {
     ) -> Vec<Emitted> {
         let mut out = Vec::new();
         for (device, mut d) in engine.devices.take_evicted_with_incidents() {
-            if let Some(t) = d.incidents.close_evicted(now.unix) {
+            if let Some(t) = d.close_evicted_incident(now.unix) {
                 telemetry.event(Event::Incident { device: &device, transition: &t });
                 out.push(self.incident_event(&engine.model, &device, Some(&d), &t, version, now));
             }
@@ -550,7 +569,7 @@ impl Pipeline {
 
     /// Updates and quiet closes due at `now` (the service's clock and the wall's), as events:
     /// each device's time is the wall clock, or on the event clock its records' time
-    /// plus the service time since its last record ([`DeviceTable::now_of`]).
+    /// plus the service time since its last record (`DeviceTable::now_of`).
     pub fn incident_ticks(
         &self,
         engine: &mut Engine,
@@ -592,8 +611,10 @@ impl Pipeline {
                 out.push(self.incident_output(engine, device, &t, version, now));
             }
         }
-        let still =
-            open.iter().filter(|d| engine.devices.get(d).is_some_and(|d| d.incidents.open.is_some())).count();
+        let still = open
+            .iter()
+            .filter(|d| engine.devices.get(d).is_some_and(|d| d.incidents().open.is_some()))
+            .count();
         telemetry.event(Event::IncidentsOpen(still));
         out
     }
@@ -683,346 +704,5 @@ pub fn prior_updates(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
-    use crate::monitor::devices::{DeviceTable, WindowSizes};
-    use crate::monitor::telemetry::Tally;
-
-    /// Held while a test's network is drawn: torch's generator is the process's, and two
-    /// of these tests seeding and drawing at once got other weights (and other scores).
-    static DRAWING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-    fn engine(max_per_device: usize) -> Engine {
-        let net = {
-            let _drawing = DRAWING.lock().unwrap_or_else(|e| e.into_inner());
-            tch::manual_seed(1);
-            MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu)
-        };
-        let model = Model {
-            net,
-            preprocess: Preprocessor::identity(PreprocessKind::None, 2),
-            feature_names: vec!["a".into(), "b".into()],
-            provenance: Provenance::default(),
-        };
-        let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0 };
-        let mut e = Engine::new(model, sizes, 10, 0.5);
-        e.max_per_device = max_per_device;
-        e
-    }
-
-    fn message(partition: i32, offset: i64, payload: &[u8]) -> Received {
-        Received {
-            source: Source { topic: "in".into(), partition, offset },
-            key: None,
-            payload: payload.to_vec(),
-        }
-    }
-
-    fn consumed(messages: Vec<Received>) -> Vec<Consumed> {
-        decode_batch(messages, 2, 1024)
-    }
-
-    fn pipeline() -> Pipeline {
-        let rules = IncidentRules {
-            open_k: 2,
-            open_n: 3,
-            update_interval_ms: 1000,
-            quiet_ms: 5000,
-            reopen_ms: 0,
-            keep_records: 3,
-            memory: crate::monitor::behaviours::MemoryRules::OFF,
-            fan_out: crate::monitor::fanout::FanOutRules::OFF,
-            fleet_ms: 0,
-        };
-        Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Service, 100)
-    }
-
-    fn record(device: &str, offset: i64, normal: bool) -> Received {
-        let label = if normal { r#", "label": "normal""# } else { "" };
-        let json = format!(r#"{{"device": "{device}", "ts": {offset}, "features": [0.1, 0.2]{label}}}"#);
-        message(0, offset, json.as_bytes())
-    }
-
-    fn kinds(emitted: &[Emitted]) -> Vec<&'static str> {
-        emitted
-            .iter()
-            .map(|e| match e {
-                Emitted::Score(_) => "score",
-                Emitted::Alert(_) => "alert",
-                Emitted::Incident(_) => "incident",
-                Emitted::Prior(_) => "prior",
-                Emitted::Share(_) => "share",
-                Emitted::DeadLetter { .. } => "dead letter",
-            })
-            .collect()
-    }
-
-    fn decisions(emitted: &[Emitted]) -> Vec<&str> {
-        emitted
-            .iter()
-            .filter_map(|e| match e {
-                Emitted::Score(s) => Some(s.decision.as_str()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// Two devices on the event clock: benign records, then a burst of others, then
-    /// benign again, a record every 0.3 s of capture time.
-    fn capture() -> Vec<Received> {
-        (0..240i64)
-            .map(|o| {
-                let device = if o % 2 == 0 { "cam" } else { "lock" };
-                let i = o / 2;
-                let x = if (60..90).contains(&i) { 3.0 + (i % 5) as f32 * 0.1 } else { 0.1 * (i % 3) as f32 };
-                let label = if i < 4 { r#", "label": "normal""# } else { "" };
-                let json = format!(
-                    r#"{{"device": "{device}", "ts": {}, "features": [{x}, {}]{label}}}"#,
-                    0.3 * i as f64,
-                    -x
-                );
-                message(0, o, json.as_bytes())
-            })
-            .collect()
-    }
-
-    /// Every record's decision (by offset), and the incidents opened and closed.
-    type Replayed = (Vec<(i64, String)>, Vec<String>);
-
-    /// What a replay decided: every record's decision, and the incidents opened and
-    /// closed (id, records, anomalous), by device.
-    fn replay(batch_sizes: &[usize], service_ms_step: u64) -> Replayed {
-        replay_with(batch_sizes, service_ms_step, 1).0
-    }
-
-    /// [`replay`] with `adaptation.min_records`; also the adaptations it made.
-    fn replay_with(batch_sizes: &[usize], service_ms_step: u64, min_records: usize) -> (Replayed, u64) {
-        let tally = Tally::default();
-        let mut engine = engine(0);
-        engine.threshold = 0.9; // the burst scores 0.75-0.85, the rest over 0.9
-        engine.cadence =
-            Some(crate::monitor::engine::EventCadence { interval_s: 1.0, min_records, after_records: 0 });
-        engine.devices.event_clock = true;
-        let rules = IncidentRules {
-            open_k: 3,
-            open_n: 5,
-            update_interval_ms: 2_000,
-            quiet_ms: 3_000,
-            reopen_ms: 0,
-            keep_records: 3,
-            memory: crate::monitor::behaviours::MemoryRules::OFF,
-            fan_out: crate::monitor::fanout::FanOutRules::OFF,
-            fleet_ms: 0,
-        };
-        let mut pipeline =
-            Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Event, 100);
-        let mut messages = capture().into_iter().peekable();
-        let (mut decisions, mut incidents) = (Vec::new(), Vec::new());
-        let mut service_ms = 0;
-        for &size in batch_sizes.iter().cycle() {
-            if messages.peek().is_none() {
-                break;
-            }
-            let batch: Vec<Received> = messages.by_ref().take(size).collect();
-            let (mut out, _) =
-                pipeline.run(&mut engine, consumed(batch), Now::service(service_ms), "v", &tally);
-            out.extend(pipeline.incident_ticks(&mut engine, Now::service(service_ms), "v", &tally));
-            service_ms += service_ms_step;
-            for e in out {
-                match e {
-                    Emitted::Score(s) => decisions.push((s.source.offset, s.decision)),
-                    Emitted::Incident(IncidentEvent::Opened(r)) => {
-                        incidents.push(format!("opened {} {} {}", r.device, r.incident_id, r.figures.records))
-                    }
-                    Emitted::Incident(IncidentEvent::Closed(r)) => incidents.push(format!(
-                        "closed {} {} {} {}",
-                        r.device, r.incident_id, r.figures.records, r.figures.anomalous
-                    )),
-                    _ => {}
-                }
-            }
-        }
-        decisions.sort();
-        incidents.sort();
-        ((decisions, incidents), tally.get("adapted"))
-    }
-
-    /// On the event clock, adaptation and incidents follow the records' time: the same
-    /// capture cut into batches of any size, arriving at any speed, gets the same
-    /// decisions and the same incidents.
-    #[test]
-    fn on_the_event_clock_batching_and_speed_change_nothing() {
-        let whole = replay(&[240], 0);
-        assert!(
-            whole.1.iter().any(|i| i.starts_with("opened cam")),
-            "the burst opens an incident: {:?}",
-            whole.1
-        );
-        assert!(whole.1.iter().any(|i| i.starts_with("closed cam")), "and it closes: {:?}", whole.1);
-        assert_eq!(replay(&[1], 0), whole, "one record per batch");
-        assert_eq!(replay(&[7, 1, 30], 0), whole, "batches of 7, 1, 30");
-        assert_eq!(replay(&[1], 300), whole, "one record per batch, live speed");
-        assert_eq!(replay(&[5], 1), whole, "1,500 times faster than live");
-    }
-
-    /// With `min_records`, a device that sends a few records a second is re-adapted
-    /// every `min_records` records, not every second of its time; still on the records'
-    /// time alone: any batching and speed give the same decisions and incidents.
-    #[test]
-    fn min_records_spaces_adaptations_and_keeps_replays_alike() {
-        let (every, every_n) = replay_with(&[240], 0, 1);
-        let (spaced, spaced_n) = replay_with(&[240], 0, 10);
-        // 120 records a device, 0.3 s apart: a point every 4 records, or, once the window
-        // of 10 is full, every 10 (sooner while it fills).
-        assert!(every_n >= 50, "every second of each device's time: {every_n}");
-        assert!((20..=26).contains(&spaced_n), "every 10 records of each device: {spaced_n}");
-        assert!(
-            spaced.1.iter().any(|i| i.starts_with("opened cam")),
-            "the burst still opens an incident: {:?}",
-            spaced.1
-        );
-        assert_eq!(spaced.1, every.1, "the same incidents here");
-        for (sizes, step) in [(&[1usize][..], 0), (&[7, 1, 30][..], 0), (&[1][..], 300), (&[5][..], 1)] {
-            assert_eq!(
-                replay_with(sizes, step, 10),
-                (spaced.clone(), spaced_n),
-                "batches {sizes:?}, {step} ms"
-            );
-        }
-    }
-
-    /// An engine and pipeline on the event clock that call every record anomalous, and
-    /// five records of device `a` (the first known-normal), one a second of a capture's
-    /// time years ago, run at 1 s of the service's clock: its incident is open.
-    fn silent_after_an_incident(idle_after_ms: u64, tally: &Tally) -> (Engine, Pipeline) {
-        let (mut engine, mut pipeline) = (self::engine(0), self::pipeline());
-        engine.threshold = 1.1; // every record scores anomalous
-        engine.devices.event_clock = true;
-        engine.devices.idle_after_ms = idle_after_ms;
-        pipeline.clock = Clock::Event;
-        let old = 1.5e9;
-        let messages: Vec<Received> = (0..5)
-            .map(|o| {
-                let label = if o == 0 { r#", "label": "normal""# } else { "" };
-                let json =
-                    format!(r#"{{"device": "a", "ts": {}, "features": [0.1, 0.2]{label}}}"#, old + o as f64);
-                message(0, o, json.as_bytes())
-            })
-            .collect();
-        let (out, _) = pipeline.run(&mut engine, consumed(messages), Now::service(1_000), "v", tally);
-        assert!(out.iter().any(|e| matches!(e, Emitted::Incident(IncidentEvent::Opened(_)))));
-        (engine, pipeline)
-    }
-
-    fn closed(out: &[Emitted]) -> bool {
-        out.iter().any(|e| matches!(e, Emitted::Incident(IncidentEvent::Closed(_))))
-    }
-
-    /// On the event clock a device that falls silent still sees time pass: its open
-    /// incident closes `quiet` after its last record, on the service's clock.
-    #[test]
-    fn a_silent_device_s_incident_closes_on_the_wall_clock() {
-        let tally = Tally::default();
-        let (mut engine, pipeline) = silent_after_an_incident(0, &tally);
-        assert!(
-            !closed(&pipeline.incident_ticks(&mut engine, Now::service(5_000), "v", &tally)),
-            "4 s of quiet < 5 s"
-        );
-        let out = pipeline.incident_ticks(&mut engine, Now::service(6_100), "v", &tally);
-        assert!(closed(&out), "5.1 s after its last record: closed");
-    }
-
-    /// Silent for less than idle_after: the service's lag moves no device's time, so a
-    /// tick between two records of live traffic decides what a replay decides.
-    #[test]
-    fn a_lagging_service_moves_no_device_s_time_until_it_is_silent_for_idle_after() {
-        let tally = Tally::default();
-        let (mut engine, pipeline) = silent_after_an_incident(10_000, &tally);
-        assert!(
-            !closed(&pipeline.incident_ticks(&mut engine, Now::service(10_900), "v", &tally)),
-            "9.9 s silent: its time stands at its last record's"
-        );
-        let out = pipeline.incident_ticks(&mut engine, Now::service(11_000), "v", &tally);
-        assert!(closed(&out), "10 s silent: moved on by all of it, past quiet");
-    }
-
-    #[test]
-    fn released_offsets_stop_below_a_deferred_record() {
-        let batch = consumed((10..=20).map(|o| message(0, o, b"x")).chain([message(1, 7, b"x")]).collect());
-        let deferred = consumed(vec![message(0, 15, b"x"), message(0, 18, b"x"), message(2, 0, b"x")]);
-        let mut released = releasable_offsets(&batch, &deferred);
-        released.sort();
-        assert_eq!(released, vec![("in".to_string(), 0, 14), ("in".to_string(), 1, 7)]);
-        let first_deferred = consumed(vec![message(0, 0, b"x")]);
-        assert!(releasable_offsets(&consumed(vec![message(0, 3, b"x")]), &first_deferred).is_empty());
-    }
-
-    /// A device over its share of a batch: the rest lead the next batches, in order, and
-    /// the batch releases offsets only below them; every record is scored in the end.
-    #[test]
-    fn records_over_a_share_wait_for_the_next_batch_and_hold_back_offsets() {
-        let tally = Tally::default();
-        let (mut engine, mut pipeline) = (engine(2), pipeline());
-        let fresh = consumed((0..5).map(|o| record("a", o, o == 0)).collect());
-        let (outputs, offsets) = pipeline.run(&mut engine, fresh, Now::service(0), "v", &tally);
-        assert_eq!(kinds(&outputs), ["score", "score", "prior"]);
-        assert_eq!(offsets, vec![("in".to_string(), 0, 1)]);
-        assert!(pipeline.has_deferred());
-        let (outputs, offsets) = pipeline.run(&mut engine, Vec::new(), Now::service(0), "v", &tally);
-        assert_eq!((outputs.len(), offsets), (2, vec![("in".to_string(), 0, 3)]));
-        let (outputs, offsets) =
-            pipeline.run(&mut engine, consumed(vec![record("b", 5, false)]), Now::service(0), "v", &tally);
-        assert_eq!((outputs.len(), offsets), (2, vec![("in".to_string(), 0, 5)]));
-        assert!(!pipeline.has_deferred());
-        assert_eq!(tally.get("deferred"), 3 + 1, "deferrals counted per batch");
-        assert_eq!(
-            engine.devices.get("a").map(|d| d.seen),
-            Some(5),
-            "every record of a entered its windows once"
-        );
-    }
-
-    /// The first records of a device with a known-normal record are scored, not
-    /// `unknown`: it is adapted before scoring. Bad input becomes a dead letter.
-    #[test]
-    fn a_new_device_is_adapted_before_scoring_and_bad_input_is_dead_lettered() {
-        let tally = Tally::default();
-        let (mut engine, mut pipeline) = (engine(0), pipeline());
-        let mut messages: Vec<Received> = (0..4).map(|o| record("a", o, o == 0)).collect();
-        messages.push(record("c", 4, false));
-        messages.push(message(0, 5, b"{not json"));
-        let (outputs, _) = pipeline.run(&mut engine, consumed(messages), Now::service(0), "v", &tally);
-        let decisions = decisions(&outputs);
-        assert!(decisions[..4].iter().all(|d| *d != "unknown"), "{decisions:?}");
-        assert_eq!(decisions[4], "unknown", "a device with no known-normal record cannot be scored");
-        assert_eq!(kinds(&outputs)[5..], ["dead letter", "prior"]);
-        let Emitted::Prior(update) = &outputs[6] else { panic!("a prior update: {:?}", outputs[6]) };
-        assert_eq!((update.device.as_str(), update.positive_window, update.unlabeled_window), ("a", 1, 4));
-        assert_eq!(tally.get("adapted"), 1);
-        assert_eq!(tally.get("refused/malformed"), 1);
-    }
-
-    /// Records taken as known-normal (here a new device's first three) are being learned
-    /// as normal: however they score, they open no incident; the records after them do.
-    #[test]
-    fn records_taken_as_normal_open_no_incident() {
-        let tally = Tally::default();
-        let (mut engine, mut pipeline) = (engine(0), pipeline());
-        engine.threshold = 1.1; // every record scores anomalous
-        engine.devices =
-            DeviceTable::new(2, WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 3 }, 10);
-        let opened =
-            |outputs: &[Emitted]| outputs.iter().filter(|o| matches!(o, Emitted::Incident(_))).count();
-        let mut run = |offsets: std::ops::Range<i64>| {
-            let fresh = consumed(offsets.map(|o| record("a", o, false)).collect());
-            pipeline.run(&mut engine, fresh, Now::service(0), "v", &tally).0
-        };
-        let outputs = run(0..3);
-        assert_eq!(opened(&outputs), 0, "bootstrap records are learned as normal: no incident");
-        let anomalous = decisions(&outputs).iter().filter(|d| **d == "anomalous").count();
-        assert_eq!(anomalous, 3, "yet scored anomalous");
-        let outputs = run(3..5);
-        assert_eq!(opened(&outputs), 1, "2 of the last 3 decisions anomalous");
-    }
-}
+#[path = "pipeline_tests.rs"]
+mod tests;

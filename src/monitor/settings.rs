@@ -32,7 +32,7 @@ pub struct CoreSettings {
     /// How far ahead of the host's clock a record's time is believed.
     pub max_ahead_s: f64,
     /// On the event clock, how long a device is silent (the service's time) before that
-    /// silence moves its time on ([`DeviceTable::now_of`]).
+    /// silence moves its time on (`DeviceTable::now_of`).
     pub idle_after_ms: u64,
     pub clock: Clock,
     /// When a device is re-adapted on its own time (used on the event clock).
@@ -41,11 +41,29 @@ pub struct CoreSettings {
     pub outputs: RecordOutputs,
     pub feedback_max_age_s: u64,
     pub trust_input_labels: bool,
+    /// A device silent this long goes idle (`devices.idle_timeout_s`; 0: never).
+    pub idle_timeout_ms: u64,
+    /// A device sending traffic this long with no known-normal record is reported
+    /// (`incidents.unmonitored_after_s`; 0: never).
+    pub unmonitored_after_ms: u64,
+    /// Paced snapshots for the state topic (none: the lab and the tests keep no state).
+    pub state: Option<StateSchedule>,
+}
+
+/// When devices are written to the state topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateSchedule {
+    /// A changed device is written this long after its last snapshot.
+    pub interval_ms: u64,
+    /// Its unlabeled rows at most this often.
+    pub unlabeled_interval_ms: u64,
+    /// The input topic's partition count at start (each snapshot records it).
+    pub input_partitions: u32,
 }
 
 impl CoreSettings {
     /// The engine these settings give, scoring with `model`.
-    pub fn engine(&self, model: Model) -> Engine {
+    pub(super) fn engine(&self, model: Model) -> Engine {
         let mut engine = Engine::new(model, self.sizes, self.max_tracked, self.threshold);
         engine.max_per_device = self.max_per_device;
         engine.adaptation_batch = self.adaptation_batch;
@@ -59,7 +77,7 @@ impl CoreSettings {
     }
 
     /// The pipeline these settings give.
-    pub fn pipeline(&self) -> Pipeline {
+    pub(super) fn pipeline(&self) -> Pipeline {
         let mut pipeline = Pipeline::new(self.incidents, self.outputs, self.clock, self.max_batch);
         pipeline.feedback_max_age_s = self.feedback_max_age_s;
         pipeline.trust_input_labels = self.trust_input_labels;

@@ -548,3 +548,26 @@ mod tests {
         assert_eq!(Part::of_key("ÿu".as_bytes()), Some(("ÿu", Part::Main)), "UTF-8's ÿ is not the mark");
     }
 }
+
+/// A record the shell writes to the state topic: a device's part, or its tombstone
+/// (`value: None`). It goes to state partition `home` where the device's state was
+/// read from, else to the one its input partition maps to.
+#[derive(Debug, Clone)]
+pub struct StateRecord {
+    pub device: String,
+    pub part: Part,
+    pub key: Vec<u8>,
+    pub value: Option<Vec<u8>>,
+    pub input_partition: i32,
+    pub home: Option<i32>,
+}
+
+/// A state record the broker did not acknowledge (`Input::WritesFailed`), with the
+/// state partition it was sent to.
+#[derive(Debug, Clone)]
+pub struct WriteFailed {
+    pub device: String,
+    pub part: Part,
+    pub partition: i32,
+    pub tombstone: bool,
+}

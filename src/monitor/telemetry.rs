@@ -11,8 +11,8 @@ use super::incidents::Transition;
 /// One thing the core did.
 #[derive(Debug, Clone, Copy)]
 pub enum Event<'a> {
-    /// A micro-batch processed: its records and the time it took to score.
-    Batch { records: usize, seconds: f64 },
+    /// A micro-batch processed: its records.
+    Batch { records: usize },
     /// Devices dropped from memory, by reason (`capacity`, `idle`, `revoked`).
     Evicted { reason: &'a str, count: usize },
     /// Redelivered records scored again but kept out of the windows.
@@ -47,6 +47,18 @@ pub enum Event<'a> {
     KindShare { result: &'a str },
     /// The kinds known now, with the members that shared something in each.
     Kinds(&'a [(String, usize)]),
+    /// Devices tracked now.
+    Tracked(usize),
+    /// An adaptation job's results installed: its devices, and the adapter's seconds per
+    /// batched solve.
+    AdaptationFinished { devices: usize, seconds_per_batch: f64 },
+    /// Devices restored from the state topic, and adapted at once.
+    Restored { devices: usize, adapted: usize },
+    /// Snapshots parked until their device sends a record here.
+    Parked(usize),
+    /// Devices sending traffic with no known-normal record: how many, and those newly
+    /// found (device, records, ms since first seen), each reported once.
+    Unmonitored { total: usize, new: &'a [(String, u64, u64)] },
 }
 
 /// Whoever watches the core.
@@ -73,7 +85,7 @@ impl Tally {
 impl Telemetry for Tally {
     fn event(&self, event: Event<'_>) {
         match event {
-            Event::Batch { records, .. } => self.add("batch_records".into(), records as u64),
+            Event::Batch { records } => self.add("batch_records".into(), records as u64),
             Event::Evicted { reason, count } => self.add(format!("evicted/{reason}"), count as u64),
             Event::Redelivered(n) => self.add("redelivered".into(), n as u64),
             Event::Adapted(n) => self.add("adapted".into(), n as u64),
@@ -93,7 +105,13 @@ impl Telemetry for Tally {
             Event::Forgotten { .. } => self.add("forgotten".into(), 1),
             Event::Onboarding { event, .. } => self.add(event.to_string(), 1),
             Event::KindShare { result } => self.add(format!("kind_share/{result}"), 1),
-            Event::Kinds(_) => {}
+            Event::Kinds(_) | Event::Tracked(_) | Event::Parked(_) => {}
+            Event::AdaptationFinished { devices, .. } => self.add("adapted".into(), devices as u64),
+            Event::Restored { devices, adapted } => {
+                self.add("restored".into(), devices as u64);
+                self.add("adapted".into(), adapted as u64);
+            }
+            Event::Unmonitored { new, .. } => self.add("unmonitored".into(), new.len() as u64),
         }
     }
 }

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use prometheus::IntCounter;
 
-use crate::monitor::clock::unix_now;
 use crate::monitor::record::Format;
 use crate::traffic::capture::Frame;
 use crate::traffic::devices::{Device, DeviceListError, DeviceMap};
 use crate::traffic::extract::{Devices, Extractor, Routed};
 use crate::traffic::frame::frame_macs;
+use crate::wall_clock::unix_now;
 
 use super::live::{LiveCapture, LiveError};
 use super::metrics::SensorMetrics;

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::devices::{format_mac, parse_mac};
 use super::packet::{ArpOp, Packet};
-use super::peer_names::PeerName;
+use super::peer_name::PeerName;
 
 /// A MAC address, written `00:11:22:33:44:55`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

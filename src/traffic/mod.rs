@@ -15,6 +15,7 @@ pub mod frame;
 pub mod infect;
 pub mod packet;
 pub mod pcap;
+pub mod peer_name;
 pub mod peer_names;
 pub mod profiles;
 pub mod ranges;

@@ -7,19 +7,16 @@ use metapu::daemon::config::DaemonConfig;
 use metapu::data::Label;
 use metapu::model::file;
 use metapu::monitor::clock::Now;
-use metapu::monitor::driver::Driver;
-use metapu::monitor::engine::Engine;
 use metapu::monitor::feedback::{Feedback, FeedbackMessage, Verdict};
 use metapu::monitor::incidents::IncidentRules;
 use metapu::monitor::output::{IncidentEvent, Source};
-use metapu::monitor::pipeline::{Emitted, Received, RecordOutputs};
 use metapu::monitor::record;
 use metapu::monitor::telemetry::Tally;
+use metapu::monitor::{Emitted, Input, Monitor, Received, RecordOutputs};
 
-/// The daemon's engine and driver on the test model, with quick incidents.
+/// The daemon's monitor on the test model, with quick incidents.
 struct Core {
-    engine: Engine,
-    driver: Driver,
+    monitor: Monitor,
     feedback_topic: String,
     telemetry: Tally,
     offset: i64,
@@ -45,16 +42,19 @@ impl Core {
         settings.outputs = RecordOutputs { scores: true, alerts: false };
         settings.trust_input_labels = true;
         Self {
-            engine: settings.engine(model),
-            driver: Driver::new(&settings),
+            monitor: Monitor::new(&settings, model, "v"),
             feedback_topic: settings.feedback_topic.clone(),
             telemetry: Tally::default(),
             offset: 0,
         }
     }
 
-    /// The device's records, a second apart, arriving at once: one micro-batch, as the
-    /// driver cuts it, run until no record waits.
+    fn tell(&mut self, input: Input) -> metapu::monitor::Output {
+        self.monitor.handle(input, Now::at(0, metapu::wall_clock::unix_now()), &self.telemetry)
+    }
+
+    /// The device's records, a second apart, arriving at once: one micro-batch, run
+    /// until no record waits.
     fn feed(&mut self, rows: &[Vec<f32>], known: bool) -> Vec<Emitted> {
         for row in rows {
             self.offset += 1;
@@ -63,19 +63,16 @@ impl Core {
                 key: None,
                 payload: record::encode("cam", self.offset as f64, row, known),
             };
-            self.driver.gather(message, 0);
+            self.tell(Input::Arrived { message, at_ms: 0 });
         }
         let mut emitted = Vec::new();
-        while let Some(step) = self.driver.next_step(&mut self.engine, Now::service(0), "v", &self.telemetry)
-        {
-            emitted.extend(step.emitted);
+        loop {
+            let out = self.tell(Input::Run);
+            if !out.ran {
+                return emitted;
+            }
+            emitted.extend(out.emitted);
         }
-        emitted
-    }
-
-    /// What the adapter thread does on its interval: every changed device re-adapted.
-    fn adapt(&mut self) {
-        self.engine.adapt_changed();
     }
 
     fn verdict(&mut self, incident: &str, verdict: Verdict) -> Vec<Emitted> {
@@ -91,10 +88,9 @@ impl Core {
             key: Some(b"cam".to_vec()),
             payload: FeedbackMessage::Verdict(fb).encode(),
         };
-        // On the feedback topic: the driver applies it after the batch's records.
-        self.driver.gather(m, 0);
-        let step = self.driver.next_step(&mut self.engine, Now::service(0), "v", &self.telemetry);
-        step.map(|s| s.emitted).unwrap_or_default()
+        // On the feedback topic: applied after the batch's records.
+        self.tell(Input::Arrived { message: m, at_ms: 0 });
+        self.tell(Input::Run).emitted
     }
 }
 
@@ -132,17 +128,15 @@ fn a_false_positive_verdict_is_remembered_and_leaves_the_classifier_as_it_was() 
     let mut core = Core::new();
     assert!(opened(&core.feed(&normal[..10], true)).is_empty());
     assert!(opened(&core.feed(&normal[10..30], false)).is_empty(), "normal traffic opens nothing");
-    // The adapter runs while the new behaviour arrives: the device's classifier is
-    // re-adapted on a window that holds some of it (what PU learning looks for).
-    let mut first = core.feed(&changed[..5], false);
-    core.adapt();
-    first.extend(core.feed(&changed[5..15], false));
+    // The device is re-adapted at its adaptation points while the new behaviour
+    // arrives: on a window that holds some of it (what PU learning looks for).
+    let first = core.feed(&changed[..15], false);
     let ids = opened(&first);
     assert_eq!(ids.len(), 1, "the new behaviour opens one incident: {:?}", anomalous(&first));
 
     let device = |core: &Core| {
-        let d = core.engine.devices.get("cam").unwrap();
-        (d.positive.rows().to_vec(), d.state.as_ref().map(|s| s.prior))
+        let d = core.monitor.device("cam").unwrap();
+        (d.known_normal, d.prior)
     };
     let before = device(&core);
     let out = core.verdict(&ids[0], Verdict::FalsePositive);
@@ -164,9 +158,7 @@ fn a_false_positive_verdict_is_remembered_and_leaves_the_classifier_as_it_was() 
     // It comes back, about as long as it was (the dismissed incident had 11 anomalous
     // records; the records carry no packet context, so its feature rows and its
     // length stand for it).
-    let mut after = core.feed(&changed[15..35], false);
-    core.adapt();
-    after.extend(core.feed(&changed[35..45], false));
+    let after = core.feed(&changed[15..45], false);
     assert!(opened(&after).is_empty(), "the dismissed behaviour raised: {:?} anomalous", anomalous(&after));
     let suppressed: Vec<_> = after
         .iter()
@@ -178,7 +170,7 @@ fn a_false_positive_verdict_is_remembered_and_leaves_the_classifier_as_it_was() 
     let [r] = suppressed[..] else { panic!("one suppressed incident: {after:?}") };
     assert_eq!(r.suppressed.as_ref().map(|d| d.incident_id.as_str()), Some(ids[0].as_str()));
     assert!(r.summary.contains("suppressed: the behaviour dismissed in incident"), "{}", r.summary);
-    let open = core.engine.devices.get("cam").unwrap().incidents.open.clone().expect("recorded as open");
+    let open = core.monitor.open_incident("cam").cloned().expect("recorded as open");
     assert!(open.suppressed.is_some() && open.news.is_none());
 
     // It goes on past three times its length: news, under the same id.

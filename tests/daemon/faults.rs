@@ -1,60 +1,94 @@
-//! Hostile traffic against the scoring engine and the real (fixture) model, no broker:
-//! a device whose unlabeled window is all attack, and a device flooding a batch.
+//! Hostile traffic against the monitor and the real (fixture) model, no broker: a
+//! device whose unlabeled window is all attack, and a device flooding a batch.
 
 use crate::support::fixture;
+use metapu::daemon::config::DaemonConfig;
 use metapu::data::Label;
 use metapu::model::file;
-use metapu::monitor::clock::Now;
-use metapu::monitor::engine::{Engine, Source, Verdict, WindowSizes};
-use metapu::monitor::record::FeatureRecord;
+use metapu::monitor::clock::{Clock, Now};
+use metapu::monitor::output::Source;
+use metapu::monitor::record;
+use metapu::monitor::telemetry::Tally;
+use metapu::monitor::{run_adaptation, Command, Emitted, Input, Monitor, Output, Received, RecordOutputs};
 
-fn engine(max_per_device: usize) -> Engine {
-    let model = file::load(&fixture().model_path, tch::Device::Cpu).unwrap();
-    let sizes = WindowSizes { positive: 50, unlabeled: 200, bootstrap_positives: 0 };
-    let mut e = Engine::new(model, sizes, 1000, 0.5);
-    e.max_per_device = max_per_device;
-    e
+/// The daemon's monitor on the service clock (the adapter runs when the test says),
+/// every record's score published, labels trusted; `max_per_device` as given.
+fn monitor(max_per_device: usize) -> Monitor {
+    let mut s = DaemonConfig::defaults().core_settings();
+    (s.clock, s.max_per_device, s.max_tracked, s.max_batch) = (Clock::Service, max_per_device, 1000, 10_000);
+    (s.outputs, s.trust_input_labels, s.state) = (RecordOutputs { scores: true, alerts: false }, true, None);
+    s.sizes.bootstrap_positives = 0;
+    Monitor::new(&s, file::load(&fixture().model_path, tch::Device::Cpu).unwrap(), "v")
 }
 
-fn record(device: &str, row: &[f32], known_normal: bool) -> FeatureRecord {
-    FeatureRecord { device: device.into(), ts: 0.0, features: row.to_vec(), known_normal, context: None }
+fn now() -> Now {
+    Now::at(0, metapu::wall_clock::unix_now())
 }
 
-/// Feed records with consecutive offsets on partition 0.
-fn feed(e: &mut Engine, records: &[FeatureRecord], first_offset: i64) -> Vec<Verdict> {
-    let sources: Vec<Source> = (0..records.len() as i64)
-        .map(|i| Source { topic: "in".into(), partition: 0, offset: first_offset + i })
-        .collect();
-    let pairs: Vec<(&FeatureRecord, &Source)> = records.iter().zip(&sources).collect();
-    e.process(&pairs, Now::service(0)).verdicts
+/// Records with consecutive offsets on partition 0, one micro-batch: what it scored
+/// (device, decision, score), in order; deferred records are not among them.
+fn feed(m: &mut Monitor, records: &[(&str, &[f32], bool)], first_offset: i64) -> Vec<(String, String, f32)> {
+    for (i, (device, row, known)) in records.iter().enumerate() {
+        let offset = first_offset + i as i64;
+        let message = Received {
+            source: Source { topic: "in".into(), partition: 0, offset },
+            key: None,
+            payload: record::encode(device, 0.0, row, *known),
+        };
+        m.handle(Input::Arrived { message, at_ms: 0 }, now(), &Tally::default());
+    }
+    scored(&m.handle(Input::Run, now(), &Tally::default()))
 }
 
-fn adapt_all(e: &mut Engine) {
-    e.adapt_changed();
+fn scored(out: &Output) -> Vec<(String, String, f32)> {
+    out.emitted
+        .iter()
+        .filter_map(|e| match e {
+            Emitted::Score(s) => Some((s.device.clone(), s.decision.clone(), s.score.unwrap_or(f32::NAN))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Time passes on the service clock: the adaptation round it schedules, run as the
+/// adapter thread runs it, and its result handed back.
+fn adapt_all(m: &mut Monitor) {
+    let later = Now::at(3_600_000, metapu::wall_clock::unix_now());
+    let out = m.handle(Input::Tick, later, &Tally::default());
+    let adapting = file::load(&fixture().model_path, tch::Device::Cpu).unwrap();
+    for command in out.commands {
+        if let Command::Adapt { generation, jobs } = command {
+            let states = run_adaptation(&adapting, &jobs, 64);
+            m.handle(Input::Adapted { generation, states, seconds_per_batch: 0.0 }, later, &Tally::default());
+        }
+    }
 }
 
 #[test]
 fn a_window_of_nothing_but_attack_still_gives_a_finite_prior_and_alerts() {
     let fx = fixture();
     let (normal, attack) = (fx.rows(0, Label::Positive), fx.rows(0, Label::Negative));
-    let mut e = engine(0);
-    let mut stream: Vec<FeatureRecord> = normal.iter().take(10).map(|r| record("victim", r, true)).collect();
+    let dim = normal[0].len();
+    let mut m = monitor(0);
+    let mut stream: Vec<(&str, &[f32], bool)> =
+        normal.iter().take(10).map(|r| ("victim", &r[..], true)).collect();
     // The unlabeled window then fills with attack records only: 200 of them push every
     // known-normal record out of it.
-    stream.extend(attack.iter().cycle().take(200).map(|r| record("victim", r, false)));
-    feed(&mut e, &stream, 0);
-    let unlabeled = e.devices.get("victim").unwrap().unlabeled.rows().to_vec();
-    assert!(unlabeled.chunks(2).all(|r| attack.iter().any(|a| a == r)), "window is all attack");
-    adapt_all(&mut e);
-    let prior = e.devices.get("victim").unwrap().state.as_ref().unwrap().prior;
+    stream.extend(attack.iter().cycle().take(200).map(|r| ("victim", &r[..], false)));
+    feed(&mut m, &stream, 0);
+    let unlabeled = m.device("victim").unwrap().unlabeled;
+    assert!(unlabeled.chunks(dim).all(|r| attack.iter().any(|a| a == r)), "window is all attack");
+    // Adapted on that window: at once (its first classifier), and again by any round.
+    adapt_all(&mut m);
+    let prior = m.device("victim").unwrap().prior.expect("adapted");
     assert!(prior.is_finite() && (0.0..=1.0).contains(&prior), "prior {prior}");
 
-    let probes: Vec<FeatureRecord> = attack.iter().take(100).map(|r| record("victim", r, false)).collect();
-    let verdicts = e.score(probes.iter());
-    let flagged = verdicts.iter().filter(|v| matches!(v, Verdict::Scored { anomalous: true, .. })).count();
-    let finite =
-        verdicts.iter().all(|v| matches!(v, Verdict::Scored { posterior, .. } if posterior.is_finite()));
-    assert!(finite, "{verdicts:?}");
+    let probes: Vec<(&str, &[f32], bool)> =
+        attack.iter().take(100).map(|r| ("victim", &r[..], false)).collect();
+    let verdicts = feed(&mut m, &probes, 1000);
+    assert_eq!(verdicts.len(), 100);
+    let flagged = verdicts.iter().filter(|(_, d, _)| d == "anomalous").count();
+    assert!(verdicts.iter().all(|(_, _, score)| score.is_finite()), "{verdicts:?}");
     assert!(
         flagged >= 80,
         "only {flagged} of 100 attack records alerted under a poisoned window (prior {prior})"
@@ -66,38 +100,32 @@ fn a_window_of_nothing_but_attack_still_gives_a_finite_prior_and_alerts() {
 fn a_flooding_device_gets_its_share_of_a_batch_and_no_more() {
     let fx = fixture();
     let normal = fx.rows(0, Label::Positive);
-    let mut e = engine(8);
+    let dim = normal[0].len();
+    let mut m = monitor(8);
     // Ten quiet devices, onboarded and adapted.
     let quiet: Vec<String> = (0..10).map(|i| format!("quiet-{i}")).collect();
-    let onboarding: Vec<FeatureRecord> =
-        quiet.iter().flat_map(|d| normal.iter().take(5).map(move |r| record(d, r, true))).collect();
-    feed(&mut e, &onboarding, 0);
-    adapt_all(&mut e);
+    let onboarding: Vec<(&str, &[f32], bool)> =
+        quiet.iter().flat_map(|d| normal.iter().take(5).map(move |r| (d.as_str(), &r[..], true))).collect();
+    feed(&mut m, &onboarding, 0);
+    adapt_all(&mut m);
 
     // One batch: 1,000 records of a flooding device with the quiet devices' records
     // spread among them.
-    let mut batch = Vec::new();
+    let mut batch: Vec<(&str, &[f32], bool)> = Vec::new();
     for i in 0..1000 {
-        batch.push(record("flood", &normal[i % normal.len()], false));
+        batch.push(("flood", &normal[i % normal.len()], false));
         if i % 20 == 0 {
-            batch.push(record(&quiet[(i / 20) % 10], &normal[i % normal.len()], false));
+            batch.push((&quiet[(i / 20) % 10], &normal[i % normal.len()], false));
         }
     }
-    let verdicts = feed(&mut e, &batch, 1000);
-    let (mut flood_taken, mut quiet_scored, mut quiet_total) = (0, 0, 0);
-    for (r, v) in batch.iter().zip(&verdicts) {
-        if r.device == "flood" {
-            flood_taken += usize::from(*v != Verdict::Deferred);
-        } else {
-            quiet_total += 1;
-            quiet_scored += usize::from(matches!(v, Verdict::Scored { .. }));
-        }
-    }
+    let scored = feed(&mut m, &batch, 1000);
+    let flood_taken = scored.iter().filter(|(d, _, _)| d == "flood").count();
+    let quiet_scored = scored.iter().filter(|(d, decision, _)| d != "flood" && decision != "unknown").count();
     assert_eq!(flood_taken, 8, "the flooding device is capped at its share");
-    assert_eq!((quiet_scored, quiet_total), (50, 50), "every quiet device's record is scored");
-    assert_eq!(e.devices.get("flood").unwrap().unlabeled.len(), 8, "shed records stay out of the windows");
+    assert_eq!(quiet_scored, 50, "every quiet device's record is scored");
+    let flood = m.device("flood").unwrap();
+    assert_eq!(flood.unlabeled.len() / dim, 8, "shed records stay out of the windows");
     // No limit: everything is taken.
-    let mut unlimited = engine(0);
-    let taken = feed(&mut unlimited, &batch, 0).iter().filter(|v| **v != Verdict::Deferred).count();
-    assert_eq!(taken, batch.len());
+    let mut unlimited = monitor(0);
+    assert_eq!(feed(&mut unlimited, &batch, 0).len(), batch.len());
 }

@@ -1,14 +1,11 @@
 //! The daemon's public pieces without a broker: configuration, record decoding, the
-//! scoring engine and its adaptation thread. (Windows, the device table, snapshots and
+//! adaptation thread. (The engine, windows, the device table, snapshots and
 //! alert ids are tested beside their code.)
 
 use std::io::Write;
 
 use metapu::daemon::adapter::Adapter;
 use metapu::daemon::config::{DaemonConfig, Sources};
-use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
-use metapu::monitor::clock::Now;
-use metapu::monitor::engine::{run_adaptation, Engine, Source, Verdict, WindowSizes};
 use metapu::monitor::record::{decode, encode, encode_binary, InvalidRecord};
 
 fn config_file(text: &str) -> tempfile::NamedTempFile {
@@ -196,59 +193,6 @@ fn records_carry_packet_context_in_both_formats() {
     assert!(decode(None, &cut, 2, 1024).unwrap_err().to_string().contains("ends inside the context"));
 }
 
-fn at(partition: i32, offset: i64) -> Source {
-    Source { topic: "in".into(), partition, offset }
-}
-
-/// An untrained model on two raw features.
-fn two_feature_model() -> Model {
-    Model {
-        net: MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu),
-        preprocess: Preprocessor::identity(PreprocessKind::None, 2),
-        feature_names: vec!["a".into(), "b".into()],
-        provenance: Provenance::default(),
-    }
-}
-
-#[test]
-fn the_engine_scores_only_adapted_devices() {
-    tch::manual_seed(1);
-    let model = two_feature_model;
-    let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0 };
-    let mut e = Engine::new(model(), sizes, 10, 0.5);
-    let rec = |d: &str, x: f32, normal: bool| metapu::monitor::record::FeatureRecord {
-        device: d.into(),
-        ts: 0.0,
-        features: vec![x, -x],
-        known_normal: normal,
-        context: None,
-    };
-    let (r1, r2, r3) = (rec("p", 0.1, true), rec("p", 0.3, false), rec("q", 0.2, false));
-    let processed = e.process(&[(&r1, &at(0, 0)), (&r2, &at(0, 1)), (&r3, &at(0, 2))], Now::service(0));
-    let v = processed.verdicts;
-    assert!(v[..2].iter().all(|v| matches!(v, Verdict::Scored { .. })), "p adapted before scoring: {v:?}");
-    assert_eq!(v[2], Verdict::Unknown, "q has no positive: no classifier");
-    assert_eq!(processed.adapted, ["p"]);
-    assert!(e.adaptation_jobs(1, 100).is_empty(), "p's windows were just adapted; q has no positive");
-    let r4 = rec("p", 0.5, false);
-    e.process(&[(&r4, &at(0, 3))], Now::service(0));
-    let jobs = e.adaptation_jobs(1, 100);
-    assert_eq!(jobs.len(), 1, "p changed since; q has no positive");
-    assert_eq!(e.install(run_adaptation(&e.model, &jobs, 8)), ["p"]);
-    // The adapter thread holds p's windows while an analyst's verdict adapts p at once:
-    // the thread's classifier, adapted on the older windows, must not replace it.
-    let r5 = rec("p", 0.7, true);
-    e.process(&[(&r5, &at(0, 4))], Now::service(0));
-    let held_by_the_adapter = e.adaptation_jobs(1, 100);
-    assert_eq!(e.adapt_now(["p"]), ["p"]);
-    assert!(e.install(run_adaptation(&e.model, &held_by_the_adapter, 8)).is_empty(), "stale classifier");
-    let v = e.score([&r2, &r3].into_iter());
-    assert!(matches!(v[0], Verdict::Scored { posterior, .. } if (0.0..=1.0).contains(&posterior)));
-    assert_eq!(v[1], Verdict::Unknown);
-    e.replace_model(model());
-    assert_eq!(e.score([&r2].into_iter()), [Verdict::Unknown], "states of the old model are dropped");
-}
-
 /// The nice value in a /proc `stat` file (field 19).
 #[cfg(target_os = "linux")]
 fn nice_in(stat: &str) -> Option<i32> {
@@ -271,7 +215,7 @@ fn thread_nice(name: &str) -> Option<i32> {
 #[cfg(target_os = "linux")]
 #[test]
 fn the_adaptation_thread_yields_the_cpu_to_scoring() {
-    let model = two_feature_model();
+    let model = metapu::model::file::load(&crate::support::fixture().model_path, tch::Device::Cpu).unwrap();
     let own = nice_in(&std::fs::read_to_string("/proc/thread-self/stat").unwrap()).unwrap();
     let _adapter = Adapter::spawn(model, 0, 8);
     let expected = (own + 10).min(19);

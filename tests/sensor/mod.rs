@@ -239,7 +239,7 @@ fn every_frame_of_a_listed_device_becomes_the_record_extract_makes_of_it() {
     let sense = Sense::start_with(&veth.outside, &broker.bootstrap(), "sensed", dir.path(), &save, &systemd);
     let told = notifications(&notify, "WATCHDOG=1", Duration::from_secs(10));
     assert!(told.iter().any(|m| m == "READY=1") && told.iter().any(|m| m == "WATCHDOG=1"), "{told:?}");
-    let started = metapu::monitor::clock::unix_now();
+    let started = metapu::wall_clock::unix_now();
     let sent = send(&veth, &camera_network());
     assert_eq!(sent, 2000);
     // And a malformed frame from the camera: IPv4 cut short after 10 bytes of header.
@@ -536,7 +536,7 @@ async fn from_the_wire_a_scan_after_onboarding_opens_an_incident() {
     let infected = dir.path().join("hub.synscan.pcap");
     let synscan = crate::support::data_dir().join("pcap/ndpi/synscan.pcap");
     crate::support::infect(&captures[4..5], &mac, &synscan, &["--concatenate"], &infected);
-    let scan_sent = metapu::monitor::clock::unix_now();
+    let scan_sent = metapu::wall_clock::unix_now();
     sent += send(&veth, &infected);
     sense.wait_packets(sent as f64);
     let opened = events("opened", 60);

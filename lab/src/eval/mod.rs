@@ -625,24 +625,7 @@ pub fn run_split_with(
         _ if !wants_ours => Vec::new(),
         OursModels::Train => train_ours(split, sd, cfg, seed, device, progress)?,
         OursModels::Given { members, .. } if members.is_empty() => Vec::new(),
-        OursModels::Given { members: models, prior_from } => vec![OursFit {
-            chosen: models
-                .iter()
-                .map(|m| format!("K={}", m.net.config.task_dim))
-                .collect::<Vec<_>>()
-                .join(" + ")
-                + &if prior_from.is_empty() {
-                    String::new()
-                } else {
-                    format!(", prior from {} other model(s)", prior_from.len())
-                },
-            validation_accuracy: f64::NAN,
-            seconds: 0.0,
-            n_pos: None,
-            models,
-            calibration: PriorCalibration::IDENTITY,
-            prior_from,
-        }],
+        OursModels::Given { members, prior_from } => vec![given_ours(members, prior_from)],
     };
     let pre = match ours.first() {
         Some(fit) => fit.models[0].preprocess.clone(),
@@ -687,26 +670,8 @@ pub fn run_split_with(
         methods.extend(ours_runs(&models, &target_episodes, &tasks, &wanted, &summary));
     }
     if cfg.methods.contains(&Method::OursNoZ) {
-        progress.start(&format!("split {split}: ours w/o z"));
-        let tc = TrainConfig { seed, use_task_vectors: false, ..cfg.train.clone() };
-        let out = train::train(sd.data, &sd.source, &sd.validation, &tc, device, &stop, &mut ())?;
-        if let Some(set) = EpisodeSet::new(target_episodes.clone(), &tasks, dim, Kind::Float, device) {
-            let t = Instant::now();
-            let e = set.evaluate(&out.model.net, PriorMode::Estimated);
-            methods.push(MethodRun {
-                method: Method::OursNoZ,
-                accuracies: e.results.iter().map(|r| r.accuracy).collect(),
-                estimated_priors: None,
-                train_seconds: out.seconds,
-                test_seconds: t.elapsed().as_secs_f64(),
-                validation_accuracy: out.model.provenance.best_validation_accuracy,
-                chosen: "-".into(),
-                best_iteration: Some(out.model.provenance.best_iteration),
-                best_iteration_by_positives: None,
-                prior_maps: None,
-            });
-        }
-        progress.done();
+        let split_at = (split, seed, device);
+        methods.extend(ours_no_z_run(sd, cfg, &tasks, &target_episodes, split_at, &stop, progress)?);
     }
 
     methods.extend(single_task_runs(cfg, Some(&val_packed), &target_packed, seed, device, split, progress)?);
@@ -737,109 +702,18 @@ pub fn run_split_with(
         weight_average: cfg.train.weight_average,
         lr_schedule: cfg.train.lr_schedule,
     };
+    let scoring = MetaScoring {
+        tasks: &tasks,
+        validation: &pick(&sd.validation),
+        val_packed: &val_packed,
+        target_episodes: &target_episodes,
+        target_packed: &target_packed,
+    };
     for method in [Method::Mdre, Method::MnnPu, Method::Np] {
-        if !cfg.methods.contains(&method) {
-            continue;
+        if cfg.methods.contains(&method) {
+            let at = (split, seed, device);
+            methods.extend(meta_baseline_run(method, cfg, &sampler, &mcfg, &scoring, at, progress)?);
         }
-        let candidates: Vec<(MetaBaseline, String)> = match method {
-            Method::Mdre => cfg
-                .step_sizes
-                .iter()
-                .map(|&s| (MetaBaseline::Mdre { step: s }, format!("step={s}")))
-                .collect(),
-            Method::MnnPu => cfg
-                .step_sizes
-                .iter()
-                .map(|&s| (MetaBaseline::MnnPu { step: s }, format!("step={s}")))
-                .collect(),
-            _ => {
-                cfg.task_dims.iter().map(|&k| (MetaBaseline::Np { task_dim: k }, format!("K={k}"))).collect()
-            }
-        };
-        // One model for every N_p, or with `per_support_size` one per target N_p:
-        // trained with that N_p only and chosen on that N_p's validation episodes,
-        // as many as the single model is chosen on.
-        let sizes = support_sizes(cfg);
-        let mut accuracies = vec![f64::NAN; target_episodes.len()];
-        let (mut seconds, mut test_seconds, mut validations, mut names) = (0.0, 0.0, Vec::new(), Vec::new());
-        let mut kept = Vec::new();
-        for n_pos in &sizes {
-            let fixed;
-            let (sampler_n, val_n) = match *n_pos {
-                None => (sampler, None),
-                Some(n) => {
-                    let protocol_n;
-                    (fixed, protocol_n) = with_support_size(&cfg.train.sampler, &cfg.protocol, n);
-                    let mut val_rng = ChaCha8Rng::seed_from_u64(seed.wrapping_add(n as u64));
-                    let repeats = cfg.protocol.positives.len();
-                    let episodes =
-                        protocol::episodes(&pick(&sd.validation), &protocol_n, repeats, &mut val_rng);
-                    (
-                        EpisodeSampler { cfg: &fixed, ..sampler },
-                        Some(PackedEpisodes::new(&episodes, &tasks, dim, device)),
-                    )
-                }
-            };
-            let validation = val_n.as_ref().unwrap_or(&val_packed);
-            let members: Vec<(meta::MetaModel, String)> =
-                select_members(cfg.members, &candidates, |member, (candidate, name)| {
-                    let mcfg_m = MetaTrainConfig { seed: seed.wrapping_add(member as u64), ..mcfg.clone() };
-                    let size = n_pos.map(|n| format!(" N_p={n}")).unwrap_or_default();
-                    let of = if cfg.members > 1 { format!(" member {}", member + 1) } else { String::new() };
-                    progress.start(&format!("split {split}: {} {name}{size}{of}", method.label()));
-                    let m = meta::meta_train(*candidate, &sampler_n, validation, &mcfg_m)?;
-                    progress.done();
-                    let val = m.best_validation_accuracy;
-                    Ok((m, val))
-                })?
-                .into_iter()
-                .map(|(m, (_, name))| (m, name.clone()))
-                .collect();
-            if members.is_empty() {
-                continue;
-            }
-            let (models, labels): (Vec<meta::MetaModel>, Vec<String>) = members.into_iter().unzip();
-            let idx = episodes_with(&target_episodes, *n_pos);
-            let t = Instant::now();
-            let scored = match n_pos {
-                None => meta::evaluate_ensemble(&models, &target_packed),
-                Some(_) => {
-                    let subset: Vec<Episode> = idx.iter().map(|&i| target_episodes[i].clone()).collect();
-                    meta::evaluate_ensemble(&models, &PackedEpisodes::new(&subset, &tasks, dim, device))
-                }
-            };
-            test_seconds += t.elapsed().as_secs_f64();
-            for (&i, a) in idx.iter().zip(scored) {
-                accuracies[i] = a;
-            }
-            seconds += models.iter().map(|m| m.seconds).sum::<f64>();
-            validations.push(match models.as_slice() {
-                [m] => m.best_validation_accuracy,
-                _ => mean(&meta::evaluate_ensemble(&models, validation)),
-            });
-            kept.push((*n_pos, models[0].best_iteration));
-            let name = labels.join(" + ");
-            names.push(match n_pos {
-                Some(n) => format!("N_p={n}: {name}"),
-                None => name,
-            });
-        }
-        if names.is_empty() {
-            continue;
-        }
-        let (best_iteration, best_iteration_by_positives) = kept_iterations(&kept);
-        methods.push(MethodRun {
-            method,
-            accuracies,
-            estimated_priors: None,
-            train_seconds: seconds,
-            test_seconds,
-            validation_accuracy: mean(&validations),
-            chosen: names.join("; "),
-            best_iteration,
-            best_iteration_by_positives,
-            prior_maps: None,
-        });
     }
     methods.sort_by_key(|m| m.method);
     let episodes = target_episodes
@@ -853,6 +727,176 @@ pub fn run_split_with(
         .collect();
     let ours_models = ours.into_iter().map(|fit| (fit.n_pos, fit.models)).collect();
     Ok(SplitOutcome { run: SplitRun { split, episodes, methods }, ours_models })
+}
+
+/// What the meta-learned baselines are chosen and scored on.
+struct MetaScoring<'a> {
+    tasks: &'a [Task],
+    validation: &'a [(usize, &'a Task)],
+    val_packed: &'a PackedEpisodes,
+    target_episodes: &'a [Episode],
+    target_packed: &'a PackedEpisodes,
+}
+
+/// One meta-learned baseline (MDRE, MnnPU, NP): its candidates meta-trained and chosen
+/// on validation episodes (one model, or one per target N_p), scored on the target
+/// episodes; `None` when no candidate was kept.
+fn meta_baseline_run(
+    method: Method,
+    cfg: &EvalConfig,
+    sampler: &EpisodeSampler<'_>,
+    mcfg: &MetaTrainConfig,
+    sc: &MetaScoring<'_>,
+    (split, seed, device): (usize, u64, Device),
+    progress: &mut dyn EvalProgress,
+) -> Result<Option<MethodRun>, TrainError> {
+    let dim = sampler.dim;
+    let candidates: Vec<(MetaBaseline, String)> = match method {
+        Method::Mdre => {
+            cfg.step_sizes.iter().map(|&s| (MetaBaseline::Mdre { step: s }, format!("step={s}"))).collect()
+        }
+        Method::MnnPu => {
+            cfg.step_sizes.iter().map(|&s| (MetaBaseline::MnnPu { step: s }, format!("step={s}"))).collect()
+        }
+        _ => cfg.task_dims.iter().map(|&k| (MetaBaseline::Np { task_dim: k }, format!("K={k}"))).collect(),
+    };
+    // One model for every N_p, or with `per_support_size` one per target N_p:
+    // trained with that N_p only and chosen on that N_p's validation episodes,
+    // as many as the single model is chosen on.
+    let sizes = support_sizes(cfg);
+    let mut accuracies = vec![f64::NAN; sc.target_episodes.len()];
+    let (mut seconds, mut test_seconds, mut validations, mut names) = (0.0, 0.0, Vec::new(), Vec::new());
+    let mut kept = Vec::new();
+    for n_pos in &sizes {
+        let fixed;
+        let (sampler_n, val_n) = match *n_pos {
+            None => (*sampler, None),
+            Some(n) => {
+                let protocol_n;
+                (fixed, protocol_n) = with_support_size(&cfg.train.sampler, &cfg.protocol, n);
+                let mut val_rng = ChaCha8Rng::seed_from_u64(seed.wrapping_add(n as u64));
+                let repeats = cfg.protocol.positives.len();
+                let episodes = protocol::episodes(sc.validation, &protocol_n, repeats, &mut val_rng);
+                (
+                    EpisodeSampler { cfg: &fixed, ..*sampler },
+                    Some(PackedEpisodes::new(&episodes, sc.tasks, dim, device)),
+                )
+            }
+        };
+        let validation = val_n.as_ref().unwrap_or(sc.val_packed);
+        let members: Vec<(meta::MetaModel, String)> =
+            select_members(cfg.members, &candidates, |member, (candidate, name)| {
+                let mcfg_m = MetaTrainConfig { seed: seed.wrapping_add(member as u64), ..mcfg.clone() };
+                let size = n_pos.map(|n| format!(" N_p={n}")).unwrap_or_default();
+                let of = if cfg.members > 1 { format!(" member {}", member + 1) } else { String::new() };
+                progress.start(&format!("split {split}: {} {name}{size}{of}", method.label()));
+                let m = meta::meta_train(*candidate, &sampler_n, validation, &mcfg_m)?;
+                progress.done();
+                let val = m.best_validation_accuracy;
+                Ok((m, val))
+            })?
+            .into_iter()
+            .map(|(m, (_, name))| (m, name.clone()))
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        let (models, labels): (Vec<meta::MetaModel>, Vec<String>) = members.into_iter().unzip();
+        let idx = episodes_with(sc.target_episodes, *n_pos);
+        let t = Instant::now();
+        let scored = match n_pos {
+            None => meta::evaluate_ensemble(&models, sc.target_packed),
+            Some(_) => {
+                let subset: Vec<Episode> = idx.iter().map(|&i| sc.target_episodes[i].clone()).collect();
+                meta::evaluate_ensemble(&models, &PackedEpisodes::new(&subset, sc.tasks, dim, device))
+            }
+        };
+        test_seconds += t.elapsed().as_secs_f64();
+        for (&i, a) in idx.iter().zip(scored) {
+            accuracies[i] = a;
+        }
+        seconds += models.iter().map(|m| m.seconds).sum::<f64>();
+        validations.push(match models.as_slice() {
+            [m] => m.best_validation_accuracy,
+            _ => mean(&meta::evaluate_ensemble(&models, validation)),
+        });
+        kept.push((*n_pos, models[0].best_iteration));
+        let name = labels.join(" + ");
+        names.push(match n_pos {
+            Some(n) => format!("N_p={n}: {name}"),
+            None => name,
+        });
+    }
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let (best_iteration, best_iteration_by_positives) = kept_iterations(&kept);
+    Ok(Some(MethodRun {
+        method,
+        accuracies,
+        estimated_priors: None,
+        train_seconds: seconds,
+        test_seconds,
+        validation_accuracy: mean(&validations),
+        chosen: names.join("; "),
+        best_iteration,
+        best_iteration_by_positives,
+        prior_maps: None,
+    }))
+}
+
+/// Ours without the task vectors z: trained on the split, scored on the target
+/// episodes.
+fn ours_no_z_run(
+    sd: &SplitData<'_>,
+    cfg: &EvalConfig,
+    tasks: &[Task],
+    target_episodes: &[Episode],
+    (split, seed, device): (usize, u64, Device),
+    stop: &AtomicBool,
+    progress: &mut dyn EvalProgress,
+) -> Result<Option<MethodRun>, TrainError> {
+    let dim = sd.data.dim();
+    let mut run = None;
+    progress.start(&format!("split {split}: ours w/o z"));
+    let tc = TrainConfig { seed, use_task_vectors: false, ..cfg.train.clone() };
+    let out = train::train(sd.data, &sd.source, &sd.validation, &tc, device, stop, &mut ())?;
+    if let Some(set) = EpisodeSet::new(target_episodes.to_vec(), tasks, dim, Kind::Float, device) {
+        let t = Instant::now();
+        let e = set.evaluate(&out.model.net, PriorMode::Estimated);
+        run = Some(MethodRun {
+            method: Method::OursNoZ,
+            accuracies: e.results.iter().map(|r| r.accuracy).collect(),
+            estimated_priors: None,
+            train_seconds: out.seconds,
+            test_seconds: t.elapsed().as_secs_f64(),
+            validation_accuracy: out.model.provenance.best_validation_accuracy,
+            chosen: "-".into(),
+            best_iteration: Some(out.model.provenance.best_iteration),
+            best_iteration_by_positives: None,
+            prior_maps: None,
+        });
+    }
+    progress.done();
+    Ok(run)
+}
+
+/// Ours as given (an earlier run's models), one ensemble for every N_p.
+fn given_ours(models: Vec<Model>, prior_from: Vec<Model>) -> OursFit {
+    let dims: Vec<String> = models.iter().map(|m| format!("K={}", m.net.config.task_dim)).collect();
+    let prior = match prior_from.len() {
+        0 => String::new(),
+        n => format!(", prior from {n} other model(s)"),
+    };
+    OursFit {
+        chosen: dims.join(" + ") + &prior,
+        validation_accuracy: f64::NAN,
+        seconds: 0.0,
+        n_pos: None,
+        models,
+        calibration: PriorCalibration::IDENTITY,
+        prior_from,
+    }
 }
 
 /// Single-task baselines: every candidate on validation episodes, the chosen one on

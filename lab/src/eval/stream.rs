@@ -12,16 +12,14 @@ use std::collections::HashSet;
 use metapu::daemon::config::DaemonConfig;
 use metapu::data::{Label, Task};
 use metapu::model::Model;
-use metapu::monitor::clock::Now;
-use metapu::monitor::driver::Driver;
-use metapu::monitor::engine::Engine;
+use metapu::monitor::clock::{Clock, Now};
 use metapu::monitor::feedback::{Feedback, FeedbackMessage, Onboard, Verdict as FeedbackVerdict};
 use metapu::monitor::kinds::Share;
 use metapu::monitor::output::{IncidentEvent, Source};
-use metapu::monitor::pipeline::{Clock, Emitted, Received, RecordOutputs};
 use metapu::monitor::record::{self, Context};
 use metapu::monitor::settings::CoreSettings;
 use metapu::monitor::telemetry::Tally;
+use metapu::monitor::{Emitted, Input, Monitor, Received, RecordOutputs};
 
 /// One device's labeled records in capture order (the task's id names the device).
 pub struct DeviceStream {
@@ -180,16 +178,16 @@ pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<De
     let dim = model.dim();
     // Each device on its capture's clock (the service clock stands still at 0), adapted
     // where the daemon's event clock adapts it.
-    let core = CoreSettings { max_tracked: devices.len().max(1), ..cfg.core.clone() };
-    let mut engine = core.engine(model);
-    let mut driver = Driver::new(&core);
+    // No state topic in the lab.
+    let core = CoreSettings { max_tracked: devices.len().max(1), state: None, ..cfg.core.clone() };
+    let mut monitor = Monitor::new(&core, model, "lab");
 
     let telemetry = Tally::default();
     let mut offset = 0i64;
     devices
         .iter()
         .map(|d| {
-            let mut lab = Lab { engine: &mut engine, driver: &mut driver, telemetry: &telemetry };
+            let mut lab = Lab { monitor: &mut monitor, telemetry: &telemetry };
             let out = run_device(&mut lab, d, dim, cfg, offset);
             offset += d.task.len() as i64;
             out
@@ -209,14 +207,28 @@ pub const STREAM_TOPIC: &str = "stream";
 /// The service clock stands still (each device runs on its capture's time); the wall
 /// clock only stamps events.
 fn now() -> Now {
-    Now::service(0)
+    Now::at(0, metapu::wall_clock::unix_now())
+}
+
+/// What one run of the pipeline showed, by record (see `DeviceRun::read_events`).
+struct RunEvents {
+    verdicts: Vec<Option<bool>>,
+    opened_at: Vec<usize>,
+    reopened_at: Vec<usize>,
+    news_at: Vec<usize>,
+    closed_at: Vec<usize>,
 }
 
 /// The monitor as the lab drives it.
 struct Lab<'a> {
-    engine: &'a mut Engine,
-    driver: &'a mut Driver,
+    monitor: &'a mut Monitor,
     telemetry: &'a Tally,
+}
+
+impl Lab<'_> {
+    fn tell(&mut self, input: Input) -> metapu::monitor::Output {
+        self.monitor.handle(input, now(), self.telemetry)
+    }
 }
 
 /// One device's stream as it is being read: what the outcome counts so far, and what
@@ -279,7 +291,7 @@ fn run_device(
         attack_incidents: HashSet::new(),
         news_seen: HashSet::new(),
     };
-    run.open = run.open_now(lab.engine);
+    run.open = run.open_now(lab.monitor);
     // Each record arrives at its capture time, as the daemon's consumer would see it
     // live: the driver cuts the micro-batches (size and wait) and runs deferred records.
     for i in 0..n {
@@ -295,10 +307,11 @@ fn run_device(
             ),
         };
         let arrival_ms = (d.ts[i].max(0.0) * 1000.0) as u64;
-        if lab.driver.expired(arrival_ms) {
+        if lab.monitor.expired(arrival_ms) {
             run.drain(lab);
         }
-        if lab.driver.gather(message, arrival_ms) {
+        lab.tell(Input::Arrived { message, at_ms: arrival_ms });
+        if lab.monitor.batch_full() {
             run.drain(lab);
         }
     }
@@ -308,18 +321,18 @@ fn run_device(
 
 impl DeviceRun<'_> {
     /// Open as the analyst sees it: a suppressed incident is not.
-    fn open_now(&self, engine: &Engine) -> bool {
-        engine
-            .devices
-            .get(&self.d.task.id)
-            .and_then(|d| d.incidents.open.as_ref())
-            .is_some_and(|i| !i.quiet())
+    fn open_now(&self, monitor: &Monitor) -> bool {
+        monitor.open_incident(&self.d.task.id).is_some_and(|i| !i.quiet())
     }
 
     /// Run what the driver holds, one run of the pipeline at a time, until nothing waits.
     fn drain(&mut self, lab: &mut Lab<'_>) {
-        while let Some(step) = lab.driver.next_step(lab.engine, now(), "lab", lab.telemetry) {
-            self.step(lab, step.emitted);
+        loop {
+            let out = lab.tell(Input::Run);
+            if !out.ran {
+                break;
+            }
+            self.step(lab, out.emitted);
         }
     }
 
@@ -327,8 +340,7 @@ impl DeviceRun<'_> {
     /// order; the rest wait as the daemon's deferred records do), the incidents it
     /// opened, then the ticks, the analyst's verdicts and the kind shares that follow.
     fn step(&mut self, lab: &mut Lab<'_>, emitted: Vec<Emitted>) {
-        let (d, cfg, offset) = (self.d, self.cfg, self.offset);
-        let task = &d.task;
+        let (d, offset) = (self.d, self.offset);
         let start = self.cursor;
         let end = emitted
             .iter()
@@ -342,9 +354,26 @@ impl DeviceRun<'_> {
         if start == 0 && end > 0 {
             self.begin(lab);
         }
-        let out = &mut self.out;
         // An incident already open when the attack begins covers it.
-        let attack_begins = (start..end).find(|&i| task.labels[i] == Label::Negative);
+        let attack_begins = (start..end).find(|&i| d.task.labels[i] == Label::Negative);
+        let events = self.read_events(&emitted, start, end, attack_begins);
+        self.walk(start, end, attack_begins, events);
+        self.after_run(lab, &emitted);
+    }
+
+    /// The run's events, by the record each belongs to: the decisions, and the
+    /// incidents opened, reopened, told as news and closed (false incidents and the
+    /// attack's noted for the analyst).
+    fn read_events(
+        &mut self,
+        emitted: &[Emitted],
+        start: usize,
+        end: usize,
+        attack_begins: Option<usize>,
+    ) -> RunEvents {
+        let (d, cfg, offset) = (self.d, self.cfg, self.offset);
+        let task = &d.task;
+        let out = &mut self.out;
         let attack_before = out.attack;
         let mut verdicts: Vec<Option<bool>> = vec![None; end - start];
         let mut opened_at = Vec::new();
@@ -357,7 +386,7 @@ impl DeviceRun<'_> {
         let mut last_scored = start;
         // Incidents raised (opened, news, reopened) and the record that raised each.
         let mut attack_raised: Vec<(usize, String)> = Vec::new();
-        for e in &emitted {
+        for e in emitted {
             match e {
                 Emitted::Score(s) => {
                     let i = (s.source.offset - offset) as usize;
@@ -433,6 +462,16 @@ impl DeviceRun<'_> {
                     .map(|(_, id)| id),
             );
         }
+        RunEvents { verdicts, opened_at, reopened_at, news_at, closed_at }
+    }
+
+    /// The run's records in order, with the incidents as the analyst saw them at each:
+    /// the outcome's counts (benign and attack alerts, open at each record, the first
+    /// alert and incident of the attack).
+    fn walk(&mut self, start: usize, end: usize, attack_begins: Option<usize>, events: RunEvents) {
+        let task = &self.d.task;
+        let out = &mut self.out;
+        let RunEvents { verdicts, opened_at, reopened_at, news_at, closed_at } = events;
         let mut opened = opened_at.into_iter().peekable();
         let mut reopened = reopened_at.into_iter().peekable();
         let mut open_now = self.open;
@@ -497,13 +536,19 @@ impl DeviceRun<'_> {
                 }
             }
         }
+    }
+
+    /// After the run: updates and quiet closes, the analyst's verdicts on what closed,
+    /// and the shares read back as the kinds topic brings them.
+    fn after_run(&mut self, lab: &mut Lab<'_>, emitted: &[Emitted]) {
+        let task = &self.d.task;
         // Updates and quiet closes, on the capture clock. Devices run one after the
         // other, each on its own clock: what the tick does to an earlier device's
         // incident is no event of this one.
         let mut shares = Vec::new();
         let ticked: Vec<Emitted> = lab
-            .driver
-            .tick(lab.engine, now(), "lab", lab.telemetry)
+            .tell(Input::Tick)
+            .emitted
             .into_iter()
             .filter(|e| match e {
                 Emitted::Share(s) => {
@@ -535,7 +580,7 @@ impl DeviceRun<'_> {
         // What the device shares with its kind comes back as the kinds topic would
         // bring it (every daemon reads it, this one included).
         share_back(lab, shares);
-        self.open = self.open_now(lab.engine);
+        self.open = self.open_now(lab.monitor);
     }
 
     /// The device is tracked from its first run on: onboard it from there (`metapu
@@ -557,7 +602,8 @@ impl DeviceRun<'_> {
             }
         } else if let Some(kind) = &d.kind {
             let first = d.ts.first().copied().unwrap_or(0.0);
-            if let Err(e) = lab.engine.devices.join_kind(id, kind, first) {
+            let joined = Input::JoinKind { device: id.clone(), kind: kind.clone(), at: first };
+            if let Some(e) = lab.tell(joined).refused {
                 panic!("{id} joining {kind}: {e}");
             }
         }
@@ -568,7 +614,7 @@ impl DeviceRun<'_> {
 fn feedback(lab: &mut Lab<'_>, device: &str, message: FeedbackMessage) -> Vec<Emitted> {
     let message =
         Received { source: source(-1), key: Some(device.as_bytes().to_vec()), payload: message.encode() };
-    lab.driver.pipeline.feedback(lab.engine, &[message], now(), "lab", lab.telemetry)
+    lab.tell(Input::Feedback(message)).emitted
 }
 
 /// The reason of the first dead letter among `emitted`.
@@ -616,8 +662,7 @@ fn share_back(lab: &mut Lab<'_>, shares: Vec<Share>) {
             payload: serde_json::to_vec(s).expect("a share serialises"),
         })
         .collect();
-    if let Some(reason) = dead_letter(&lab.driver.shares(lab.engine, &messages, now(), "lab", lab.telemetry))
-    {
+    if let Some(reason) = dead_letter(&lab.tell(Input::Shares(messages)).emitted) {
         panic!("a share was refused: {reason}");
     }
 }

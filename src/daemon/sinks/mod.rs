@@ -21,8 +21,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::metrics::Metrics;
-use crate::monitor::output::{payload_excerpt, unix_now, DeadLetter, IncidentEvent, Source};
-use crate::monitor::pipeline::Emitted;
+use crate::monitor::output::{payload_excerpt, DeadLetter, IncidentEvent, Source};
+use crate::monitor::Emitted;
+use crate::wall_clock::unix_now;
 
 pub use syslog::SyslogConfig;
 pub use webhook::{WebhookConfig, TOKEN_CREDENTIAL as WEBHOOK_TOKEN_CREDENTIAL};

@@ -5,15 +5,14 @@ use super::*;
 
 impl DeviceTable {
     /// Devices to re-adapt: windows changed (at least `min_changed` records, counted as
-    /// a share of a full unlabeled window: [`crate::monitor::engine::records_needed`]) and a
+    /// a share of a full unlabeled window: [`records_needed`]) and a
     /// positive.
     pub fn due_for_adaptation(&self, min_changed: usize) -> Vec<String> {
         let capacity = self.sizes.unlabeled;
         self.devices
             .iter()
             .filter(|(_, d)| {
-                d.changed >= crate::monitor::engine::records_needed(min_changed, d.unlabeled.len(), capacity)
-                    && d.adaptable()
+                d.changed >= records_needed(min_changed, d.unlabeled.len(), capacity) && d.adaptable()
             })
             .map(|(id, _)| id.clone())
             .collect()
@@ -102,4 +101,12 @@ impl DeviceTable {
             d.changed = d.changed.max(1);
         }
     }
+}
+
+/// The records a device must have sent since its last adaptation for `n` to count,
+/// with `rows` of `capacity` in its unlabeled window: `n` for a full window, in
+/// proportion for one still filling (the same share of change), at least 1. Both clocks
+/// count `adaptation.min_records` and `after_records` so.
+pub fn records_needed(n: usize, rows: usize, capacity: usize) -> usize {
+    (n * rows).div_ceil(capacity.max(1)).max(1)
 }

@@ -22,10 +22,12 @@ use super::snapshot::Snapshot;
 use super::windows::{RowWindow, SharedRows};
 
 mod adaptation;
+pub use adaptation::records_needed;
 mod eviction;
 mod incidents;
 mod kinds;
 mod onboarding;
+mod state_topic;
 #[cfg(test)]
 mod tests;
 
@@ -38,69 +40,134 @@ pub struct WindowSizes {
 
 #[derive(Debug, Clone)]
 pub struct Device {
-    pub positive: RowWindow,
-    pub unlabeled: RowWindow,
+    positive: RowWindow,
+    unlabeled: RowWindow,
     /// The adapted classifier, once the device has a positive and was adapted.
-    pub state: Option<TaskState>,
+    state: Option<TaskState>,
     /// Records seen since the device was first tracked (or restored).
-    pub seen: u64,
+    seen: u64,
     /// Records since the windows were last handed to adaptation.
-    pub changed: usize,
+    changed: usize,
     /// The handover whose classifier `state` is (see [`AdaptJob::handover`]).
     installed_handover: u64,
     /// Windows changed since the last snapshot.
-    pub unsnapshotted: bool,
+    unsnapshotted: bool,
     /// When the last snapshot was taken (service clock, ms).
-    pub last_snapshot_ms: u64,
+    last_snapshot_ms: u64,
     /// The stamps ([`RowWindow::stamp`]) of the known-normal and unlabeled rows last
     /// written to the state topic (0: not written by this process), and when the
     /// unlabeled rows were (service clock, ms).
-    pub positive_written: u64,
-    pub unlabeled_written: u64,
-    pub unlabeled_written_ms: u64,
+    positive_written: u64,
+    unlabeled_written: u64,
+    unlabeled_written_ms: u64,
     /// Kafka partition the device's records arrive on (state follows it).
-    pub partition: i32,
+    partition: i32,
     /// The state partition its snapshot was restored from, where it stays; `None`: the
     /// one its input partition maps to.
-    pub home: Option<i32>,
+    home: Option<i32>,
     /// The newest input record that entered the windows. A redelivered record (at or
     /// before it on the same topic-partition, after a crash or a rebalance) is scored
     /// again but does not enter the windows twice.
-    pub last_source: Option<Source>,
+    last_source: Option<Source>,
     /// When the device was first tracked (or restored), service clock, ms.
     first_seen_ms: u64,
     /// Reported once as sending traffic with no known-normal record.
     unmonitored_reported: bool,
     /// Its last decisions and open incident.
-    pub incidents: IncidentTracker,
+    incidents: IncidentTracker,
     /// Silent for `devices.idle_timeout_s`: its unlabeled window and classifier were
     /// freed, its known-normal records kept (until it sends again).
-    pub idle: bool,
+    idle: bool,
     /// An operator's onboarding in progress: its records are known-normal until it ends.
-    pub onboarding: Option<Onboarding>,
+    onboarding: Option<Onboarding>,
     /// The last onboarding finished (who, when, the span, how many records it took).
-    pub onboarded: Option<Onboarding>,
+    onboarded: Option<Onboarding>,
     last_seen_ms: u64,
     lru_key: u64,
     /// Its clock under the event clock: the newest (bounded) timestamp of its records,
     /// Unix seconds; 0 before its first record.
-    pub clock: f64,
+    clock: f64,
     /// Under the event clock, when (on its own clock) it is next re-adapted; `None`
     /// until its first record sets it.
-    pub next_adapt_ts: Option<f64>,
+    next_adapt_ts: Option<f64>,
     /// Under the event clock, records since its last adaptation point.
-    pub records_since_adaptation: usize,
+    records_since_adaptation: usize,
     /// Its kind, as the operator named it when onboarding it (`kinds.rs`).
-    pub kind: Option<String>,
+    kind: Option<String>,
     /// Known-normal rows its kind offers it (its siblings'), while its own positive
     /// window has room: adapted on after its own.
-    pub offered: Option<SharedRows>,
+    offered: Option<SharedRows>,
     /// Its known-normal rows are what an operator accepted (an onboarding, or records
     /// labeled normal by a trusted producer): shared with its kind.
-    pub rows_accepted: bool,
+    rows_accepted: bool,
+}
+
+/// A device's adaptation point as the engine plans on it: its clock, when it is next
+/// re-adapted (event clock), records since its last point, rows in its unlabeled window.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AdaptationPoint {
+    pub clock: f64,
+    pub next: Option<f64>,
+    pub since: usize,
+    pub rows: usize,
+}
+
+/// A device as the monitor shows it (tests and benches look; nothing decides on it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceView {
+    /// Records that entered its windows.
+    pub seen: u64,
+    /// Its known-normal window's rows.
+    pub known_normal: Vec<f32>,
+    /// Its unlabeled window's rows, oldest first.
+    pub unlabeled: Vec<f32>,
+    /// Its classifier's prior (none before its first adaptation).
+    pub prior: Option<f32>,
+    pub heap_bytes: usize,
 }
 
 impl Device {
+    /// Its clock (event clock: its newest record's bounded time, Unix seconds).
+    pub fn clock(&self) -> f64 {
+        self.clock
+    }
+
+    /// Its adapted classifier.
+    pub fn classifier(&self) -> Option<&TaskState> {
+        self.state.as_ref()
+    }
+
+    /// Its windows changed since they were last handed to adaptation.
+    pub fn changed_since_adaptation(&self) -> bool {
+        self.changed > 0
+    }
+
+    /// Its incidents: the open one, the last closed, what it remembers.
+    pub fn incidents(&self) -> &IncidentTracker {
+        &self.incidents
+    }
+
+    /// Its known-normal rows and its newest `n` unlabeled rows (what an incident is
+    /// explained against, and with).
+    pub fn known_normal_rows_and_newest(&self, n: usize) -> (&[f32], Vec<f32>) {
+        (self.positive.rows(), self.unlabeled.newest(n))
+    }
+
+    /// Close its open incident as evicted (the device is gone from the table).
+    pub fn close_evicted_incident(&mut self, now_unix: f64) -> Option<Transition> {
+        self.incidents.close_evicted(now_unix)
+    }
+
+    pub fn view(&self) -> DeviceView {
+        DeviceView {
+            seen: self.seen,
+            known_normal: self.positive.rows().to_vec(),
+            unlabeled: self.unlabeled.rows().to_vec(),
+            prior: self.state.as_ref().map(|s| s.prior),
+            heap_bytes: self.heap_bytes(),
+        }
+    }
+
     /// Rows changed since they were last written to the state topic.
     pub fn rows_unwritten(&self) -> (bool, bool) {
         (self.positive.stamp() != self.positive_written, self.unlabeled.stamp() != self.unlabeled_written)
@@ -294,10 +361,6 @@ impl DeviceTable {
         self.devices.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.devices.is_empty()
-    }
-
     pub fn dim(&self) -> usize {
         self.dim
     }
@@ -330,16 +393,27 @@ impl DeviceTable {
         }
     }
 
+    /// A device's adaptation point as the engine plans on it (a new device's: zero).
+    pub fn adaptation_point(&self, id: &str) -> AdaptationPoint {
+        self.devices.get(id).map_or_else(AdaptationPoint::default, |d| AdaptationPoint {
+            clock: d.clock,
+            next: d.next_adapt_ts,
+            since: d.records_since_adaptation,
+            rows: d.unlabeled.len(),
+        })
+    }
+
+    /// A device's next adaptation point and records since its last, as a batch's plan
+    /// left them.
+    pub fn set_adaptation_point(&mut self, id: &str, next: f64, since: usize) {
+        if let Some(d) = self.devices.get_mut(id) {
+            d.next_adapt_ts = Some(next);
+            d.records_since_adaptation = since;
+        }
+    }
+
     pub fn get(&self, id: &str) -> Option<&Device> {
         self.devices.get(id)
-    }
-
-    pub fn get_mut(&mut self, id: &str) -> Option<&mut Device> {
-        self.devices.get_mut(id)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Device)> {
-        self.devices.iter()
     }
 
     /// Seen now; an active device becomes the most recently seen (idle ones are not in

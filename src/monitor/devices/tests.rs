@@ -55,7 +55,7 @@ fn a_verdict_marks_the_device_for_its_next_snapshot() {
     let mut t = DeviceTable::new(1, sizes, 10);
     t.observe("cam", &[1.0], true, &at(0, 0), 0.0, 0);
     open_incident(&mut t, "cam");
-    t.get_mut("cam").unwrap().unsnapshotted = false;
+    t.devices.get_mut("cam").unwrap().unsnapshotted = false;
     let id = t.get("cam").unwrap().incidents.open.as_ref().unwrap().id.clone();
     let fb = Feedback {
         device: "cam".into(),
@@ -89,7 +89,7 @@ fn an_idle_device_keeps_its_known_normal_records() {
     t.observe("plug", &[3.0], false, &at(0, 2), 0.0, 0);
     t.take_windows("cam");
     t.install("cam", 1, classifier(0.9));
-    t.get_mut("cam").unwrap().unsnapshotted = false;
+    t.devices.get_mut("cam").unwrap().unsnapshotted = false;
     let mut idle = t.evict_idle(1000, 500);
     idle.sort();
     assert_eq!(idle, ["cam", "plug"]);
@@ -171,7 +171,7 @@ fn a_kinds_members_are_offered_what_their_siblings_were_onboarded_on() {
     assert!(t.take_shares().is_empty(), "nothing shared until the onboarding ends");
     t.end_onboarding_due(0);
     assert!(t.take_onboarded().is_empty());
-    t.get_mut("cam-a").unwrap().onboarding.as_mut().unwrap().until = 0.0;
+    t.devices.get_mut("cam-a").unwrap().onboarding.as_mut().unwrap().until = 0.0;
     t.end_onboarding_due(0);
     assert_eq!(t.take_onboarded().len(), 1);
     let shares = t.take_shares();
@@ -186,7 +186,7 @@ fn a_kinds_members_are_offered_what_their_siblings_were_onboarded_on() {
     assert!(t.get("cam-b").unwrap().awaits_first_classifier(), "offered rows are something to adapt on");
     assert!(t.get("cam-a").unwrap().offered.is_none(), "never offered its own");
     // Its own rows first, then the offered ones its window has room for.
-    t.get_mut("cam-b").unwrap().positive.push(&[7.0]);
+    t.devices.get_mut("cam-b").unwrap().positive.push(&[7.0]);
     let job = t.take_windows("cam-b").unwrap();
     assert_eq!(&job.positive[..], &[7.0, 2.0, 1.0]);
     // Gone to another kind: what it shared is withdrawn from the first.
@@ -221,7 +221,7 @@ fn onboarding_takes_a_span_of_records_and_ends_on_time() {
     use crate::monitor::incidents::Decision;
     let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
     let mut t = DeviceTable::new(1, sizes, 10);
-    let now = crate::monitor::clock::unix_now();
+    let now = crate::wall_clock::unix_now();
     t.set_time(now);
     let start = |t: &mut DeviceTable, id: &str, span: f64| {
         t.start_onboarding(id, span, None, "ops".into(), "".into(), now)
@@ -248,7 +248,7 @@ fn onboarding_takes_a_span_of_records_and_ends_on_time() {
         context: None,
         judged: true,
     };
-    assert!(t.observe_decision("cam", d, &rules, Now::service(0)).is_none(), "no incident while onboarding");
+    assert!(t.observe_decision("cam", d, &rules, Now::at(0, now)).is_none(), "no incident while onboarding");
     t.set_time(now + 10.0);
     t.end_onboarding_due(0);
     assert!(t.take_onboarded().is_empty(), "not yet");
@@ -307,7 +307,7 @@ fn open_incident(t: &mut DeviceTable, id: &str) {
         context: None,
         judged: true,
     };
-    t.get_mut(id).unwrap().incidents.observe(id, d, &rules, None, &[], 0, 0.0).expect("opened");
+    t.devices.get_mut(id).unwrap().incidents.observe(id, d, &rules, None, &[], 0, 0.0).expect("opened");
     assert!(t.get(id).unwrap().incidents.open.is_some());
 }
 

@@ -1,0 +1,487 @@
+//! The [`Monitor`]: the core's one door. Whoever drives it — the daemon's service loop,
+//! the lab, the tests, the benches — hands it one [`Input`] at a time with the time as
+//! a value, and reads back an [`Output`]: what to publish, the input offsets that
+//! releases once delivered, and [`Command`]s for the shell (windows to adapt on the
+//! adapter thread, state records to write). Every decision that time drives is taken in
+//! here, on the time it is given: adaptation on the service clock's schedule, idle
+//! eviction, unmonitored reports, paced snapshots, restore-then-adapt, ends of
+//! onboardings. What happened is told to a [`Telemetry`] watcher as it happens.
+
+use std::collections::HashMap;
+
+use super::clock::{Clock, Now};
+use super::devices::DeviceView;
+use super::driver::Driver;
+use super::engine::{AdaptJob, Adapted, Engine};
+use super::incidents::Incident;
+use super::output::IncidentEvent;
+use super::pipeline::{decode_batch, Emitted, PartitionOffset, Received};
+use super::settings::{CoreSettings, StateSchedule};
+use super::snapshot::{Snapshot, StateRecord, WriteFailed};
+use super::telemetry::{Event, Telemetry};
+use crate::model::Model;
+
+/// Everything the monitor is told. Each comes with the time (`Now`) it happens at.
+pub enum Input {
+    /// A consumed message (a record, or on the feedback topic a verdict, onboarding or
+    /// forget), arrived at `at_ms` on the gathering's clock: gathered into the next
+    /// micro-batch.
+    Arrived { message: Received, at_ms: u64 },
+    /// Run the next micro-batch: deferred records, then the gathered ones, then the
+    /// gathered feedback. `Output::ran` says whether there was anything to run.
+    Run,
+    /// A feedback message applied at once, outside any batch (the lab's analyst).
+    Feedback(Received),
+    /// The kinds topic's messages.
+    Shares(Vec<Received>),
+    /// A device placed in a kind without an onboarding (the lab's labeled devices).
+    JoinKind { device: String, kind: String, at: f64 },
+    /// Time passes: incident updates and quiet closes, onboardings that end, and on
+    /// their schedules adaptation (service clock), idle eviction and unmonitored reports
+    /// (once a second), paced snapshots.
+    Tick,
+    /// Input partitions revoked; `gone` are no longer this member's at all.
+    Revoked { partitions: Vec<(String, i32)>, gone: Vec<i32> },
+    /// Snapshots read on an assignment, restored (and adapted) before any of their
+    /// devices' records is scored.
+    Restored(Restored),
+    /// The adapter thread's results.
+    Adapted { generation: u64, states: Vec<Adapted>, seconds_per_batch: f64 },
+    /// State records the broker did not acknowledge.
+    WritesFailed(Vec<WriteFailed>),
+    /// A new model file (a reload): one copy scores, the other goes to the adapter.
+    Model { scoring: Box<Model>, adapting: Box<Model>, version: String },
+    /// Stopping: every device's unwritten state is written.
+    Shutdown,
+}
+
+/// What a restore read.
+pub struct Restored {
+    pub snapshots: Vec<Restore>,
+    /// The input topic's partition count now.
+    pub input_partitions: u32,
+    /// Input partitions were added: parked snapshots are read again.
+    pub clear_parked: bool,
+}
+
+/// One snapshot read on an assignment, and where it goes.
+pub struct Restore {
+    pub device: String,
+    /// The state partition it was read from.
+    pub home: i32,
+    pub snapshot: Snapshot,
+    /// The input partition it is restored on; `None`: parked until its device sends a
+    /// record here (its owner is not known).
+    pub partition: Option<i32>,
+}
+
+/// What the monitor asks of the shell.
+pub enum Command {
+    /// Solve these windows on the adapter thread (`run_adaptation`), and give the result
+    /// back as [`Input::Adapted`] with this generation.
+    Adapt { generation: u64, jobs: Vec<AdaptJob> },
+    /// The adapter's model from now on (after [`Input::Model`]).
+    AdapterModel { generation: u64, model: Box<Model> },
+    /// Write these to the state topic; failures come back as [`Input::WritesFailed`].
+    /// `wait`: before going on (revocation, shutdown).
+    WriteState { records: Vec<StateRecord>, wait: bool },
+}
+
+/// What one input gave.
+#[derive(Default)]
+pub struct Output {
+    /// To publish, in the order it was decided.
+    pub emitted: Vec<Emitted>,
+    /// Input offsets released once `emitted` is delivered.
+    pub offsets: Vec<PartitionOffset>,
+    pub commands: Vec<Command>,
+    /// A micro-batch was run ([`Input::Run`]).
+    pub ran: bool,
+    /// Why the input was refused, where no dead letter says it ([`Input::JoinKind`]).
+    pub refused: Option<String>,
+}
+
+/// Once a second: jobs that scan every device.
+const SWEEP_EVERY_MS: u64 = 1_000;
+
+/// Snapshots per pass at least, however small the fleet.
+const MIN_SNAPSHOTS_PER_PASS: usize = 16;
+
+/// The core: the engine and the device table, the batch being gathered, and the books
+/// its schedules keep.
+pub struct Monitor {
+    engine: Engine,
+    driver: Driver,
+    clock: Clock,
+    version: String,
+    /// Bumped at each new model; adaptation results of older models are dropped.
+    generation: u64,
+    /// A job was handed to the adapter and its result is not back.
+    adapting: bool,
+    schedule: Schedule,
+    /// Snapshots whose owner is not known, with their home state partition: restored
+    /// when their device sends a record here.
+    parked: HashMap<String, (i32, Snapshot)>,
+    /// The input topic's partition count, written into each snapshot.
+    input_partitions: u32,
+}
+
+/// The time-driven jobs' settings and when each last ran (ms on the service clock).
+struct Schedule {
+    adapt_interval_ms: u64,
+    adapt_min_records: usize,
+    adapt_after_records: usize,
+    last_adapt_ms: u64,
+    idle_timeout_ms: u64,
+    unmonitored_after_ms: u64,
+    last_sweep_ms: u64,
+    state: Option<StateSchedule>,
+    last_snapshot_ms: u64,
+}
+
+impl Monitor {
+    /// The monitor these settings give, scoring with `model` of `version`.
+    pub fn new(settings: &CoreSettings, model: Model, version: &str) -> Self {
+        let cadence = settings.cadence;
+        Self {
+            engine: settings.engine(model),
+            driver: Driver::new(settings),
+            clock: settings.clock,
+            version: version.to_string(),
+            generation: 0,
+            adapting: false,
+            schedule: Schedule {
+                adapt_interval_ms: (cadence.interval_s * 1000.0).round().max(1.0) as u64,
+                adapt_min_records: cadence.min_records,
+                adapt_after_records: cadence.after_records,
+                last_adapt_ms: 0,
+                idle_timeout_ms: settings.idle_timeout_ms,
+                unmonitored_after_ms: settings.unmonitored_after_ms,
+                last_sweep_ms: 0,
+                state: settings.state,
+                last_snapshot_ms: 0,
+            },
+            parked: HashMap::new(),
+            input_partitions: settings.state.map_or(0, |s| s.input_partitions),
+        }
+    }
+
+    /// Take one input at `now`.
+    pub fn handle(&mut self, input: Input, now: Now, telemetry: &dyn Telemetry) -> Output {
+        let mut out = Output::default();
+        match input {
+            Input::Arrived { message, at_ms } => {
+                self.driver.gather(message, at_ms);
+            }
+            Input::Run => self.run(now, telemetry, &mut out),
+            Input::Feedback(message) => {
+                out.emitted =
+                    self.driver.feedback(&mut self.engine, &[message], now, &self.version, telemetry)
+            }
+            Input::Shares(messages) => {
+                out.emitted = self.driver.shares(&mut self.engine, &messages, now, &self.version, telemetry)
+            }
+            Input::JoinKind { device, kind, at } => {
+                out.refused = self.engine.devices.join_kind(&device, &kind, at).err();
+            }
+            Input::Tick => self.tick(now, telemetry, &mut out),
+            Input::Revoked { partitions, gone } => self.revoked(&partitions, &gone, now, telemetry, &mut out),
+            Input::Restored(restored) => self.restored(restored, now, telemetry),
+            Input::Adapted { generation, states, seconds_per_batch } => {
+                self.installed(generation, states, seconds_per_batch, now, telemetry, &mut out)
+            }
+            Input::WritesFailed(failed) => self.engine.devices.writes_failed(failed),
+            Input::Model { scoring, adapting, version } => {
+                self.version = version;
+                self.generation += 1;
+                self.engine.replace_model(*scoring);
+                out.commands.push(Command::AdapterModel { generation: self.generation, model: adapting });
+                self.schedule_adaptation(1, &mut out);
+            }
+            Input::Shutdown => {
+                let ids = self.engine.devices.unsnapshotted();
+                let records = self.state_records(&ids, now.ms, true);
+                if !records.is_empty() {
+                    out.commands.push(Command::WriteState { records, wait: true });
+                }
+            }
+        }
+        out
+    }
+
+    /// The next micro-batch, with parked windows of its devices placed first.
+    fn run(&mut self, now: Now, telemetry: &dyn Telemetry, out: &mut Output) {
+        let messages = self.driver.take();
+        if messages.is_empty() && !self.driver.has_deferred() {
+            return;
+        }
+        let (feedback, records) = self.driver.split_feedback(messages);
+        let batch = decode_batch(records, self.engine.model.dim(), self.driver.max_message_bytes());
+        if !self.parked.is_empty() {
+            let arrived: Vec<(String, i32)> = batch
+                .iter()
+                .filter_map(|c| {
+                    c.decoded.as_ref().ok().map(|r| (r.device.clone(), c.message.source.partition))
+                })
+                .collect();
+            self.promote(&arrived, now, telemetry);
+        }
+        let step = self.driver.run(&mut self.engine, batch, feedback, now, &self.version, telemetry);
+        (out.emitted, out.offsets, out.ran) = (step.emitted, step.offsets, true);
+    }
+
+    fn tick(&mut self, now: Now, telemetry: &dyn Telemetry, out: &mut Output) {
+        if self.clock == Clock::Service {
+            self.adapt_on_schedule(now, out);
+        }
+        if let Some(state) = self.schedule.state {
+            self.snapshots_due(state, now, out);
+        }
+        if now.ms.saturating_sub(self.schedule.last_sweep_ms) >= SWEEP_EVERY_MS {
+            self.schedule.last_sweep_ms = now.ms;
+            self.evict_idle(now, telemetry);
+            self.report_unmonitored(now, telemetry, out);
+        }
+        out.emitted.extend(self.driver.tick(&mut self.engine, now, &self.version, telemetry));
+        telemetry.event(Event::Tracked(self.engine.devices.len()));
+    }
+
+    /// On the service clock, changed devices go to the adapter every
+    /// `adaptation.interval_ms` (those with `min_records` new records), and between
+    /// rounds as soon as `after_records` arrived. (On the event clock the engine adapts
+    /// as the records' time passes.)
+    fn adapt_on_schedule(&mut self, now: Now, out: &mut Output) {
+        let s = &self.schedule;
+        let interval_due = now.ms.saturating_sub(s.last_adapt_ms) >= s.adapt_interval_ms;
+        if !interval_due && s.adapt_after_records == 0 {
+            return;
+        }
+        let min_changed = if interval_due { s.adapt_min_records } else { s.adapt_after_records };
+        if self.schedule_adaptation(min_changed, out) || interval_due {
+            self.schedule.last_adapt_ms = now.ms;
+        }
+    }
+
+    /// Hand the devices whose windows changed by `min_changed` records to the adapter,
+    /// unless a job is in flight. Returns whether one was handed over.
+    fn schedule_adaptation(&mut self, min_changed: usize, out: &mut Output) -> bool {
+        if self.adapting {
+            return false;
+        }
+        let jobs = self.engine.adaptation_jobs(min_changed, usize::MAX);
+        if jobs.is_empty() {
+            return false;
+        }
+        self.adapting = true;
+        out.commands.push(Command::Adapt { generation: self.generation, jobs });
+        true
+    }
+
+    /// An adaptation result of the current model installed; its prior updates.
+    fn installed(
+        &mut self,
+        generation: u64,
+        states: Vec<Adapted>,
+        seconds_per_batch: f64,
+        now: Now,
+        telemetry: &dyn Telemetry,
+        out: &mut Output,
+    ) {
+        self.adapting = false;
+        if generation != self.generation {
+            return; // adapted under a model that was replaced meanwhile
+        }
+        telemetry.event(Event::AdaptationFinished { devices: states.len(), seconds_per_batch });
+        for adapted in &states {
+            telemetry.event(Event::Prior(adapted.state.prior));
+        }
+        let installed = self.engine.install(states);
+        out.emitted.extend(installed.iter().filter_map(|id| {
+            let d = self.engine.devices.get(id)?;
+            d.prior_update(id, &self.version, now.unix).map(Emitted::Prior)
+        }));
+    }
+
+    /// One pass's share of the paced background snapshots: changed devices whose last
+    /// snapshot is `snapshot_interval` old, at most the fleet's size spread over the
+    /// interval (twice over, to catch up). Writing every window at once would stall
+    /// consumption for seconds on a large fleet.
+    fn snapshots_due(&mut self, state: StateSchedule, now: Now, out: &mut Output) {
+        let since = now.ms.saturating_sub(self.schedule.last_snapshot_ms).max(1);
+        self.schedule.last_snapshot_ms = now.ms;
+        let budget = (2 * self.engine.devices.len() as u64 * since).div_ceil(state.interval_ms.max(1));
+        let budget = (budget as usize).max(MIN_SNAPSHOTS_PER_PASS);
+        let due =
+            self.engine.devices.snapshots_due(now.ms, state.interval_ms, state.unlabeled_interval_ms, budget);
+        let records = self.state_records(&due, now.ms, false);
+        if !records.is_empty() {
+            out.commands.push(Command::WriteState { records, wait: false });
+        }
+    }
+
+    fn state_records(&mut self, ids: &[String], now_ms: u64, all_rows: bool) -> Vec<StateRecord> {
+        let unlabeled_interval_ms = self.schedule.state.map_or(0, |s| s.unlabeled_interval_ms);
+        self.engine.devices.state_records(ids, now_ms, all_rows, unlabeled_interval_ms, self.input_partitions)
+    }
+
+    fn evict_idle(&mut self, now: Now, telemetry: &dyn Telemetry) {
+        if self.schedule.idle_timeout_ms > 0 {
+            let gone = self.engine.devices.evict_idle(now.ms, self.schedule.idle_timeout_ms);
+            telemetry.event(Event::Evicted { reason: "idle", count: gone.len() });
+        }
+    }
+
+    /// Devices sending traffic without any known-normal record are not scored: each is
+    /// reported once on the incidents topic, and all are counted.
+    fn report_unmonitored(&mut self, now: Now, telemetry: &dyn Telemetry, out: &mut Output) {
+        let after_ms = self.schedule.unmonitored_after_ms;
+        if after_ms == 0 {
+            return;
+        }
+        let (total, new) = self.engine.devices.unmonitored(now.ms, after_ms);
+        telemetry.event(Event::Unmonitored { total, new: &new });
+        out.emitted.extend(new.into_iter().map(|(device, records, since_ms)| {
+            let since_s = since_ms as f64 / 1000.0;
+            let message = format!(
+                "device {device} sent {records} records in {since_s:.0} s and none is labeled normal: \
+                 it is not scored until some of its traffic is onboarded as known-normal"
+            );
+            Emitted::Incident(IncidentEvent::Unmonitored {
+                device,
+                records,
+                since_s,
+                time: now.unix,
+                message,
+            })
+        }));
+    }
+
+    /// Revoked partitions: their deferred records go (the new owner reads them), and
+    /// the devices of partitions no longer ours are written to the state topic (awaited)
+    /// and dropped.
+    fn revoked(
+        &mut self,
+        partitions: &[(String, i32)],
+        gone: &[i32],
+        now: Now,
+        telemetry: &dyn Telemetry,
+        out: &mut Output,
+    ) {
+        self.driver.drop_deferred(partitions);
+        let leaving = self.engine.devices.on_partitions(gone);
+        let records = self.state_records(&leaving, now.ms, true);
+        for d in &leaving {
+            self.engine.devices.remove(d);
+        }
+        telemetry.event(Event::Evicted { reason: "revoked", count: leaving.len() });
+        if !records.is_empty() {
+            out.commands.push(Command::WriteState { records, wait: true });
+        }
+    }
+
+    /// A restore's snapshots put in place: windows restored where none is in memory (ours
+    /// are newer), those of unknown owners parked, and the restored devices adapted here,
+    /// before any of their records is scored: a restart must not leave them `unknown`
+    /// until the next adaptation round.
+    fn restored(&mut self, restored: Restored, now: Now, telemetry: &dyn Telemetry) {
+        self.input_partitions = restored.input_partitions;
+        if restored.clear_parked {
+            self.parked.clear();
+        }
+        let mut placed = Vec::new();
+        for Restore { device, home, snapshot, partition } in restored.snapshots {
+            if self.engine.devices.get(&device).is_some() {
+                continue;
+            }
+            if snapshot.dim != self.engine.devices.dim() {
+                tracing::warn!(device, "snapshot has another feature count; ignored");
+                continue;
+            }
+            match partition {
+                Some(p) => {
+                    self.engine.devices.restore(&device, &snapshot, p, home, now.ms);
+                    placed.push(device);
+                }
+                None => {
+                    self.parked.insert(device, (home, snapshot));
+                }
+            }
+        }
+        telemetry.event(Event::Parked(self.parked.len()));
+        let adapted = self.engine.adapt_now(placed.iter().map(String::as_str)).len();
+        telemetry.event(Event::Restored { devices: placed.len(), adapted });
+    }
+
+    /// Restore (and adapt) the parked snapshots of devices that just sent a record here,
+    /// on the partition it came on, before the record is scored.
+    fn promote(&mut self, arrived: &[(String, i32)], now: Now, telemetry: &dyn Telemetry) {
+        let mut promoted = Vec::new();
+        for (device, partition) in arrived {
+            if let Some((home, s)) = self.parked.remove(device) {
+                self.engine.devices.restore(device, &s, *partition, home, now.ms);
+                promoted.push(device.clone());
+            }
+        }
+        if promoted.is_empty() {
+            return;
+        }
+        telemetry.event(Event::Parked(self.parked.len()));
+        let adapted = self.engine.adapt_now(promoted.iter().map(String::as_str)).len();
+        telemetry.event(Event::Restored { devices: promoted.len(), adapted });
+    }
+
+    /// When the gathered batch is due (ms on the gathering's clock): at its deadline, at
+    /// once when it is full or deferred records wait; never when nothing waits.
+    pub fn due_ms(&self, now_ms: u64) -> Option<u64> {
+        if self.driver.full() {
+            return Some(now_ms);
+        }
+        self.driver.due_ms(now_ms)
+    }
+
+    /// The gathered batch holds as many messages as a batch does.
+    pub fn batch_full(&self) -> bool {
+        self.driver.full()
+    }
+
+    /// Whether a message arriving at `at_ms` comes after the started batch's wait: a
+    /// driver with no timer of its own (the lab) runs that batch first.
+    pub fn expired(&self, at_ms: u64) -> bool {
+        self.driver.expired(at_ms)
+    }
+
+    /// As many records wait as a batch holds: take no more messages until they ran.
+    pub fn backlogged(&self) -> bool {
+        self.driver.backlogged()
+    }
+
+    /// Records or messages wait to be run.
+    pub fn has_work(&self) -> bool {
+        self.driver.has_deferred() || self.driver.due_ms(0).is_some()
+    }
+
+    /// The feature count the model takes.
+    pub fn dim(&self) -> usize {
+        self.engine.model.dim()
+    }
+
+    /// The version of the model scoring now.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Devices tracked now.
+    pub fn tracked(&self) -> usize {
+        self.engine.devices.len()
+    }
+
+    /// A device's open incident, as its tracker holds it.
+    pub fn open_incident(&self, device: &str) -> Option<&Incident> {
+        self.engine.devices.get(device)?.incidents().open.as_ref()
+    }
+
+    /// What a device holds now (tests and benches look; nothing decides on it).
+    pub fn device(&self, id: &str) -> Option<DeviceView> {
+        self.engine.devices.get(id).map(|d| d.view())
+    }
+}
