@@ -252,6 +252,7 @@ impl Service {
         };
         let restored = self.state.sort(reading);
         self.tell(Input::Restored(restored));
+        self.state.restored();
         for message in held {
             self.arrived(message);
         }

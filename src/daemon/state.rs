@@ -139,7 +139,7 @@ impl StateStore {
 
     /// A restore's read sorted for the monitor: each snapshot with the input partition
     /// it is restored on, or parked (its owner is not known); another member's skipped.
-    /// Ready again after.
+    /// Not ready until [`Self::restored`].
     pub(crate) fn sort(&mut self, reading: Reading) -> Restored {
         let Reading { started, assigned, input_partitions, changelog } = reading;
         self.input_partitions = input_partitions;
@@ -170,8 +170,12 @@ impl StateStore {
             snapshots.push(Restore { device, home, snapshot, partition });
         }
         events::state_read(&self.metrics, changelog.bytes, started.elapsed().as_secs_f64());
-        events::restore_finished(&self.metrics, &self.health);
         Restored { snapshots, input_partitions: self.input_partitions as u32, clear_parked: moved }
+    }
+
+    /// The monitor has put a restore in place: ready again.
+    pub(crate) fn restored(&self) {
+        events::restore_finished(&self.metrics, &self.health);
     }
 }
 
