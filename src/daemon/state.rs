@@ -4,10 +4,11 @@
 //! it is restored on (or parked: see [`StateStore::read`]).
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
+use tokio::sync::mpsc;
 
 use super::config::{DaemonConfig, KafkaConfig};
 use super::delivery::send_all;
@@ -37,7 +38,7 @@ pub(crate) struct StateStore {
     input_partitions: i32,
     metrics: Arc<Metrics>,
     /// Background writes that failed, for the monitor to have made again.
-    failures: Arc<Mutex<Vec<WriteFailed>>>,
+    failures: (mpsc::UnboundedSender<Vec<WriteFailed>>, mpsc::UnboundedReceiver<Vec<WriteFailed>>),
 }
 
 impl StateStore {
@@ -57,7 +58,7 @@ impl StateStore {
             partitions: partitions.max(1),
             input_partitions: input_partitions.max(1),
             metrics,
-            failures: Arc::default(),
+            failures: mpsc::unbounded_channel(),
         }
     }
 
@@ -86,23 +87,27 @@ impl StateStore {
         }
         let (producer, topic, metrics) =
             (self.producer.clone(), self.kafka.state_topic.clone(), Arc::clone(&self.metrics));
-        let failures = Arc::clone(&self.failures);
+        let failures = self.failures.0.clone();
         tokio::spawn(async move {
             let failed = send(&producer, &topic, &metrics, &records).await;
             if !failed.is_empty() {
-                failures.lock().unwrap_or_else(|e| e.into_inner()).extend(failed);
+                let _ = failures.send(failed);
             }
         });
         Vec::new()
     }
 
     /// Background writes that failed since the last call.
-    pub(crate) fn take_failures(&self) -> Vec<WriteFailed> {
-        std::mem::take(&mut *self.failures.lock().unwrap_or_else(|e| e.into_inner()))
+    pub(crate) fn take_failures(&mut self) -> Vec<WriteFailed> {
+        let mut failed = Vec::new();
+        while let Ok(more) = self.failures.1.try_recv() {
+            failed.extend(more);
+        }
+        failed
     }
 
     /// The read of a restore: the state topic for newly assigned partitions, to its end.
-    /// Not ready from now until [`Self::install`]; a read that stalls is tried again,
+    /// Not ready from now until [`Self::restored`]; a read that stalls is tried again,
     /// never taken as complete. The future owns what it needs, so the service can go on
     /// polling its consumer (the group's `max.poll.interval.ms`) while it runs.
     ///

@@ -407,9 +407,7 @@ impl Monitor {
                 }
             }
         }
-        telemetry.event(Event::Parked(self.parked.len()));
-        let adapted = self.engine.adapt_now(placed.iter().map(String::as_str)).len();
-        telemetry.event(Event::Restored { devices: placed.len(), adapted });
+        self.adapt_restored(&placed, telemetry);
     }
 
     /// Restore (and adapt) the parked snapshots of devices that just sent a record here,
@@ -422,20 +420,21 @@ impl Monitor {
                 promoted.push(device.clone());
             }
         }
-        if promoted.is_empty() {
-            return;
+        if !promoted.is_empty() {
+            self.adapt_restored(&promoted, telemetry);
         }
+    }
+
+    /// Devices just restored, adapted at once; what is still parked is counted.
+    fn adapt_restored(&mut self, devices: &[String], telemetry: &dyn Telemetry) {
         telemetry.event(Event::Parked(self.parked.len()));
-        let adapted = self.engine.adapt_now(promoted.iter().map(String::as_str)).len();
-        telemetry.event(Event::Restored { devices: promoted.len(), adapted });
+        let adapted = self.engine.adapt_now(devices.iter().map(String::as_str)).len();
+        telemetry.event(Event::Restored { devices: devices.len(), adapted });
     }
 
     /// When the gathered batch is due (ms on the gathering's clock): at its deadline, at
     /// once when it is full or deferred records wait; never when nothing waits.
     pub fn due_ms(&self, now_ms: u64) -> Option<u64> {
-        if self.driver.full() {
-            return Some(now_ms);
-        }
         self.driver.due_ms(now_ms)
     }
 
@@ -457,7 +456,7 @@ impl Monitor {
 
     /// Records or messages wait to be run.
     pub fn has_work(&self) -> bool {
-        self.driver.has_deferred() || self.driver.due_ms(0).is_some()
+        self.driver.due_ms(0).is_some()
     }
 
     /// The feature count the model takes.
@@ -468,11 +467,6 @@ impl Monitor {
     /// The version of the model scoring now.
     pub fn version(&self) -> &str {
         &self.version
-    }
-
-    /// Devices tracked now.
-    pub fn tracked(&self) -> usize {
-        self.engine.devices.len()
     }
 
     /// A device's open incident, as its tracker holds it.

@@ -82,9 +82,13 @@ impl Driver {
         self.gathering.full()
     }
 
-    /// When the gathered batch is due (ms on the gathering's clock): at its deadline;
-    /// at once while deferred records wait; never when there is nothing to run.
+    /// When the gathered batch is due (ms on the gathering's clock): at once when it is
+    /// full or deferred records wait with nothing gathered, else at its deadline; never
+    /// when there is nothing to run.
     pub fn due_ms(&self, now_ms: u64) -> Option<u64> {
+        if self.gathering.full() {
+            return Some(now_ms);
+        }
         self.gathering.deadline_ms().or_else(|| self.pipeline.has_deferred().then_some(now_ms))
     }
 

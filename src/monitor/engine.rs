@@ -7,10 +7,10 @@ use std::collections::{HashMap, HashSet};
 use crate::model::{Model, Support, TaskState};
 
 use super::clock::Now;
-use super::devices::records_needed;
 pub use super::devices::AdaptJob;
 use super::devices::DeviceTable;
 pub use super::devices::WindowSizes;
+use super::devices::{records_needed, AdaptationPoint};
 use super::record::FeatureRecord;
 pub use super::record::Source;
 
@@ -130,16 +130,6 @@ impl<'a> Rounds<'a> {
 struct Planned {
     clock: f64,
     round: usize,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct PlanState {
-    clock: f64,
-    next: Option<f64>,
-    since: usize,
-    round: usize,
-    /// Rows in its unlabeled window before the record being planned.
-    rows: usize,
 }
 
 /// A device's classifier adapted on the windows of one [`AdaptJob`].
@@ -304,8 +294,8 @@ impl Engine {
 
     /// Each device's next adaptation point and records since its last, as the plan left
     /// them.
-    fn keep_points(&mut self, devices: HashMap<&str, PlanState>) {
-        for (device, s) in devices {
+    fn keep_points(&mut self, devices: HashMap<&str, (AdaptationPoint, usize)>) {
+        for (device, (s, _)) in devices {
             if let Some(next) = s.next {
                 self.devices.set_adaptation_point(device, next, s.since);
             }
@@ -321,32 +311,31 @@ impl Engine {
         records: &[(&'a FeatureRecord, &Source)],
         kept: &[usize],
         wall: f64,
-    ) -> (Vec<Planned>, HashMap<&'a str, PlanState>) {
+    ) -> (Vec<Planned>, HashMap<&'a str, (AdaptationPoint, usize)>) {
         let latest = wall + self.max_clock_ahead_s;
         let capacity = self.devices.sizes().unlabeled;
-        let mut devices: HashMap<&'a str, PlanState> = HashMap::new();
+        // Per device: its adaptation point as the plan moves it, and its round.
+        let mut devices: HashMap<&'a str, (AdaptationPoint, usize)> = HashMap::new();
         let planned = kept
             .iter()
             .map(|&i| {
                 let r = records[i].0;
-                let s = devices.entry(r.device.as_str()).or_insert_with(|| {
-                    let p = self.devices.adaptation_point(&r.device);
-                    PlanState { clock: p.clock, next: p.next, since: p.since, round: 0, rows: p.rows }
-                });
+                let (s, round) = devices
+                    .entry(r.device.as_str())
+                    .or_insert_with(|| (self.devices.adaptation_point(&r.device), 0));
                 s.clock = s.clock.max(r.ts.min(latest));
                 let Some(c) = self.cadence else {
                     return Planned { clock: s.clock, round: 0 };
                 };
                 let next = *s.next.get_or_insert(s.clock + c.interval_s);
                 if c.due(s.clock, next, s.since, s.rows, capacity) {
-                    s.round += 1;
+                    *round += 1;
                     s.next = Some(s.clock + c.interval_s);
                     s.since = 0;
                 }
                 s.since += 1;
                 s.rows = (s.rows + 1).min(capacity);
-                let round = s.round;
-                Planned { clock: s.clock, round }
+                Planned { clock: s.clock, round: *round }
             })
             .collect();
         (planned, devices)

@@ -542,9 +542,14 @@ impl Pipeline {
     /// them (at least `open_k` of those were anomalous, so their medians are).
     fn explain(&self, model: &Model, d: &Device, i: &Incident) -> Vec<FeatureChange> {
         let dim = model.dim();
-        let (known_normal, newest) = d.known_normal_rows_and_newest(self.rules.open_n as usize);
-        let unusual = if i.kept.len() >= self.rules.open_k as usize * dim { &i.kept } else { &newest };
-        feature_changes(model, known_normal, unusual)
+        let newest;
+        let unusual = if i.kept.len() >= self.rules.open_k as usize * dim {
+            &i.kept
+        } else {
+            newest = d.newest_rows(self.rules.open_n as usize);
+            &newest
+        };
+        feature_changes(model, d.own_known_normal_rows(), unusual)
     }
 
     /// Devices evicted (capacity or idle) with an incident open: each incident closes

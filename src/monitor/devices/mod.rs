@@ -109,6 +109,7 @@ pub struct AdaptationPoint {
     pub clock: f64,
     pub next: Option<f64>,
     pub since: usize,
+    /// Rows in its unlabeled window (before the record being planned).
     pub rows: usize,
 }
 
@@ -147,10 +148,15 @@ impl Device {
         &self.incidents
     }
 
-    /// Its known-normal rows and its newest `n` unlabeled rows (what an incident is
-    /// explained against, and with).
-    pub fn known_normal_rows_and_newest(&self, n: usize) -> (&[f32], Vec<f32>) {
-        (self.positive.rows(), self.unlabeled.newest(n))
+    /// Its own known-normal rows, without those its kind offers (what an incident is
+    /// explained against).
+    pub fn own_known_normal_rows(&self) -> &[f32] {
+        self.positive.rows()
+    }
+
+    /// Its newest `n` unlabeled rows.
+    pub fn newest_rows(&self, n: usize) -> Vec<f32> {
+        self.unlabeled.newest(n)
     }
 
     /// Close its open incident as evicted (the device is gone from the table).
