@@ -95,7 +95,7 @@ async fn main() {
         println!();
         println!("| devices | setup | producer (records/s) | end to end, producer running (records/s) | end to end, daemon restarted on a backlog (records/s) | incidents opened (live) | process RSS (daemon, producer, records) |");
         println!("|---|---|---|---|---|---|---|");
-        let service = Setup { clock: Clock::Service, ..Setup::DEFAULT };
+        let service = Setup { clock: Clock::Service, every_second: true, ..Setup::DEFAULT };
         let full = Setup { context: true, webhook: true, ..Setup::DEFAULT };
         for binary in [false, true] {
             for setup in [service, Setup::DEFAULT, full] {
@@ -118,11 +118,14 @@ async fn main() {
                     continue;
                 }
                 let shaped = Setup { per_device: Some(per_device), ..Setup::DEFAULT };
-                let mut setups = vec![Setup { clock: Clock::Service, ..shaped }, shaped];
-                if devices == 1_000 && per_device == 1.0 && shape_row.is_none() {
-                    // The event clock as it was: a point at every second of a device's time.
-                    setups.push(Setup { min_records: Some(1), ..shaped });
-                }
+                // The service clock as it was (adapting every second of its own time,
+                // the reference of the goal), the default event clock, and the event
+                // clock with the service clock's cadence on the records' time.
+                let mut setups = vec![
+                    Setup { clock: Clock::Service, every_second: true, ..shaped },
+                    shaped,
+                    Setup { every_second: true, ..shaped },
+                ];
                 if let Some(m) = other_min_records {
                     setups.push(Setup { min_records: Some(m), ..shaped });
                 }
@@ -145,12 +148,21 @@ struct Setup {
     per_device: Option<f64>,
     /// `adaptation.min_records` other than the default (the daemon before it existed: 1).
     min_records: Option<usize>,
+    /// Adaptation points as before 2026-11-29: every second of a device's time
+    /// (`interval_ms` 1,000, `after_records` 0).
+    every_second: bool,
 }
 
 impl Setup {
     /// The daemon's defaults, records without context, no sink.
-    const DEFAULT: Setup =
-        Setup { clock: Clock::Event, context: false, webhook: false, per_device: None, min_records: None };
+    const DEFAULT: Setup = Setup {
+        clock: Clock::Event,
+        context: false,
+        webhook: false,
+        per_device: None,
+        min_records: None,
+        every_second: false,
+    };
 
     fn name(&self, binary: bool) -> String {
         let mut parts = vec![if binary { "binary" } else { "JSON" }.to_string()];
@@ -160,6 +172,9 @@ impl Setup {
         parts.push(format!("{:?} clock", self.clock).to_lowercase());
         if let Some(m) = self.min_records {
             parts.push(format!("min_records {m}"));
+        }
+        if self.every_second {
+            parts.push("adapted every 1 s".into());
         }
         if self.context {
             parts.push("context".into());
@@ -204,6 +219,9 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, binary: bool,
     cfg.time.clock = setup.clock;
     if let Some(m) = setup.min_records {
         cfg.adaptation.min_records = m;
+    }
+    if setup.every_second {
+        (cfg.adaptation.interval_ms, cfg.adaptation.after_records) = (1_000, 0);
     }
     if setup.webhook {
         cfg.sinks.webhook.url = format!("http://{}/hook", webhook_receiver().await);

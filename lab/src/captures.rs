@@ -51,6 +51,14 @@ pub struct CaptureRun {
     /// adaptations at least.
     #[arg(long)]
     pub min_records: Option<usize>,
+    /// adaptation.interval_ms (default the daemon's): a device's time between two
+    /// adaptation points at least.
+    #[arg(long)]
+    pub adapt_interval_ms: Option<u64>,
+    /// adaptation.after_records (default the daemon's): records after which a device
+    /// reaches an adaptation point whatever its time (0 = time only).
+    #[arg(long)]
+    pub after_records: Option<usize>,
     /// incidents.scan_window_s (default the daemon's; 0 = the fan-out look off) and
     /// incidents.flood_packets.
     #[arg(long)]
@@ -111,6 +119,12 @@ impl CaptureRun {
         }
         if let Some(m) = self.min_records {
             daemon.adaptation.min_records = m;
+        }
+        if let Some(i) = self.adapt_interval_ms {
+            daemon.adaptation.interval_ms = i;
+        }
+        if let Some(a) = self.after_records {
+            daemon.adaptation.after_records = a;
         }
         if let Some(w) = self.scan_window_s {
             daemon.incidents.scan_window_s = w;

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::support::*;
 use metapu::daemon;
+use metapu::daemon::kafka::{self, TopicSpec};
 use metapu::data::Label;
 use metapu::model::file;
 use metapu::monitor::record;
@@ -153,6 +154,8 @@ fn shared_week() -> Vec<DeviceStream> {
 /// alike, and the same incidents opened on each device, by id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_on_the_broker_and_the_lab_open_the_same_incidents_over_the_shared_week() {
+    // Every core kept busy throughout: the daemon lags behind the records it is sent.
+    let _busy = load::Load::every_core();
     let streams = shared_week();
     let n: usize = streams.iter().map(|s| s.ts.len()).sum();
     let model_path = repo().join("models/iot-default.safetensors");
@@ -174,20 +177,23 @@ async fn the_daemon_on_the_broker_and_the_lab_open_the_same_incidents_over_the_s
     assert!(lab.iter().any(|o| !o.opened.is_empty()), "the week opens false incidents in the lab");
 
     // The same records, device after device as the lab reads them, the first benign
-    // ones labeled normal, on one partition (its offsets are the lab's sources).
+    // ones labeled normal, each device on a partition of its own as in the lab (a
+    // partition's stream time is its device's; its offsets are the lab's sources).
+    let partitions = TopicSpec::plain(STREAM_TOPIC, streams.len() as i32);
+    kafka::ensure_topics(&cfg.kafka, &[partitions], Duration::from_secs(10)).await.unwrap();
     let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
     let p = producer(&boot);
     let mut pending = Vec::new();
-    for (s, o) in streams.iter().zip(&lab) {
+    for (partition, (s, o)) in streams.iter().zip(&lab).enumerate() {
         let id = &s.task.id;
         for i in 0..s.ts.len() {
             let value = record::encode_binary(id, s.ts[i], s.task.row(i, 115), o.known[i], s.contexts.get(i));
             pending.push(value);
             if pending.len() == 2_000 {
-                send_all(&p, id, std::mem::take(&mut pending)).await;
+                send_all(&p, id, partition as i32, std::mem::take(&mut pending)).await;
             }
         }
-        send_all(&p, id, std::mem::take(&mut pending)).await;
+        send_all(&p, id, partition as i32, std::mem::take(&mut pending)).await;
     }
     let scores =
         json_values(&read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(600), |m| m.len() >= n));
@@ -222,13 +228,15 @@ async fn the_daemon_on_the_broker_and_the_lab_open_the_same_incidents_over_the_s
     }
 }
 
-/// Produce `values` under `key`, all in flight at once, in order on one partition.
-async fn send_all(p: &rdkafka::producer::FutureProducer, key: &str, values: Vec<Vec<u8>>) {
+/// Produce `values` under `key`, all in flight at once, in order on `partition`.
+async fn send_all(p: &rdkafka::producer::FutureProducer, key: &str, partition: i32, values: Vec<Vec<u8>>) {
     let deliveries: Vec<_> = values
         .iter()
         .map(|v| {
-            p.send_result(rdkafka::producer::FutureRecord::to(STREAM_TOPIC).key(key).payload(v))
-                .unwrap_or_else(|(e, _)| panic!("enqueued: {e}"))
+            p.send_result(
+                rdkafka::producer::FutureRecord::to(STREAM_TOPIC).key(key).payload(v).partition(partition),
+            )
+            .unwrap_or_else(|(e, _)| panic!("enqueued: {e}"))
         })
         .collect();
     for d in deliveries {

@@ -1,6 +1,6 @@
 //! The model file and the adapter thread: what the monitor asks to be adapted is run on
-//! the background [`Adapter`], and a reload (SIGHUP) loads the file twice, one copy for
-//! the monitor to score with and one for the adapter.
+//! the background [`Adapter`], and a reload (SIGHUP) loads the file three times: one copy
+//! for the monitor to score with, one for the adapter, one for the event clock's solver.
 
 use std::path::Path;
 
@@ -62,17 +62,23 @@ pub(crate) fn reload(path: &Path, dim: usize, metrics: &Metrics) -> Option<Input
         events::model_reload_failed(metrics, &reason);
         return None;
     }
-    let LoadedModel { scoring, adapting, version } = loaded;
+    let LoadedModel { scoring, adapting, solving, version } = loaded;
     events::model_reloaded(metrics, &version, scoring.dim(), scoring.net.config.task_dim);
-    Some(Input::Model { scoring: Box::new(scoring), adapting: Box::new(adapting), version })
+    Some(Input::Model {
+        scoring: Box::new(scoring),
+        adapting: Box::new(adapting),
+        solving: Box::new(solving),
+        version,
+    })
 }
 
-/// A model loaded twice — one copy scores, one adapts on its own thread (torch
-/// tensors are not `Sync`) — and its version: the first 12 hex digits of the
-/// file's sha256.
+/// A model loaded three times — one copy scores, one adapts on the adapter thread, one
+/// solves the event clock's jobs on the solver thread (torch tensors are not `Sync`) —
+/// and its version: the first 12 hex digits of the file's sha256.
 pub(crate) struct LoadedModel {
     pub(crate) scoring: Model,
     pub(crate) adapting: Model,
+    pub(crate) solving: Model,
     pub(crate) version: String,
 }
 
@@ -83,6 +89,7 @@ pub(crate) fn load_model(path: &Path) -> Result<LoadedModel, file::ModelFileErro
     let device = crate::model::default_device();
     let scoring = file::from_bytes(&bytes, path, device)?;
     let adapting = file::from_bytes(&bytes, path, device)?;
+    let solving = file::from_bytes(&bytes, path, device)?;
     let version = Sha256::digest(&bytes)[..6].iter().map(|b| format!("{b:02x}")).collect();
-    Ok(LoadedModel { scoring, adapting, version })
+    Ok(LoadedModel { scoring, adapting, solving, version })
 }

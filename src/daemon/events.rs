@@ -43,7 +43,17 @@ impl Telemetry for Metrics {
             Event::Restored { devices, adapted } => state_restored(self, devices, adapted),
             Event::Parked(n) => self.state_parked.set(n as i64),
             Event::Unmonitored { total, new } => unmonitored(self, total, new),
+            Event::StreamIdle(n) => stream_idle(self, n),
+            Event::AdaptationWaits(n) => self.adaptation_waits.inc_by(n as u64),
         }
+    }
+}
+
+/// Input partitions idle as a whole: the wall clock moves their time on.
+fn stream_idle(metrics: &Metrics, partitions: usize) {
+    if partitions > 0 {
+        metrics.stream_idle.inc_by(partitions as u64);
+        tracing::debug!(partitions, "input partitions idle: their stream time follows the wall clock");
     }
 }
 

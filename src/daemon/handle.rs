@@ -21,6 +21,8 @@ use super::outbox::{Outbox, Topics};
 use super::service::Service;
 use super::sinks::Sinks;
 use super::state::StateStore;
+use crate::monitor::clock::Clock;
+use crate::monitor::solver::ThreadSolver;
 use crate::monitor::Monitor;
 
 /// A running daemon: its HTTP address, metrics and a control channel.
@@ -174,7 +176,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     } else {
         tracing::info!(compute = %compute, "adapting and scoring");
     }
-    let LoadedModel { scoring, adapting, version } = load_model(&cfg.model.path)?;
+    let LoadedModel { scoring, adapting, solving, version } = load_model(&cfg.model.path)?;
     let expected = cfg.model.features;
     if expected != 0 && scoring.dim() != expected {
         let (path, found) = (cfg.model.path.clone(), scoring.dim());
@@ -232,8 +234,13 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     if let Some(state) = &mut settings.state {
         state.input_partitions = input_partitions.max(1) as u32;
     }
+    let mut monitor = Monitor::new(&settings, scoring, &version);
+    if settings.clock == Clock::Event {
+        // The event clock's adaptation points are solved while scoring goes on.
+        monitor.set_solver(Box::new(ThreadSolver::spawn(solving, settings.adaptation_batch)));
+    }
     let service = Service {
-        monitor: Monitor::new(&settings, scoring, &version),
+        monitor,
         detector: Detector::new(adapting, settings.adaptation_batch),
         outbox: Outbox::new(
             Topics::of(&cfg.kafka),

@@ -48,6 +48,8 @@ pub struct Metrics {
     pub partitions_assigned: prometheus::IntGaugeVec,
     pub rebalances: IntCounterVec,
     pub state_parked: IntGauge,
+    pub stream_idle: IntCounter,
+    pub adaptation_waits: IntCounter,
     /// Incident events per sink (webhook, syslog) and result: `delivered`, `retried`
     /// (an attempt failed; sent again), `rejected` (refused for good: dead-lettered),
     /// `dropped` (the sink's queue was full: dead-lettered).
@@ -282,6 +284,25 @@ impl Metrics {
                     "metapu_state_parked_devices",
                     "Snapshots held for devices whose owner is not known since input partitions were added; \
                      restored when their device sends.",
+                )
+                .expect("valid metric"),
+            ),
+            stream_idle: register(
+                &r,
+                IntCounter::new(
+                    "metapu_stream_idle_partitions_total",
+                    "Times an input partition fell idle as a whole (nothing arrived for time.idle_after_s): \
+                     its stream time then follows the wall clock, the only place the wall clock moves the \
+                     event clock.",
+                )
+                .expect("valid metric"),
+            ),
+            adaptation_waits: register(
+                &r,
+                IntCounter::new(
+                    "metapu_adaptation_waits_total",
+                    "Times scoring waited for the adaptation solver: a device reached its next adaptation point \
+                     before the classifier of its last one was solved (backpressure; never a different decision).",
                 )
                 .expect("valid metric"),
             ),

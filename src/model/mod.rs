@@ -5,6 +5,7 @@
 //! - [`net`] — f, g, h and λ; adaptation and ratios on preprocessed tensors
 //! - [`ensemble`] — several models' posteriors averaged into one decision
 //! - [`prior_calibration`] — a map of the prior estimate chosen on validation tasks
+//! - [`row_cache`] — per-row parts of an adaptation kept for a device's next one
 //! - [`support`] — padding many tasks into one batch; the adapted per-task state
 //! - [`preprocess`] — the feature transform that travels with the model
 //! - [`file`] — the `.safetensors` model file with its metadata
@@ -18,6 +19,7 @@ pub mod mlp;
 pub mod net;
 pub mod preprocess;
 pub mod prior_calibration;
+pub mod row_cache;
 pub mod support;
 
 use serde::{Deserialize, Serialize};
@@ -25,6 +27,7 @@ use tch::{Device, Kind, Tensor};
 
 pub use net::{MetaPuNet, NetConfig, PriorEstimate};
 pub use preprocess::{PreprocessKind, Preprocessor};
+pub use row_cache::RowCache;
 pub use support::{AdaptedBatch, Support, SupportBatch, TaskState};
 
 #[derive(Debug, thiserror::Error, PartialEq)]

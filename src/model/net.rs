@@ -214,19 +214,57 @@ impl MetaPuNet {
     pub fn adapt(&self, support: &SupportBatch, leak: f64) -> AdaptedBatch {
         let (z_p, z_u) = self.task_vectors(support);
         let h = self.embed(&support.x, &z_p, &z_u);
-        let w_raw = closed_form::unconstrained_weights(&h, &support.pos, &support.unl, &self.lambda());
+        self.solve(h, z_p, z_u, &support.pos, &support.unl, leak)
+    }
+
+    /// Whether [`Self::adapt_rows`] applies: h sees the task vectors (its first layer
+    /// splits into a row part and a task part).
+    pub fn adapts_from_rows(&self) -> bool {
+        self.config.use_task_vectors
+    }
+
+    /// The parts of an adaptation that depend on a row alone, not on its task: f(x)
+    /// (`[N, set_dim]`) and h's first layer on x, W_x·x (`[N, hidden]`), for
+    /// preprocessed rows `x` (`[N, D]`).
+    pub fn row_parts(&self, x: &Tensor) -> (Tensor, Tensor) {
+        (self.f.forward(x), self.first_layer_rows(x))
+    }
+
+    /// [`Self::adapt`] from each support row's [`Self::row_parts`] (`f`: `[B, S,
+    /// set_dim]`, `wx`: `[B, S, hidden]`) instead of its features: the same adaptation,
+    /// without computing again what a row's earlier adaptations computed.
+    pub fn adapt_rows(&self, f: &Tensor, wx: &Tensor, pos: &Tensor, unl: &Tensor) -> AdaptedBatch {
+        let z_p = self.g.forward(&closed_form::masked_mean(f, pos));
+        let z_u = self.g.forward(&closed_form::masked_mean(f, unl));
+        let mut first = wx + self.first_layer_tasks(&z_p, &z_u).unsqueeze(1);
+        let _ = first.relu_();
+        let h = self.h.forward_from(1, &first).softplus();
+        self.solve(h, z_p, z_u, pos, unl, 0.0)
+    }
+
+    /// The closed-form solve and the prior estimate on embeddings `h` of the support.
+    fn solve(
+        &self,
+        h: Tensor,
+        z_p: Tensor,
+        z_u: Tensor,
+        pos: &Tensor,
+        unl: &Tensor,
+        leak: f64,
+    ) -> AdaptedBatch {
+        let w_raw = closed_form::unconstrained_weights(&h, pos, unl, &self.lambda());
         let w = closed_form::nonnegative_weights(&w_raw, leak);
         let support_ratio = closed_form::ratio(&h, &w);
-        let any = (&support.pos + &support.unl).clamp_max(1.0);
+        let any = (pos + unl).clamp_max(1.0);
         let support_max = closed_form::prior_from_ratio(&support_ratio, &any);
         let prior = match self.config.prior_estimate {
             PriorEstimate::SupportMax => support_max,
             PriorEstimate::KnownNormalMedian => {
-                closed_form::prior_from_known_normal_median(&support_ratio, &support.pos, &support_max)
+                closed_form::prior_from_known_normal_median(&support_ratio, pos, &support_max)
             }
         };
         let prior = match &self.prior {
-            Some(head) => self.corrected_prior(head, &prior, &support_ratio, support, &z_p, &z_u),
+            Some(head) => self.corrected_prior(head, &prior, &support_ratio, pos, unl, &z_p, &z_u),
             None => prior,
         };
         AdaptedBatch { z_p, z_u, w, prior }
@@ -237,12 +275,14 @@ impl MetaPuNet {
     /// `1/max r` rests on the single largest ratio of 30 rows, so it is noisy at small
     /// N_p and biased upward at low π (r shrinks under λ); the head, trained with the
     /// prior loss on source tasks, learns how far to move it.
+    #[allow(clippy::too_many_arguments)]
     fn corrected_prior(
         &self,
         head: &Mlp,
         prior_max: &Tensor,
         support_ratio: &Tensor,
-        support: &SupportBatch,
+        pos: &Tensor,
+        unl: &Tensor,
         z_p: &Tensor,
         z_u: &Tensor,
     ) -> Tensor {
@@ -252,14 +292,14 @@ impl MetaPuNet {
         let soft_positive =
             ((prior_max.unsqueeze(-1) * support_ratio - 0.5) * self.config.tau).sigmoid().unsqueeze(-1);
         let kind = support_ratio.kind();
-        let labeled_share = support.pos.sum_dim_intlist(1, false, kind)
-            / (&support.pos + &support.unl).sum_dim_intlist(1, false, kind).clamp_min(1.0);
+        let labeled_share =
+            pos.sum_dim_intlist(1, false, kind) / (pos + unl).sum_dim_intlist(1, false, kind).clamp_min(1.0);
         let stats = Tensor::stack(
             &[
                 logit.shallow_clone(),
-                closed_form::masked_mean(&posterior, &support.unl).squeeze_dim(-1),
-                closed_form::masked_mean(&posterior, &support.pos).squeeze_dim(-1),
-                closed_form::masked_mean(&soft_positive, &support.unl).squeeze_dim(-1),
+                closed_form::masked_mean(&posterior, unl).squeeze_dim(-1),
+                closed_form::masked_mean(&posterior, pos).squeeze_dim(-1),
+                closed_form::masked_mean(&soft_positive, unl).squeeze_dim(-1),
                 labeled_share,
             ],
             -1,

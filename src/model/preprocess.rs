@@ -102,7 +102,10 @@ impl Preprocessor {
         match self.kind {
             PreprocessKind::None => x.shallow_clone(),
             PreprocessKind::L2 => {
-                let norm = x.square().sum_dim_intlist(-1, true, kind).sqrt().clamp_min(f64::MIN_POSITIVE);
+                // f32's smallest normal, not f64's: that one is 0 in an f32 tensor, and an
+                // all-zero row (a padded support slot) became 0/0 = NaN.
+                let norm =
+                    x.square().sum_dim_intlist(-1, true, kind).sqrt().clamp_min(f64::from(f32::MIN_POSITIVE));
                 x / norm
             }
             PreprocessKind::Standard => {

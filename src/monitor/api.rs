@@ -18,6 +18,7 @@ use super::output::IncidentEvent;
 use super::pipeline::{decode_batch, Emitted, PartitionOffset, Received};
 use super::settings::{CoreSettings, StateSchedule};
 use super::snapshot::{Snapshot, StateRecord, WriteFailed};
+use super::solver::Solver;
 use super::telemetry::{Event, Telemetry};
 use crate::model::Model;
 
@@ -49,8 +50,9 @@ pub enum Input {
     Adapted { generation: u64, states: Vec<Adapted>, seconds_per_batch: f64 },
     /// State records the broker did not acknowledge.
     WritesFailed(Vec<WriteFailed>),
-    /// A new model file (a reload): one copy scores, the other goes to the adapter.
-    Model { scoring: Box<Model>, adapting: Box<Model>, version: String },
+    /// A new model file (a reload): one copy scores, one goes to the adapter, one to
+    /// the event clock's solver.
+    Model { scoring: Box<Model>, adapting: Box<Model>, solving: Box<Model>, version: String },
     /// Stopping: every device's unwritten state is written.
     Shutdown,
 }
@@ -166,6 +168,12 @@ impl Monitor {
         }
     }
 
+    /// Solve the event clock's adaptation jobs with `solver` (by default on the scoring
+    /// thread, when a result is needed: `solver.rs`).
+    pub fn set_solver(&mut self, solver: Box<dyn Solver>) {
+        self.engine.solver = solver;
+    }
+
     /// Take one input at `now`.
     pub fn handle(&mut self, input: Input, now: Now, telemetry: &dyn Telemetry) -> Output {
         let mut out = Output::default();
@@ -191,10 +199,10 @@ impl Monitor {
                 self.installed(generation, states, seconds_per_batch, now, telemetry, &mut out)
             }
             Input::WritesFailed(failed) => self.engine.devices.writes_failed(failed),
-            Input::Model { scoring, adapting, version } => {
+            Input::Model { scoring, adapting, solving, version } => {
                 self.version = version;
                 self.generation += 1;
-                self.engine.replace_model(*scoring);
+                self.engine.replace_model(*scoring, Some(solving));
                 out.commands.push(Command::AdapterModel { generation: self.generation, model: adapting });
                 self.schedule_adaptation(1, &mut out);
             }
@@ -368,6 +376,7 @@ impl Monitor {
         out: &mut Output,
     ) {
         self.driver.drop_deferred(partitions);
+        self.engine.devices.streams.forget(partitions);
         let leaving = self.engine.devices.on_partitions(gone);
         let records = self.state_records(&leaving, now.ms, true);
         for d in &leaving {

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::model::{Model, Support, TaskState};
+use crate::model::{Model, RowCache, Support, TaskState};
 
 use super::clock::Now;
 pub use super::devices::AdaptJob;
@@ -13,6 +13,7 @@ pub use super::devices::WindowSizes;
 use super::devices::{records_needed, AdaptationPoint};
 use super::record::FeatureRecord;
 pub use super::record::Source;
+use super::solver::{InlineSolver, Solved, Solver};
 
 /// Outcome for one record.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -42,12 +43,22 @@ pub struct Processed {
     pub evicted: usize,
     /// Redelivered records scored again but kept out of the windows.
     pub replayed: usize,
-    /// Devices adapted in this batch, before scoring: they had a known-normal record
-    /// but no classifier yet, or (with an [`EventCadence`]) reached their adaptation
-    /// point.
+    /// Devices whose classifier changed in this batch, before scoring: they had a
+    /// known-normal record but no classifier yet, or (with an [`EventCadence`]) reached
+    /// an adaptation point and got the classifier of their last one.
     pub adapted: Vec<String>,
     /// One per input record: its device's clock at it (Unix seconds; NaN if deferred).
     pub clocks: Vec<f64>,
+    /// Times scoring waited for the solver: a device reached its next adaptation point
+    /// before the job of its last one was solved (backpressure).
+    pub waits: usize,
+}
+
+/// A device's job handed over at its last adaptation point: installed at its next.
+#[derive(Debug)]
+struct Pending {
+    handover: u64,
+    state: Option<TaskState>,
 }
 
 /// Adaptation on the records' own clock (`Clock::Event`): a device is re-adapted once
@@ -151,10 +162,12 @@ pub struct Engine {
     /// Re-adapt devices on their records' clock, in [`Self::process`]; `None`: the
     /// service schedules adaptation on its own clock.
     pub cadence: Option<EventCadence>,
-    /// A record stamped further ahead of the wall clock than this counts as the wall
-    /// clock plus this (seconds): a device whose clock jumps ahead cannot close its
-    /// incidents or end its onboarding early by more.
-    pub max_clock_ahead_s: f64,
+    /// Solves the jobs of the cadence's points (`solver.rs`).
+    pub solver: Box<dyn Solver>,
+    /// Each device's job of its last point, until its next.
+    pending: HashMap<String, Pending>,
+    /// Bumped with each model: results of an older one are dropped.
+    generation: u64,
 }
 
 impl Engine {
@@ -167,7 +180,9 @@ impl Engine {
             max_per_device: 0,
             adaptation_batch: 32,
             cadence: None,
-            max_clock_ahead_s: 300.0,
+            solver: Box::new(InlineSolver::new(32)),
+            pending: HashMap::new(),
+            generation: 0,
         }
     }
 
@@ -180,10 +195,11 @@ impl Engine {
     /// With an [`EventCadence`] a device is also re-adapted here, on its records' own
     /// clock: the records before its adaptation point are scored by the old classifier,
     /// the ones after it by the new one, however the records were cut into batches. So
-    /// a capture replayed at any speed gets the same scores as it did live.
-    pub fn process(&mut self, records: &[(&FeatureRecord, &Source)], now: Now) -> Processed {
+    /// a capture replayed at any speed gets the same scores as it did live. `stamps`:
+    /// each record's partition stream time (`stream_time.rs`), its device's time at it.
+    pub fn process(&mut self, records: &[(&FeatureRecord, &Source)], stamps: &[f64], now: Now) -> Processed {
         let kept = self.within_share(records);
-        let (plan, devices) = self.plan(records, &kept, now.unix);
+        let (plan, devices) = self.plan(records, stamps, &kept);
         let mut out = Processed {
             verdicts: vec![Verdict::Deferred; records.len()],
             clocks: vec![f64::NAN; records.len()],
@@ -193,7 +209,8 @@ impl Engine {
         let mut round = 0;
         while let Some(here) = rounds.take(round) {
             if round > 0 {
-                out.adapted.extend(self.adapt_at_points(records, &kept, &here));
+                let installed = self.adapt_at_points(records, &kept, &here, &mut out);
+                out.adapted.extend(installed);
             }
             let admitted = self.admit(records, &kept, &plan, &here, &mut rounds, round, now, &mut out);
             self.score_round(records, &kept, admitted, &mut out);
@@ -219,21 +236,91 @@ impl Engine {
     }
 
     /// Every device with records in a later round reached its adaptation point just
-    /// before them: adapt it on the windows up to there, unless they did not change
-    /// since it was adapted (a device's first classifier, adapted a round before, as in
-    /// a batch of its own).
+    /// before them: the classifier of the job handed over at its last point is installed
+    /// (waited for if the solver is behind), and its windows as they are now go to the
+    /// solver, unless they did not change since its last job (a device's first
+    /// classifier, adapted a round before, as in a batch of its own). So the classifier
+    /// of point k scores from point k+1 on, however fast the solver is. A device whose
+    /// unlabeled window is still filling (just onboarded, back from idleness) is adapted
+    /// here and now instead, as before the solver: its early classifiers, adapted on a
+    /// few rows, must not score for two points. Returns the devices whose classifier
+    /// changed.
     fn adapt_at_points(
         &mut self,
         records: &[(&FeatureRecord, &Source)],
         kept: &[usize],
         here: &[usize],
+        out: &mut Processed,
     ) -> Vec<String> {
-        let due: Vec<&str> = here
-            .iter()
-            .map(|&k| records[kept[k]].0.device.as_str())
+        let mut at_point: Vec<&str> = here.iter().map(|&k| records[kept[k]].0.device.as_str()).collect();
+        at_point.sort_unstable();
+        at_point.dedup();
+        let (settled, filling): (Vec<&str>, Vec<&str>) =
+            at_point.into_iter().partition(|id| self.devices.get(id).is_none_or(|d| d.window_full()));
+        let filling: Vec<&str> = filling
+            .into_iter()
             .filter(|id| self.devices.get(id).is_some_and(|d| d.changed_since_adaptation()))
             .collect();
-        self.adapt_now(due)
+        for id in &filling {
+            self.pending.remove(*id);
+        }
+        let mut installed = self.adapt_now(filling);
+        let at_point = settled;
+        out.waits += self.collect_pending(&at_point);
+        for id in &at_point {
+            let Some(Pending { handover, state: Some(state) }) = self.pending.remove(*id) else { continue };
+            if self.devices.install(id, handover, state) {
+                installed.push(id.to_string());
+            }
+        }
+        let changed: Vec<&str> = at_point
+            .into_iter()
+            .filter(|id| self.devices.get(id).is_some_and(|d| d.changed_since_adaptation() && d.adaptable()))
+            .collect();
+        let jobs: Vec<AdaptJob> =
+            changed.into_iter().filter_map(|id| self.devices.take_windows(id)).collect();
+        for j in &jobs {
+            self.pending.insert(j.device.clone(), Pending { handover: j.handover, state: None });
+        }
+        if !jobs.is_empty() {
+            self.solver.submit(self.generation, jobs);
+        }
+        installed
+    }
+
+    /// Take the solver's results until every device of `ids` with a job in flight has
+    /// its classifier; how many times that meant waiting.
+    fn collect_pending(&mut self, ids: &[&str]) -> usize {
+        let mut waits = 0;
+        while let Some(solved) = self.solver.next(&self.model, false) {
+            self.keep_solved(solved);
+        }
+        while ids.iter().any(|id| self.pending.get(*id).is_some_and(|p| p.state.is_none())) {
+            waits += 1;
+            match self.solver.next(&self.model, true) {
+                Some(solved) => self.keep_solved(solved),
+                None => break,
+            }
+        }
+        if self.pending.len() > 2 * self.devices.len() + 1024 {
+            // Devices evicted with a job in flight.
+            let devices = &self.devices;
+            self.pending.retain(|id, _| devices.get(id).is_some());
+        }
+        waits
+    }
+
+    /// Results of the current model, each kept for its device's next point if it is
+    /// the device's job still pending.
+    fn keep_solved(&mut self, solved: Solved) {
+        if solved.generation != self.generation {
+            return;
+        }
+        for Adapted { device, handover, state } in solved.states {
+            if let Some(p) = self.pending.get_mut(&device).filter(|p| p.handover == handover) {
+                p.state = Some(state);
+            }
+        }
     }
 
     /// A round's records into their devices' windows, in order; with a cadence, the
@@ -302,17 +389,16 @@ impl Engine {
         }
     }
 
-    /// Each kept record's clock (its device's: monotone, at most `max_clock_ahead_s`
-    /// ahead of the wall clock) and round: a device's records after its adaptation
-    /// point come one round after those before it. With each device's state after its
-    /// last record (its next adaptation point and records since the last).
+    /// Each kept record's clock (its device's: its stamp, monotone) and round: a
+    /// device's records after its adaptation point come one round after those before
+    /// it. With each device's state after its last record (its next adaptation point and
+    /// records since the last).
     fn plan<'a>(
         &self,
         records: &[(&'a FeatureRecord, &Source)],
+        stamps: &[f64],
         kept: &[usize],
-        wall: f64,
     ) -> (Vec<Planned>, HashMap<&'a str, (AdaptationPoint, usize)>) {
-        let latest = wall + self.max_clock_ahead_s;
         let capacity = self.devices.sizes().unlabeled;
         // Per device: its adaptation point as the plan moves it, and its round.
         let mut devices: HashMap<&'a str, (AdaptationPoint, usize)> = HashMap::new();
@@ -323,7 +409,7 @@ impl Engine {
                 let (s, round) = devices
                     .entry(r.device.as_str())
                     .or_insert_with(|| (self.devices.adaptation_point(&r.device), 0));
-                s.clock = s.clock.max(r.ts.min(latest));
+                s.clock = s.clock.max(stamps[i]);
                 let Some(c) = self.cadence else {
                     return Planned { clock: s.clock, round: 0 };
                 };
@@ -427,19 +513,51 @@ impl Engine {
 
     /// Swap in a new model; adapted states belong to the old one and are dropped,
     /// windows stay and every device is re-adapted at the next opportunity.
-    pub fn replace_model(&mut self, model: Model) {
+    /// `solving`: the solver's copy (the inline solver solves on the scoring model).
+    pub fn replace_model(&mut self, model: Model, solving: Option<Box<Model>>) {
         self.model = model;
         self.devices.invalidate_states();
+        self.generation += 1;
+        self.pending.clear();
+        if let Some(m) = solving {
+            self.solver.replace_model(m, self.generation);
+        }
     }
 }
 
 /// Adapt jobs in batches of `batch_size` with one batched solve each.
 pub fn run_adaptation(model: &Model, jobs: &[AdaptJob], batch_size: usize) -> Vec<Adapted> {
+    adapt_jobs(model, jobs, batch_size, None)
+}
+
+/// [`run_adaptation`], embedding only the rows that the devices' last adaptations in
+/// `cache` did not have (`model/row_cache.rs`).
+pub fn run_adaptation_cached(
+    model: &Model,
+    jobs: &[AdaptJob],
+    batch_size: usize,
+    cache: &mut RowCache,
+) -> Vec<Adapted> {
+    adapt_jobs(model, jobs, batch_size, Some(cache))
+}
+
+fn adapt_jobs(
+    model: &Model,
+    jobs: &[AdaptJob],
+    batch_size: usize,
+    mut cache: Option<&mut RowCache>,
+) -> Vec<Adapted> {
     let mut out = Vec::with_capacity(jobs.len());
     for chunk in jobs.chunks(batch_size.max(1)) {
-        let supports: Vec<Support<'_>> =
-            chunk.iter().map(|j| Support { positives: &j.positive, unlabeled: &j.unlabeled }).collect();
-        match model.adapt_batch(&supports) {
+        let supports: Vec<(&str, Support<'_>)> = chunk
+            .iter()
+            .map(|j| (j.device.as_str(), Support { positives: &j.positive, unlabeled: &j.unlabeled }))
+            .collect();
+        let adapted = match cache.as_deref_mut() {
+            Some(cache) => model.adapt_batch_cached(&supports, cache),
+            None => model.adapt_batch(&supports.iter().map(|(_, s)| *s).collect::<Vec<_>>()),
+        };
+        match adapted {
             Ok(states) => out.extend(chunk.iter().zip(states).map(|(j, state)| Adapted {
                 device: j.device.clone(),
                 handover: j.handover,
@@ -484,7 +602,8 @@ mod tests {
             context: None,
         };
         let (r1, r2, r3) = (rec("p", 0.1, true), rec("p", 0.3, false), rec("q", 0.2, false));
-        let processed = e.process(&[(&r1, &at(0, 0)), (&r2, &at(0, 1)), (&r3, &at(0, 2))], Now::at(0, 0.0));
+        let processed =
+            e.process(&[(&r1, &at(0, 0)), (&r2, &at(0, 1)), (&r3, &at(0, 2))], &[0.0; 3], Now::at(0, 0.0));
         let v = processed.verdicts;
         assert!(
             v[..2].iter().all(|v| matches!(v, Verdict::Scored { .. })),
@@ -494,21 +613,21 @@ mod tests {
         assert_eq!(processed.adapted, ["p"]);
         assert!(e.adaptation_jobs(1, 100).is_empty(), "p's windows were just adapted; q has no positive");
         let r4 = rec("p", 0.5, false);
-        e.process(&[(&r4, &at(0, 3))], Now::at(0, 0.0));
+        e.process(&[(&r4, &at(0, 3))], &[0.0], Now::at(0, 0.0));
         let jobs = e.adaptation_jobs(1, 100);
         assert_eq!(jobs.len(), 1, "p changed since; q has no positive");
         assert_eq!(e.install(run_adaptation(&e.model, &jobs, 8)), ["p"]);
         // The adapter thread holds p's windows while an analyst's verdict adapts p at once:
         // the thread's classifier, adapted on the older windows, must not replace it.
         let r5 = rec("p", 0.7, true);
-        e.process(&[(&r5, &at(0, 4))], Now::at(0, 0.0));
+        e.process(&[(&r5, &at(0, 4))], &[0.0], Now::at(0, 0.0));
         let held_by_the_adapter = e.adaptation_jobs(1, 100);
         assert_eq!(e.adapt_now(["p"]), ["p"]);
         assert!(e.install(run_adaptation(&e.model, &held_by_the_adapter, 8)).is_empty(), "stale classifier");
         let v = e.score([&r2, &r3].into_iter());
         assert!(matches!(v[0], Verdict::Scored { posterior, .. } if (0.0..=1.0).contains(&posterior)));
         assert_eq!(v[1], Verdict::Unknown);
-        e.replace_model(model());
+        e.replace_model(model(), None);
         assert_eq!(e.score([&r2].into_iter()), [Verdict::Unknown], "states of the old model are dropped");
     }
 }

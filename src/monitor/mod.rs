@@ -22,6 +22,9 @@
 //!   itself), the second look on packets, what an incident changed
 //! - `record`, `feedback` — the input and feedback topics' formats; `snapshot` — the
 //!   state topic's
+//! - `solver` — where the event clock's adaptation jobs are solved (inline, or on a
+//!   thread of their own while scoring goes on)
+//! - `stream_time` — each input partition's time, the event clock's
 //! - `telemetry` — the events the core reports; `settings` — what it decides with
 
 mod api;
@@ -43,11 +46,13 @@ mod pipeline;
 pub mod record;
 pub mod settings;
 pub mod snapshot;
+pub mod solver;
+mod stream_time;
 pub mod telemetry;
 mod windows;
 
 pub use api::{Command, Input, Monitor, Output, Restore, Restored};
 pub use devices::{AdaptJob, DeviceView, WindowSizes};
-pub use engine::{run_adaptation, Adapted, EventCadence};
+pub use engine::{run_adaptation, run_adaptation_cached, Adapted, EventCadence};
 pub use pipeline::{Consumed, Emitted, PartitionOffset, Received, RecordOutputs};
 pub use settings::StateSchedule;

@@ -37,12 +37,19 @@ pub struct Consumed {
     /// The message, its bytes kept for a dead letter (none for a record built in place).
     pub message: Received,
     pub decoded: Result<FeatureRecord, record::InvalidRecord>,
+    /// Its partition's stream time at it, stamped as it enters the pipeline
+    /// (`stream_time.rs`); NaN until then.
+    stamp: f64,
 }
 
 impl Consumed {
+    pub fn new(message: Received, decoded: Result<FeatureRecord, record::InvalidRecord>) -> Self {
+        Self { message, decoded, stamp: f64::NAN }
+    }
+
     /// A record that needs no decoding (the lab's captures, tests).
     pub fn record(record: FeatureRecord, source: Source) -> Self {
-        Self { message: Received { source, key: None, payload: Vec::new() }, decoded: Ok(record) }
+        Self::new(Received { source, key: None, payload: Vec::new() }, Ok(record))
     }
 
     fn source(&self) -> &Source {
@@ -82,6 +89,28 @@ pub struct RecordOutputs {
     pub alerts: bool,
 }
 
+/// Stamp fresh records, in their partitions' order, with their partitions' stream time
+/// (`stream_time.rs`), before any is deferred.
+fn stamp_stream_time(engine: &mut Engine, fresh: &mut [Consumed], now: Now) {
+    for c in fresh.iter_mut() {
+        if let Ok(r) = &c.decoded {
+            let s = &c.message.source;
+            c.stamp = engine.devices.streams.stamp(&s.topic, s.partition, r.ts, now.ms, now.unix);
+        }
+    }
+}
+
+/// The earliest stamp among the deferred records of each partition.
+fn earliest_deferred(deferred: &[Consumed]) -> HashMap<(&str, i32), f64> {
+    let mut held: HashMap<(&str, i32), f64> = HashMap::new();
+    for c in deferred {
+        let s = &c.message.source;
+        let t = held.entry((s.topic.as_str(), s.partition)).or_insert(c.stamp);
+        *t = t.min(c.stamp);
+    }
+    held
+}
+
 /// Below this many messages a micro-batch is decoded on the service thread alone.
 const PARALLEL_DECODE_FROM: usize = 512;
 
@@ -90,7 +119,7 @@ const PARALLEL_DECODE_FROM: usize = 512;
 pub fn decode_batch(messages: Vec<Received>, dim: usize, max_bytes: usize) -> Vec<Consumed> {
     let decode_one = |message: Received| {
         let decoded = record::decode(message.key.as_deref(), &message.payload, dim, max_bytes);
-        Consumed { message, decoded }
+        Consumed::new(message, decoded)
     };
     if messages.len() < PARALLEL_DECODE_FROM {
         return messages.into_iter().map(decode_one).collect();
@@ -212,6 +241,7 @@ impl Pipeline {
         if !self.trust_input_labels {
             self.drop_input_labels(&mut fresh, telemetry);
         }
+        stamp_stream_time(engine, &mut fresh, now);
         let mut batch = std::mem::take(&mut self.deferred);
         batch.extend(fresh);
         let processed = self.process(engine, &batch, now, telemetry);
@@ -238,6 +268,7 @@ impl Pipeline {
             done.push(c);
         }
         telemetry.event(Event::Deferred(self.deferred.len()));
+        engine.devices.streams.hold(&earliest_deferred(&self.deferred));
         out.extend(self.eviction_closes(engine, now, model_version, telemetry));
         prior_updates(engine, &processed.adapted, model_version, now, telemetry, &mut out);
         let offsets = releasable_offsets(&done, &self.deferred);
@@ -253,10 +284,10 @@ impl Pipeline {
         now: Now,
         telemetry: &dyn Telemetry,
     ) -> Processed {
-        let valid: Vec<(&FeatureRecord, &Source)> =
-            batch.iter().filter_map(|c| c.decoded.as_ref().ok().map(|r| (r, c.source()))).collect();
+        let (valid, stamps): (Vec<(&FeatureRecord, &Source)>, Vec<f64>) =
+            batch.iter().filter_map(|c| c.decoded.as_ref().ok().map(|r| ((r, c.source()), c.stamp))).unzip();
         self.follow_service_clock(engine, now);
-        let processed = engine.process(&valid, now);
+        let processed = engine.process(&valid, &stamps, now);
         if let (Clock::Event, Some(&latest)) =
             (self.clock, processed.clocks.iter().filter(|c| !c.is_nan()).max_by(|a, b| a.total_cmp(b)))
         {
@@ -265,6 +296,7 @@ impl Pipeline {
         telemetry.event(Event::Evicted { reason: "capacity", count: processed.evicted });
         telemetry.event(Event::Redelivered(processed.replayed));
         telemetry.event(Event::Adapted(processed.adapted.len()));
+        telemetry.event(Event::AdaptationWaits(processed.waits));
         telemetry.event(Event::Batch { records: batch.len() });
         processed
     }
@@ -573,8 +605,8 @@ impl Pipeline {
     }
 
     /// Updates and quiet closes due at `now` (the service's clock and the wall's), as events:
-    /// each device's time is the wall clock, or on the event clock its records' time
-    /// plus the service time since its last record (`DeviceTable::now_of`).
+    /// each device's time is the wall clock, or on the event clock its partition's
+    /// stream time (`DeviceTable::now_of`; partitions newly idle are counted).
     pub fn incident_ticks(
         &self,
         engine: &mut Engine,
@@ -584,6 +616,9 @@ impl Pipeline {
     ) -> Vec<Emitted> {
         let mut out = self.eviction_closes(engine, now, version, telemetry);
         self.follow_service_clock(engine, now);
+        if self.clock == Clock::Event {
+            telemetry.event(Event::StreamIdle(engine.devices.streams.newly_idle(now.ms)));
+        }
         engine.devices.end_onboarding_due(now.ms);
         for (device, o, known_normal) in engine.devices.take_onboarded() {
             telemetry.event(Event::Onboarding {

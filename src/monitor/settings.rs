@@ -9,6 +9,8 @@ use super::clock::Clock;
 use super::engine::{Engine, EventCadence, WindowSizes};
 use super::incidents::IncidentRules;
 use super::pipeline::{Pipeline, RecordOutputs};
+use super::solver::InlineSolver;
+use super::stream_time::StreamClocks;
 use crate::model::Model;
 
 #[derive(Debug, Clone)]
@@ -31,8 +33,8 @@ pub struct CoreSettings {
     pub adaptation_batch: usize,
     /// How far ahead of the host's clock a record's time is believed.
     pub max_ahead_s: f64,
-    /// On the event clock, how long a device is silent (the service's time) before that
-    /// silence moves its time on (`DeviceTable::now_of`).
+    /// On the event clock, how long an input partition is silent as a whole (the
+    /// service's time) before that silence moves its time on (`stream_time.rs`).
     pub idle_after_ms: u64,
     pub clock: Clock,
     /// When a device is re-adapted on its own time (used on the event clock).
@@ -67,11 +69,11 @@ impl CoreSettings {
         let mut engine = Engine::new(model, self.sizes, self.max_tracked, self.threshold);
         engine.max_per_device = self.max_per_device;
         engine.adaptation_batch = self.adaptation_batch;
-        engine.max_clock_ahead_s = self.max_ahead_s;
+        engine.solver = Box::new(InlineSolver::new(self.adaptation_batch));
+        engine.devices.streams = StreamClocks::new(self.idle_after_ms, self.max_ahead_s);
         if self.clock == Clock::Event {
             engine.cadence = Some(self.cadence);
             engine.devices.event_clock = true;
-            engine.devices.idle_after_ms = self.idle_after_ms;
         }
         engine
     }

@@ -56,6 +56,12 @@ pub enum Event<'a> {
     Restored { devices: usize, adapted: usize },
     /// Snapshots parked until their device sends a record here.
     Parked(usize),
+    /// Times scoring waited for the event clock's solver (it was a whole adaptation
+    /// point behind).
+    AdaptationWaits(usize),
+    /// Input partitions newly idle as a whole: the wall clock moves their stream time
+    /// on (`stream_time.rs`).
+    StreamIdle(usize),
     /// Devices sending traffic with no known-normal record: how many, and those newly
     /// found (device, records, ms since first seen), each reported once.
     Unmonitored { total: usize, new: &'a [(String, u64, u64)] },
@@ -112,6 +118,8 @@ impl Telemetry for Tally {
                 self.add("adapted".into(), adapted as u64);
             }
             Event::Unmonitored { new, .. } => self.add("unmonitored".into(), new.len() as u64),
+            Event::StreamIdle(n) => self.add("stream_idle".into(), n as u64),
+            Event::AdaptationWaits(n) => self.add("adaptation_waits".into(), n as u64),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! Kafka produce/consume helpers and a raw HTTP scrape.
 #![allow(dead_code)]
 
+pub mod load;
 pub mod produce;
 pub mod proxy;
 pub mod schema;

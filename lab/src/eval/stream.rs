@@ -183,22 +183,22 @@ pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<De
     let mut monitor = Monitor::new(&core, model, "lab");
 
     let telemetry = Tally::default();
-    let mut offset = 0i64;
     devices
         .iter()
-        .map(|d| {
+        .enumerate()
+        .map(|(partition, d)| {
             let mut lab = Lab { monitor: &mut monitor, telemetry: &telemetry };
-            let out = run_device(&mut lab, d, dim, cfg, offset);
-            offset += d.task.len() as i64;
-            out
+            run_device(&mut lab, d, dim, cfg, partition as i32)
         })
         .collect()
 }
 
-/// The source the lab gives a device's `i`-th record: one stream, offsets running on
-/// across devices (incident ids are derived from it, as the daemon's are from Kafka's).
-pub fn source(offset: i64) -> Source {
-    Source { topic: STREAM_TOPIC.into(), partition: 0, offset }
+/// The source the lab gives a device's record at `offset`: each device on a partition
+/// of its own, `partition` its place in the list (incident ids are derived from it, as
+/// the daemon's are from Kafka's). Devices run one after the other, each on its
+/// capture's time: a partition's stream time is its device's.
+pub fn source(partition: i32, offset: i64) -> Source {
+    Source { topic: STREAM_TOPIC.into(), partition, offset }
 }
 
 /// The topic name of [`source`].
@@ -236,7 +236,6 @@ impl Lab<'_> {
 struct DeviceRun<'a> {
     d: &'a DeviceStream,
     cfg: &'a StreamConfig,
-    offset: i64,
     out: DeviceOutcome,
     /// The next record no run has decided yet.
     cursor: usize,
@@ -254,7 +253,7 @@ fn run_device(
     d: &DeviceStream,
     dim: usize,
     cfg: &StreamConfig,
-    offset: i64,
+    partition: i32,
 ) -> DeviceOutcome {
     let (task, n) = (&d.task, d.task.len());
     let mut out = DeviceOutcome {
@@ -283,7 +282,6 @@ fn run_device(
     let mut run = DeviceRun {
         d,
         cfg,
-        offset,
         out,
         cursor: 0,
         open: false,
@@ -296,7 +294,7 @@ fn run_device(
     // live: the driver cuts the micro-batches (size and wait) and runs deferred records.
     for i in 0..n {
         let message = Received {
-            source: source(offset + i as i64),
+            source: source(partition, i as i64),
             key: Some(task.id.as_bytes().to_vec()),
             payload: record::encode_binary(
                 &task.id,
@@ -340,12 +338,12 @@ impl DeviceRun<'_> {
     /// order; the rest wait as the daemon's deferred records do), the incidents it
     /// opened, then the ticks, the analyst's verdicts and the kind shares that follow.
     fn step(&mut self, lab: &mut Lab<'_>, emitted: Vec<Emitted>) {
-        let (d, offset) = (self.d, self.offset);
+        let d = self.d;
         let start = self.cursor;
         let end = emitted
             .iter()
             .filter_map(|e| match e {
-                Emitted::Score(s) => Some((s.source.offset - offset) as usize + 1),
+                Emitted::Score(s) => Some(s.source.offset as usize + 1),
                 _ => None,
             })
             .max()
@@ -371,7 +369,7 @@ impl DeviceRun<'_> {
         end: usize,
         attack_begins: Option<usize>,
     ) -> RunEvents {
-        let (d, cfg, offset) = (self.d, self.cfg, self.offset);
+        let (d, cfg) = (self.d, self.cfg);
         let task = &d.task;
         let out = &mut self.out;
         let attack_before = out.attack;
@@ -389,7 +387,7 @@ impl DeviceRun<'_> {
         for e in emitted {
             match e {
                 Emitted::Score(s) => {
-                    let i = (s.source.offset - offset) as usize;
+                    let i = s.source.offset as usize;
                     last_scored = i;
                     if let Some(posterior) = s.score {
                         out.scores[i] = 1.0 - posterior;
@@ -402,16 +400,16 @@ impl DeviceRun<'_> {
                 {
                     out.suppressed_ts.push(r.figures.last_ts);
                     let by = r.reopened_by.as_deref().unwrap_or(&r.opened_by);
-                    out.raised.push(((by.offset - offset) as usize, Raised::Suppressed));
+                    out.raised.push((by.offset as usize, Raised::Suppressed));
                 }
                 Emitted::Incident(IncidentEvent::Joined(r)) => {
                     out.joined_ts.push(r.figures.first_ts);
-                    out.raised.push(((r.opened_by.offset - offset) as usize, Raised::Joined));
+                    out.raised.push((r.opened_by.offset as usize, Raised::Joined));
                 }
                 Emitted::Incident(IncidentEvent::Closed(r)) if !r.is_quiet() => closed_at.push(last_scored),
                 Emitted::Incident(IncidentEvent::Updated(r)) if !r.is_quiet() => {
                     if let Some(n) = r.news.as_ref().filter(|n| self.news_seen.insert(n.by.offset)) {
-                        let at = (n.by.offset - offset) as usize;
+                        let at = n.by.offset as usize;
                         news_at.push(at);
                         out.news.push(n.why.clone());
                         out.raised.push((at, Raised::News));
@@ -426,7 +424,7 @@ impl DeviceRun<'_> {
                         r.news.as_ref().filter(|n| self.news_seen.insert(n.by.offset)).map(|n| n.why.clone()),
                     );
                     out.looks.extend(r.look.as_ref().map(|l| (r.figures.first_ts, l.why.clone())));
-                    let at = (by.offset - offset) as usize;
+                    let at = by.offset as usize;
                     if cfg.analyst && attack_before == 0 && attack_begins.is_none_or(|a| at < a) {
                         self.false_incidents.insert(r.incident_id.clone());
                     }
@@ -443,7 +441,7 @@ impl DeviceRun<'_> {
                 }
                 Emitted::Incident(IncidentEvent::Reopened(r)) => {
                     if let Some(by) = &r.reopened_by {
-                        let at = (by.offset - offset) as usize;
+                        let at = by.offset as usize;
                         reopened_at.push(at);
                         out.reopened_ts.push(r.figures.last_ts);
                         out.raised.push((at, Raised::Reopened));
@@ -613,7 +611,7 @@ impl DeviceRun<'_> {
 /// A message on the feedback topic, through the daemon's feedback path.
 fn feedback(lab: &mut Lab<'_>, device: &str, message: FeedbackMessage) -> Vec<Emitted> {
     let message =
-        Received { source: source(-1), key: Some(device.as_bytes().to_vec()), payload: message.encode() };
+        Received { source: source(0, -1), key: Some(device.as_bytes().to_vec()), payload: message.encode() };
     lab.tell(Input::Feedback(message)).emitted
 }
 
@@ -657,7 +655,7 @@ fn share_back(lab: &mut Lab<'_>, shares: Vec<Share>) {
     let messages: Vec<Received> = shares
         .iter()
         .map(|s| Received {
-            source: source(-1),
+            source: source(0, -1),
             key: Some(s.key().into_bytes()),
             payload: serde_json::to_vec(s).expect("a share serialises"),
         })

@@ -68,6 +68,10 @@ impl DeviceTable {
             }
             None => d.incidents.restored(now_ms),
         };
+        if let Some(s) = d.last_source.as_ref().filter(|_| self.event_clock) {
+            // Its partition's time starts no earlier than its own (restored) time.
+            self.streams.restored(&s.topic, partition, d.clock, now_ms);
+        }
         d.onboarding = snapshot.onboarding.clone();
         d.onboarded = snapshot.onboarded.clone();
         d.kind = snapshot.kind.clone();

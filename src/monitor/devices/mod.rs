@@ -19,6 +19,7 @@ use super::onboarding::{seed_of, Onboarding, MAX_SPAN_S};
 use super::output::PriorUpdate;
 use super::record::Source;
 use super::snapshot::Snapshot;
+use super::stream_time::StreamClocks;
 use super::windows::{RowWindow, SharedRows};
 
 mod adaptation;
@@ -139,6 +140,12 @@ impl Device {
     }
 
     /// Its windows changed since they were last handed to adaptation.
+    /// Its unlabeled window holds as many rows as it can: its classifier is adapted on
+    /// a settled window, not one still filling.
+    pub fn window_full(&self) -> bool {
+        self.unlabeled.len() >= self.unlabeled.capacity()
+    }
+
     pub fn changed_since_adaptation(&self) -> bool {
         self.changed > 0
     }
@@ -323,9 +330,9 @@ pub struct DeviceTable {
     /// Each device runs on its records' own clock ([`Device::clock`]) rather than
     /// [`Self::time`]: onboarding spans, incidents and adaptation follow capture time.
     pub event_clock: bool,
-    /// On the event clock, a device silent this long on the service's clock (ms) has
-    /// its time moved on by the silence ([`Self::now_of`]); 0: at once.
-    pub idle_after_ms: u64,
+    /// The input partitions' stream times: each device's time on the event clock
+    /// ([`Self::now_of`]).
+    pub streams: StreamClocks,
     /// What each kind's members shared (the kinds topic, read whole).
     kinds: Kinds,
     /// Shares of members held here, to publish on the kinds topic (see
@@ -356,7 +363,7 @@ impl DeviceTable {
             onboarded: Vec::new(),
             time: None,
             event_clock: false,
-            idle_after_ms: 0,
+            streams: StreamClocks::default(),
             kinds: Kinds::default(),
             shares: Vec::new(),
             share_due: BTreeSet::new(),
@@ -381,18 +388,17 @@ impl DeviceTable {
         self.time.unwrap_or(0.0)
     }
 
-    /// Now for one device at `service_ms` of the service's clock. Under the event clock:
-    /// its records' clock, and once the device has been silent for `idle_after_ms` of
-    /// the service's time, plus that silence, so that time still passes for a device
-    /// that falls silent (an incident closes, a span ends). Until then only its records
-    /// move it: a service that lags behind live traffic (a busy machine) decides what a
-    /// replay at any speed decides. Otherwise the table's time.
+    /// Now for one device at `service_ms` of the service's clock, between its records.
+    /// Under the event clock: its partition's stream time (`stream_time.rs`), never
+    /// before its own; only records move it, until the partition falls idle as a whole.
+    /// So a service that lags behind live traffic (a busy machine) decides what a replay
+    /// at any speed decides. Otherwise the table's time.
     pub fn now_of(&self, id: &str, service_ms: u64) -> Now {
         match self.devices.get(id).filter(|_| self.event_clock) {
             Some(d) => {
-                let silent_ms = service_ms.saturating_sub(d.last_seen_ms);
-                let moved_ms = if silent_ms >= self.idle_after_ms { silent_ms } else { 0 };
-                Now::event(d.clock + moved_ms as f64 / 1000.0)
+                let stream =
+                    d.last_source.as_ref().and_then(|s| self.streams.now(&s.topic, d.partition, service_ms));
+                Now::event(stream.map_or(d.clock, |t| t.max(d.clock)))
             }
             None if self.event_clock => Now::event(self.time()),
             None => Now { ms: service_ms, unix: self.time() },

@@ -1,0 +1,260 @@
+//! What an adaptation computes for a support row that does not depend on its task —
+//! f(x) and h's first layer on x, W_x·x (`MetaPuNet::row_parts`) — kept per device from
+//! one adaptation to its next. A device re-adapted every 30 of its records finds most of
+//! its 250 window rows there, so an adaptation embeds its new rows only: half of its
+//! arithmetic (f is 38 % of it, W_x·x 14 %; docs/benchmarks.md).
+//!
+//! Rows are known by a 128-bit hash of their raw values. A device keeps the parts of the
+//! rows of its last adaptation only: 250 rows × (100 + 100) floats, 200 KB.
+
+use std::collections::HashMap;
+
+use tch::{Kind, Tensor};
+
+use super::support::Support;
+use super::{check_rows, Model, ModelError, TaskState};
+
+/// One device's rows of its last adaptation: f(x) and W_x·x each, by row.
+#[derive(Debug, Default)]
+struct DeviceRows {
+    index: HashMap<u128, usize>,
+    f: Vec<f32>,
+    wx: Vec<f32>,
+    /// The sweep it was last adapted in.
+    sweep: u64,
+}
+
+/// Devices adapted between two sweeps; a device not adapted since the last sweep is
+/// dropped at the next (a device gone, evicted or idle: its next adaptation, if any,
+/// embeds all its rows).
+const SWEEP_EVERY: u64 = 100_000;
+
+/// The row parts of each device's last adaptation.
+#[derive(Debug)]
+pub struct RowCache {
+    devices: HashMap<String, DeviceRows>,
+    /// Two fixed seeds: the same row gets the same key in every process.
+    keys: (ahash::RandomState, ahash::RandomState),
+    sweep: u64,
+    adapted: u64,
+}
+
+impl Default for RowCache {
+    fn default() -> Self {
+        Self {
+            devices: HashMap::new(),
+            keys: (ahash::RandomState::with_seeds(1, 2, 3, 4), ahash::RandomState::with_seeds(5, 6, 7, 8)),
+            sweep: 0,
+            adapted: 0,
+        }
+    }
+}
+
+impl RowCache {
+    fn key(&self, row: &[f32]) -> u128 {
+        let bits: Vec<u32> = row.iter().map(|v| v.to_bits()).collect();
+        (u128::from(self.keys.0.hash_one(&bits)) << 64) | u128::from(self.keys.1.hash_one(&bits))
+    }
+
+    /// Devices whose rows are kept.
+    pub fn len(&self) -> usize {
+        self.devices.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty()
+    }
+
+    /// Keep `rows` as `device`'s, and count an adaptation towards the next sweep.
+    fn keep(&mut self, device: &str, mut rows: DeviceRows) {
+        rows.sweep = self.sweep;
+        self.devices.insert(device.to_string(), rows);
+        self.adapted += 1;
+        if self.adapted >= SWEEP_EVERY {
+            let last = self.sweep;
+            self.devices.retain(|_, d| d.sweep >= last);
+            (self.sweep, self.adapted) = (self.sweep + 1, 0);
+        }
+    }
+}
+
+impl Model {
+    /// [`Model::adapt_batch`] for the given devices' supports, computing the row parts
+    /// only of rows that none of the device's last adaptation had (`cache`), and keeping
+    /// this adaptation's for its next. A model whose h does not see task vectors adapts
+    /// as `adapt_batch` does.
+    pub fn adapt_batch_cached(
+        &self,
+        supports: &[(&str, Support<'_>)],
+        cache: &mut RowCache,
+    ) -> Result<Vec<TaskState>, ModelError> {
+        if !self.net.adapts_from_rows() {
+            return self.adapt_batch(&supports.iter().map(|(_, s)| *s).collect::<Vec<_>>());
+        }
+        let dim = self.dim();
+        if supports.is_empty() {
+            return Err(ModelError::EmptyBatch);
+        }
+        for (i, (_, s)) in supports.iter().enumerate() {
+            check_rows(s.positives, dim, i)?;
+            check_rows(s.unlabeled, dim, i)?;
+            if s.positives.is_empty() {
+                return Err(ModelError::NoPositives { task: i });
+            }
+        }
+        let (set_dim, hidden) = (self.net.config.set_dim as usize, self.net.config.hidden as usize);
+        // Each task's rows (positives first): their keys, and where each row's parts
+        // are — the device's last adaptation (`Err(old index)`) or this one's new rows.
+        let mut fresh: Vec<&[f32]> = Vec::new();
+        let mut tasks: Vec<Vec<(u128, Result<usize, usize>)>> = Vec::with_capacity(supports.len());
+        for (device, s) in supports {
+            let old = cache.devices.get(*device);
+            let rows: Vec<(u128, Result<usize, usize>)> = s
+                .positives
+                .chunks(dim)
+                .chain(s.unlabeled.chunks(dim))
+                .map(|row| {
+                    let key = cache.key(row);
+                    match old.and_then(|o| o.index.get(&key)) {
+                        Some(&at) => (key, Err(at)),
+                        None => {
+                            fresh.push(row);
+                            (key, Ok(fresh.len() - 1))
+                        }
+                    }
+                })
+                .collect();
+            tasks.push(rows);
+        }
+        let (fresh_f, fresh_wx) = self.row_parts(&fresh)?;
+        let longest = tasks.iter().map(Vec::len).max().unwrap_or(0);
+        let b = supports.len();
+        let mut f = vec![0f32; b * longest * set_dim];
+        let mut wx = vec![0f32; b * longest * hidden];
+        let mut pos = vec![0f32; b * longest];
+        let mut unl = vec![0f32; b * longest];
+        let mut kept: Vec<DeviceRows> = Vec::with_capacity(b);
+        for (i, ((device, s), rows)) in supports.iter().zip(&tasks).enumerate() {
+            let n_pos = s.positives.len() / dim;
+            let old = cache.devices.get(*device);
+            let mut mine = DeviceRows::default();
+            for (j, (key, at)) in rows.iter().enumerate() {
+                let (rf, rw) = match *at {
+                    Ok(k) => {
+                        (&fresh_f[k * set_dim..(k + 1) * set_dim], &fresh_wx[k * hidden..(k + 1) * hidden])
+                    }
+                    Err(k) => {
+                        let o = old.expect("a row found in the device's last adaptation");
+                        (&o.f[k * set_dim..(k + 1) * set_dim], &o.wx[k * hidden..(k + 1) * hidden])
+                    }
+                };
+                let slot = i * longest + j;
+                f[slot * set_dim..(slot + 1) * set_dim].copy_from_slice(rf);
+                wx[slot * hidden..(slot + 1) * hidden].copy_from_slice(rw);
+                if j < n_pos {
+                    pos[slot] = 1.0;
+                } else {
+                    unl[slot] = 1.0;
+                }
+                if !mine.index.contains_key(key) {
+                    mine.index.insert(*key, mine.index.len());
+                    mine.f.extend_from_slice(rf);
+                    mine.wx.extend_from_slice(rw);
+                }
+            }
+            kept.push(mine);
+        }
+        for ((device, _), mine) in supports.iter().zip(kept) {
+            cache.keep(device, mine);
+        }
+        let (kind, device) = (self.net.kind(), self.net.device());
+        let to =
+            |v: &[f32], shape: &[i64]| Tensor::from_slice(v).reshape(shape).to_kind(kind).to_device(device);
+        let (b, s) = (b as i64, longest as i64);
+        let adapted = tch::no_grad(|| {
+            self.net.adapt_rows(
+                &to(&f, &[b, s, set_dim as i64]),
+                &to(&wx, &[b, s, hidden as i64]),
+                &to(&pos, &[b, s]),
+                &to(&unl, &[b, s]),
+            )
+        });
+        Ok(adapted.to_states())
+    }
+
+    /// The row parts of raw rows, preprocessed as the model does (row-major `[N,
+    /// set_dim]` and `[N, hidden]`).
+    fn row_parts(&self, rows: &[&[f32]]) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+        if rows.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let flat: Vec<f32> = rows.concat();
+        let x = Tensor::from_slice(&flat)
+            .reshape([rows.len() as i64, self.dim() as i64])
+            .to_kind(self.net.kind())
+            .to_device(self.net.device());
+        let x = self.preprocess.apply_tensor(&x);
+        let (f, wx) = tch::no_grad(|| self.net.row_parts(&x));
+        let out = |t: Tensor| {
+            Vec::<f32>::try_from(
+                t.to_kind(Kind::Float).to_device(tch::Device::Cpu).contiguous().flatten(0, -1),
+            )
+            .map_err(|_| ModelError::BadState { task: 0 })
+        };
+        Ok((out(f)?, out(wx)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{MetaPuNet, NetConfig, PreprocessKind, Preprocessor, Provenance};
+    use rand::{Rng, SeedableRng};
+
+    fn model() -> Model {
+        let net = MetaPuNet::new(NetConfig::paper(6, 4), tch::Device::Cpu);
+        net.init_from_seed(11);
+        Model {
+            net,
+            preprocess: Preprocessor::identity(PreprocessKind::L2, 6),
+            feature_names: (0..6).map(|i| format!("x{i}")).collect(),
+            provenance: Provenance::default(),
+        }
+    }
+
+    fn rows(rng: &mut rand_chacha::ChaCha8Rng, n: usize) -> Vec<f32> {
+        (0..n * 6).map(|_| rng.gen_range(0.0f32..10.0)).collect()
+    }
+
+    fn close(a: &TaskState, b: &TaskState) -> bool {
+        let near =
+            |x: &[f32], y: &[f32]| x.iter().zip(y).all(|(p, q)| (p - q).abs() <= 1e-4 * (1.0 + q.abs()));
+        near(&a.z_p, &b.z_p) && near(&a.z_u, &b.z_u) && near(&a.w, &b.w) && (a.prior - b.prior).abs() < 1e-4
+    }
+
+    #[test]
+    fn kept_row_parts_adapt_as_the_rows_themselves_do() {
+        let m = model();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let (p1, u1, p2) = (rows(&mut rng, 4), rows(&mut rng, 9), rows(&mut rng, 2));
+        let mut cache = RowCache::default();
+        let supports = [
+            ("a", Support { positives: &p1, unlabeled: &u1 }),
+            ("b", Support { positives: &p2, unlabeled: &u1[..3 * 6] }),
+        ];
+        let plain = m.adapt_batch(&supports.map(|(_, s)| s)).unwrap();
+        let cached = m.adapt_batch_cached(&supports, &mut cache).unwrap();
+        assert!(plain.iter().zip(&cached).all(|(a, b)| close(a, b)), "{plain:?} vs {cached:?}");
+        assert_eq!(cache.len(), 2);
+        // a's window moves on by two rows: its other rows' parts come from the cache.
+        let mut u1_next = u1[2 * 6..].to_vec();
+        u1_next.extend(rows(&mut rng, 2));
+        let next = [("a", Support { positives: &p1, unlabeled: &u1_next })];
+        let plain = m.adapt_batch(&next.map(|(_, s)| s)).unwrap();
+        let cached = m.adapt_batch_cached(&next, &mut cache).unwrap();
+        assert!(close(&plain[0], &cached[0]), "{plain:?} vs {cached:?}");
+        assert_eq!(cache.devices["a"].index.len(), 4 + 9, "the rows of its last adaptation only");
+        let bad = [("a", Support { positives: &[], unlabeled: &u1 })];
+        assert_eq!(m.adapt_batch_cached(&bad, &mut cache), Err(ModelError::NoPositives { task: 0 }));
+    }
+}
