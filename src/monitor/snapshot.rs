@@ -55,6 +55,21 @@ pub struct Snapshot {
     /// Its rows are records of their own (`MPS4`): as on the state topic already, not
     /// to be written again until they change.
     pub rows_apart: bool,
+    /// Where its adaptation points stood on the event clock (none in older snapshots):
+    /// a restart goes on with the same points.
+    pub points: Option<SavedPoints>,
+}
+
+/// A device's time and adaptation points as a snapshot keeps them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SavedPoints {
+    /// Its time at its last record (Unix seconds).
+    pub clock: f64,
+    /// When, on its time, its next point comes (none: at its next record's time plus
+    /// the interval).
+    pub next: Option<f64>,
+    /// Its records since its last point.
+    pub since: usize,
 }
 
 /// The JSON tail: the incident state, and beside its fields the onboardings.
@@ -74,6 +89,8 @@ struct Tail<T> {
     pinned: usize,
     #[serde(default)]
     input_partitions: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    points: Option<SavedPoints>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -122,6 +139,7 @@ impl Snapshot {
             pinned: 0,
             input_partitions: 0,
             rows_apart: false,
+            points: None,
         }
     }
 
@@ -161,6 +179,7 @@ impl Snapshot {
             rows_accepted: self.rows_accepted,
             pinned: self.pinned,
             input_partitions: self.input_partitions,
+            points: self.points,
         };
         let incidents = serde_json::to_vec(&tail).expect("incident state serialises");
         out.extend_from_slice(&(incidents.len() as u32).to_le_bytes());
@@ -251,6 +270,7 @@ impl Snapshot {
             pinned: tail.pinned,
             input_partitions: tail.input_partitions,
             rows_apart: version == 4,
+            points: tail.points,
         };
         Ok((snapshot, version))
     }
@@ -411,6 +431,11 @@ mod tests {
         assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
         let none = Snapshot { last_source: None, ..s.clone() };
         assert_eq!(Snapshot::decode(&none.encode()).unwrap(), none);
+        let points = Snapshot {
+            points: Some(SavedPoints { clock: 1.7e9, next: Some(1.7e9 + 30.0), since: 4 }),
+            ..s.clone()
+        };
+        assert_eq!(Snapshot::decode(&points.encode_main()).unwrap().points, points.points);
         // An open incident travels with the windows (its clock fields restart at restore).
         let rules = IncidentRules {
             open_k: 1,
@@ -472,6 +497,7 @@ mod tests {
             rows_accepted: false,
             pinned: 0,
             input_partitions: 0,
+            points: None,
         })
         .unwrap()
         .len();

@@ -70,14 +70,15 @@ async fn onboard_then_attack(
     topic: &str,
     device: &str,
     attacks: usize,
+    t0: f64,
 ) {
     let fx = fixture();
     let (normal, attack) = (fx.rows(1, Label::Positive), fx.rows(1, Label::Negative));
     for (i, row) in normal.iter().take(8).enumerate() {
-        send_record(p, topic, device, i as f64, row, true).await;
+        send_record(p, topic, device, t0 + i as f64, row, true).await;
     }
     for (i, row) in attack.iter().take(attacks).enumerate() {
-        send_record(p, topic, device, 10.0 + 0.05 * i as f64, row, false).await;
+        send_record(p, topic, device, t0 + 10.0 + 0.05 * i as f64, row, false).await;
     }
 }
 
@@ -122,9 +123,10 @@ async fn every_incident_event_reaches_a_webhook_and_syslog_once_in_order_after_t
     let p = producer(&boot);
 
     // Two devices, each: known-normal records, then an attack (an incident opens), then
-    // silence (it closes after 2 s).
-    for device in ["cam-1", "cam-2"] {
-        onboard_then_attack(&p, "sk.features", device, 40).await;
+    // silence (it closes after 2 s). The second's records come after the first's on
+    // their partition's time, as records on one partition do.
+    for (device, t0) in [("cam-1", 0.0), ("cam-2", 20.0)] {
+        onboard_then_attack(&p, "sk.features", device, 40, t0).await;
     }
     let closed = |m: &[(Option<String>, Vec<u8>)]| {
         json_values(m).iter().filter(|e| e["event"] == "closed").count() >= 2
@@ -199,7 +201,7 @@ async fn an_event_the_webhook_refuses_is_dead_lettered() {
     cfg.sinks.webhook.url = format!("http://{addr}/hook");
     let daemon = daemon::start(cfg.clone()).await.unwrap();
     let p = producer(&boot);
-    onboard_then_attack(&p, "sr.features", "cam", 30).await;
+    onboard_then_attack(&p, "sr.features", "cam", 30, 0.0).await;
     let dead = json_values(&read_topic(&boot, "sr.deadletter", Duration::from_secs(30), |m| {
         json_values(m).iter().any(|d| d["kind"] == "sink_rejected")
     }));
@@ -261,7 +263,7 @@ async fn syslog_over_tls_reaches_a_receiver_with_its_own_ca() {
     cfg.sinks.syslog.ca_file = ca_file.to_string_lossy().into_owned();
     let daemon = daemon::start(cfg.clone()).await.unwrap();
     let p = producer(&boot);
-    onboard_then_attack(&p, "st.features", "cam", 30).await;
+    onboard_then_attack(&p, "st.features", "cam", 30, 0.0).await;
     let arrived = wait_until(Duration::from_secs(30), || {
         String::from_utf8_lossy(&received.lock().unwrap()).contains("incident-opened")
     })

@@ -68,6 +68,11 @@ impl DeviceTable {
             }
             None => d.incidents.restored(now_ms),
         };
+        if let Some(p) = snapshot.points.filter(|_| self.event_clock) {
+            // The same points as before the restart, on the device's time as it was.
+            d.clock = d.clock.max(p.clock);
+            (d.next_adapt_ts, d.records_since_adaptation) = (p.next, p.since);
+        }
         if let Some(s) = d.last_source.as_ref().filter(|_| self.event_clock) {
             // Its partition's time starts no earlier than its own (restored) time.
             self.streams.restored(&s.topic, partition, d.clock, now_ms);

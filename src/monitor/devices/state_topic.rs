@@ -3,7 +3,7 @@
 //! marked to be made again. The shell sends the records; the books are kept here.
 
 use super::*;
-use crate::monitor::snapshot::{encode_rows, Part, StateRecord, WriteFailed};
+use crate::monitor::snapshot::{encode_rows, Part, SavedPoints, StateRecord, WriteFailed};
 
 impl DeviceTable {
     /// Changed devices whose last snapshot is `interval_ms` old, or whose unlabeled rows
@@ -97,6 +97,11 @@ impl DeviceTable {
                 pinned: d.positive.pinned(),
                 input_partitions,
                 rows_apart: true,
+                points: Some(SavedPoints {
+                    clock: d.clock,
+                    next: d.next_adapt_ts,
+                    since: d.records_since_adaptation,
+                }),
                 ..Snapshot::empty(dim)
             };
             records.push(encoded(Part::Main, Some(main.encode_main())));

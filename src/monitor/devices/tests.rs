@@ -1,4 +1,5 @@
 use super::*;
+use crate::monitor::snapshot::Part;
 
 #[test]
 fn device_table_bootstraps_evicts_and_schedules() {
@@ -442,4 +443,27 @@ fn a_kinds_members_raising_one_behaviour_form_one_fleet_incident_with_one_verdic
     assert!(t.get("cam-b").unwrap().incidents.memory.find(&joined.id).is_some());
     let own = t.tick_incident("cam-c", &rules, Now::event(1100.0));
     assert!(matches!(&own[..], [Transition::Closed(_, Resolution::Quiet)]), "{own:?}");
+}
+
+/// On the event clock a device's time and adaptation points travel in its snapshot: a
+/// restart goes on with the same points.
+#[test]
+fn a_restored_device_keeps_its_time_and_adaptation_points() {
+    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0 };
+    let mut t = DeviceTable::new(1, sizes, 10);
+    t.event_clock = true;
+    t.observe("a", &[1.0], true, &at(0, 0), 1_000.0, 0);
+    t.observe("a", &[2.0], false, &at(0, 1), 1_002.0, 1);
+    t.set_adaptation_point("a", 1_030.0, 2);
+    let records = t.state_records(&["a".to_string()], 5, true, 0, 1);
+    let part = |p: Part| records.iter().find(|r| r.part == p).and_then(|r| r.value.clone());
+    let main = part(Part::Main).expect("a main record");
+    let (pos, unl) = (part(Part::Positive), part(Part::Unlabeled));
+    let snapshot = Snapshot::assemble(&main, pos.as_deref(), unl.as_deref()).unwrap();
+    let mut restored = DeviceTable::new(1, sizes, 10);
+    restored.event_clock = true;
+    restored.restore("a", &snapshot, 0, 0, 99);
+    let point = restored.adaptation_point("a");
+    assert_eq!((point.clock, point.next, point.since), (1_002.0, Some(1_030.0), 2));
+    assert_eq!(restored.now_of("a", 99).unix, 1_002.0, "its partition's time starts at its own");
 }
