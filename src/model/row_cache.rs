@@ -5,21 +5,22 @@
 //! arithmetic (f is 38 % of it, W_x·x 14 %; docs/benchmarks.md).
 //!
 //! Rows are known by a 128-bit hash of their raw values. A device keeps the parts of the
-//! rows of its last adaptation only: 250 rows × (100 + 100) floats, 200 KB.
+//! rows of its last adaptation only: 250 rows × (100 + 100) floats, 200 KB. The parts are
+//! packed into a padded batch as the rows themselves are (`SupportBatch::pack`).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 
 use tch::{Kind, Tensor};
 
-use super::support::Support;
+use super::support::{Support, SupportBatch};
 use super::{check_rows, Model, ModelError, TaskState};
 
-/// One device's rows of its last adaptation: f(x) and W_x·x each, by row.
+/// One device's rows of its last adaptation: each row's parts, f(x) then W_x·x.
 #[derive(Debug, Default)]
 struct DeviceRows {
     index: HashMap<u128, usize>,
-    f: Vec<f32>,
-    wx: Vec<f32>,
+    parts: Vec<f32>,
     /// The sweep it was last adapted in.
     sweep: u64,
 }
@@ -51,9 +52,16 @@ impl Default for RowCache {
 }
 
 impl RowCache {
+    /// A row's key: its values' bits under two seeds (no copy of the row).
     fn key(&self, row: &[f32]) -> u128 {
-        let bits: Vec<u32> = row.iter().map(|v| v.to_bits()).collect();
-        (u128::from(self.keys.0.hash_one(&bits)) << 64) | u128::from(self.keys.1.hash_one(&bits))
+        let hash = |state: &ahash::RandomState| {
+            let mut h = state.build_hasher();
+            for v in row {
+                h.write_u32(v.to_bits());
+            }
+            h.finish()
+        };
+        (u128::from(hash(&self.keys.0)) << 64) | u128::from(hash(&self.keys.1))
     }
 
     /// Devices whose rows are kept.
@@ -81,8 +89,9 @@ impl RowCache {
 impl Model {
     /// [`Model::adapt_batch`] for the given devices' supports, computing the row parts
     /// only of rows that none of the device's last adaptation had (`cache`), and keeping
-    /// this adaptation's for its next. A model whose h does not see task vectors adapts
-    /// as `adapt_batch` does.
+    /// this adaptation's for its next. The parts are packed as `adapt_batch` packs the
+    /// rows ([`SupportBatch::pack`]). A model whose h does not see task vectors adapts as
+    /// `adapt_batch` does.
     pub fn adapt_batch_cached(
         &self,
         supports: &[(&str, Support<'_>)],
@@ -92,24 +101,19 @@ impl Model {
             return self.adapt_batch(&supports.iter().map(|(_, s)| *s).collect::<Vec<_>>());
         }
         let dim = self.dim();
-        if supports.is_empty() {
-            return Err(ModelError::EmptyBatch);
-        }
         for (i, (_, s)) in supports.iter().enumerate() {
             check_rows(s.positives, dim, i)?;
             check_rows(s.unlabeled, dim, i)?;
-            if s.positives.is_empty() {
-                return Err(ModelError::NoPositives { task: i });
-            }
         }
-        let (set_dim, hidden) = (self.net.config.set_dim as usize, self.net.config.hidden as usize);
+        let (set_dim, hidden) = (self.net.config.set_dim, self.net.config.hidden);
+        let width = (set_dim + hidden) as usize;
         // Each task's rows (positives first): their keys, and where each row's parts
         // are — the device's last adaptation (`Err(old index)`) or this one's new rows.
         let mut fresh: Vec<&[f32]> = Vec::new();
         let mut tasks: Vec<Vec<(u128, Result<usize, usize>)>> = Vec::with_capacity(supports.len());
         for (device, s) in supports {
             let old = cache.devices.get(*device);
-            let rows: Vec<(u128, Result<usize, usize>)> = s
+            let rows = s
                 .positives
                 .chunks(dim)
                 .chain(s.unlabeled.chunks(dim))
@@ -126,67 +130,52 @@ impl Model {
                 .collect();
             tasks.push(rows);
         }
-        let (fresh_f, fresh_wx) = self.row_parts(&fresh)?;
-        let longest = tasks.iter().map(Vec::len).max().unwrap_or(0);
-        let b = supports.len();
-        let mut f = vec![0f32; b * longest * set_dim];
-        let mut wx = vec![0f32; b * longest * hidden];
-        let mut pos = vec![0f32; b * longest];
-        let mut unl = vec![0f32; b * longest];
-        let mut kept: Vec<DeviceRows> = Vec::with_capacity(b);
-        for (i, ((device, s), rows)) in supports.iter().zip(&tasks).enumerate() {
-            let n_pos = s.positives.len() / dim;
+        let fresh_parts = self.row_parts(&fresh)?;
+        // Each task's parts in its rows' order, and the device's rows kept for next time.
+        let mut parts: Vec<Vec<f32>> = Vec::with_capacity(supports.len());
+        for ((device, _), rows) in supports.iter().zip(&tasks) {
             let old = cache.devices.get(*device);
             let mut mine = DeviceRows::default();
-            for (j, (key, at)) in rows.iter().enumerate() {
-                let (rf, rw) = match *at {
-                    Ok(k) => {
-                        (&fresh_f[k * set_dim..(k + 1) * set_dim], &fresh_wx[k * hidden..(k + 1) * hidden])
-                    }
+            let mut task = Vec::with_capacity(rows.len() * width);
+            for (key, at) in rows {
+                let row = match *at {
+                    Ok(k) => &fresh_parts[k * width..(k + 1) * width],
                     Err(k) => {
                         let o = old.expect("a row found in the device's last adaptation");
-                        (&o.f[k * set_dim..(k + 1) * set_dim], &o.wx[k * hidden..(k + 1) * hidden])
+                        &o.parts[k * width..(k + 1) * width]
                     }
                 };
-                let slot = i * longest + j;
-                f[slot * set_dim..(slot + 1) * set_dim].copy_from_slice(rf);
-                wx[slot * hidden..(slot + 1) * hidden].copy_from_slice(rw);
-                if j < n_pos {
-                    pos[slot] = 1.0;
-                } else {
-                    unl[slot] = 1.0;
-                }
+                task.extend_from_slice(row);
                 if !mine.index.contains_key(key) {
                     mine.index.insert(*key, mine.index.len());
-                    mine.f.extend_from_slice(rf);
-                    mine.wx.extend_from_slice(rw);
+                    mine.parts.extend_from_slice(row);
                 }
             }
-            kept.push(mine);
-        }
-        for ((device, _), mine) in supports.iter().zip(kept) {
+            parts.push(task);
             cache.keep(device, mine);
         }
-        let (kind, device) = (self.net.kind(), self.net.device());
-        let to =
-            |v: &[f32], shape: &[i64]| Tensor::from_slice(v).reshape(shape).to_kind(kind).to_device(device);
-        let (b, s) = (b as i64, longest as i64);
+        let packed: Vec<Support<'_>> = supports
+            .iter()
+            .zip(&parts)
+            .map(|((_, s), p)| {
+                let split = s.positives.len() / dim * width;
+                Support { positives: &p[..split], unlabeled: &p[split..] }
+            })
+            .collect();
+        let batch = SupportBatch::pack(&packed, width, self.net.kind(), self.net.device())?;
         let adapted = tch::no_grad(|| {
-            self.net.adapt_rows(
-                &to(&f, &[b, s, set_dim as i64]),
-                &to(&wx, &[b, s, hidden as i64]),
-                &to(&pos, &[b, s]),
-                &to(&unl, &[b, s]),
-            )
+            let (f, wx) =
+                (batch.x.narrow(2, 0, set_dim).contiguous(), batch.x.narrow(2, set_dim, hidden).contiguous());
+            self.net.adapt_rows(&f, &wx, &batch.pos, &batch.unl)
         });
         Ok(adapted.to_states())
     }
 
-    /// The row parts of raw rows, preprocessed as the model does (row-major `[N,
-    /// set_dim]` and `[N, hidden]`).
-    fn row_parts(&self, rows: &[&[f32]]) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+    /// The row parts of raw rows, preprocessed as the model does: row-major `[N,
+    /// set_dim + hidden]`, f(x) then W_x·x.
+    fn row_parts(&self, rows: &[&[f32]]) -> Result<Vec<f32>, ModelError> {
         if rows.is_empty() {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok(Vec::new());
         }
         let flat: Vec<f32> = rows.concat();
         let x = Tensor::from_slice(&flat)
@@ -194,14 +183,14 @@ impl Model {
             .to_kind(self.net.kind())
             .to_device(self.net.device());
         let x = self.preprocess.apply_tensor(&x);
-        let (f, wx) = tch::no_grad(|| self.net.row_parts(&x));
-        let out = |t: Tensor| {
-            Vec::<f32>::try_from(
-                t.to_kind(Kind::Float).to_device(tch::Device::Cpu).contiguous().flatten(0, -1),
-            )
-            .map_err(|_| ModelError::BadState { task: 0 })
-        };
-        Ok((out(f)?, out(wx)?))
+        let parts = tch::no_grad(|| {
+            let (f, wx) = self.net.row_parts(&x);
+            Tensor::cat(&[f, wx], 1)
+        });
+        Vec::<f32>::try_from(
+            parts.to_kind(Kind::Float).to_device(tch::Device::Cpu).contiguous().flatten(0, -1),
+        )
+        .map_err(|_| ModelError::BadState { task: 0 })
     }
 }
 

@@ -265,15 +265,18 @@ impl Engine {
             self.pending.remove(*id);
         }
         let mut installed = self.adapt_now(filling);
-        let at_point = settled;
-        out.waits += self.collect_pending(&at_point);
-        for id in &at_point {
-            let Some(Pending { handover, state: Some(state) }) = self.pending.remove(*id) else { continue };
-            if self.devices.install(id, handover, state) {
-                installed.push(id.to_string());
-            }
-        }
-        let changed: Vec<&str> = at_point
+        out.waits += self.collect_pending(&settled);
+        let solved: Vec<Adapted> = settled
+            .iter()
+            .filter_map(|id| match self.pending.remove(*id)? {
+                Pending { handover, state: Some(state) } => {
+                    Some(Adapted { device: id.to_string(), handover, state })
+                }
+                Pending { state: None, .. } => None,
+            })
+            .collect();
+        installed.extend(self.install(solved));
+        let changed: Vec<&str> = settled
             .into_iter()
             .filter(|id| self.devices.get(id).is_some_and(|d| d.changed_since_adaptation() && d.adaptable()))
             .collect();

@@ -40,11 +40,7 @@ async fn incidents(pace: f64) -> Vec<(String, String, String, u64, u64)> {
     cfg.incidents.quiet_s = 2;
     cfg.incidents.reopen_s = 60;
     cfg.incidents.update_interval_s = 1;
-    // Points every 2 s of the devices' time only: the small fixture model raises these
-    // synthetic attacks as the assertions below expect on that schedule (with points
-    // after 100 records too, cam-2's attack went unraised live).
     cfg.adaptation.interval_ms = 2_000;
-    cfg.adaptation.after_records = 0;
     let daemon = daemon::start(cfg.clone()).await.unwrap();
     let p = producer(&boot);
     let records = records();

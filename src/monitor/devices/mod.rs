@@ -139,13 +139,13 @@ impl Device {
         self.state.as_ref()
     }
 
-    /// Its windows changed since they were last handed to adaptation.
     /// Its unlabeled window holds as many rows as it can: its classifier is adapted on
     /// a settled window, not one still filling.
     pub fn window_full(&self) -> bool {
         self.unlabeled.len() >= self.unlabeled.capacity()
     }
 
+    /// Its windows changed since they were last handed to adaptation.
     pub fn changed_since_adaptation(&self) -> bool {
         self.changed > 0
     }
