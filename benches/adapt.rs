@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use metapu::model::{file, Model, Support, SupportBatch, TaskState};
+use metapu::model::{file, Model, RowCache, Support, SupportBatch, TaskState};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tch::{Device, Kind};
@@ -72,6 +72,39 @@ fn decisions_differing(
     (x.iter().zip(&y).filter(|(p, q)| p != q).count(), x.len())
 }
 
+/// Seconds to re-adapt every device once its recent window has moved on by `moved` rows,
+/// with the parts of its last adaptation's rows kept (the daemon's solver at a device's
+/// adaptation point: 30 new rows for a device sending a record a second, points every 30 s).
+fn readapt_cached(model: &Model, data: &[(Vec<f32>, Vec<f32>)], batch: usize, moved: usize) -> f64 {
+    let dim = model.dim();
+    let ids: Vec<String> = (0..data.len()).map(|i| format!("d{i}")).collect();
+    let adapt = |windows: &[(Vec<f32>, Vec<f32>)], cache: &mut RowCache| {
+        for (i, chunk) in windows.chunks(batch).enumerate() {
+            let supports: Vec<(&str, Support<'_>)> = chunk
+                .iter()
+                .enumerate()
+                .map(|(k, (p, u))| (ids[i * batch + k].as_str(), Support { positives: p, unlabeled: u }))
+                .collect();
+            model.adapt_batch_cached(&supports, cache).expect("adaptation");
+        }
+    };
+    let mut cache = RowCache::default();
+    adapt(data, &mut cache);
+    // Each window drops its oldest `moved` rows and takes `moved` new ones.
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let moved_on: Vec<(Vec<f32>, Vec<f32>)> = data
+        .iter()
+        .map(|(p, u)| {
+            let mut u = u[moved * dim..].to_vec();
+            u.extend((0..moved * dim).map(|_| 1000.0 * rng.gen::<f32>()));
+            (p.clone(), u)
+        })
+        .collect();
+    let t = Instant::now();
+    adapt(&moved_on, &mut cache);
+    t.elapsed().as_secs_f64()
+}
+
 /// Seconds to pack every device's windows into one batch on the host (the part of an
 /// adaptation that no GPU takes over).
 fn packing_seconds(supports: &[Support<'_>], dim: usize) -> f64 {
@@ -111,6 +144,19 @@ fn main() {
     };
     let (secs, cpu_states) = adapt_all(&cpu_model, &supports, 32, 1);
     row("CPU", 32, secs);
+    // The daemon's solver at a device's adaptation point, by batch size: the plain solve,
+    // and with the parts of the rows the device's last adaptation had kept.
+    let moved = 30;
+    for batch in [1, 4, 8, 32] {
+        let (plain, _) = adapt_all(&cpu_model, &supports, batch, 1);
+        row("CPU, every row embedded", batch, plain);
+        let cached = readapt_cached(&cpu_model, &data, batch, moved);
+        row(
+            &format!("CPU, {moved} of {UNLABELED} recent records new, the other rows' parts kept"),
+            batch,
+            cached,
+        );
+    }
     let packing = packing_seconds(&supports, cpu_model.dim());
     println!(
         "| host only: packing the windows into one batch, no solve | {devices} | {packing:.3} | {:.4} |",

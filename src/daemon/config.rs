@@ -154,6 +154,18 @@ pub struct AdaptationConfig {
     pub min_records: usize,
     pub after_records: usize,
     pub batch_size: usize,
+    /// Threads that solve the event clock's adaptation points (0: one per CPU).
+    pub solver_threads: usize,
+}
+
+impl AdaptationConfig {
+    /// The solver threads to start.
+    pub fn solvers(&self) -> usize {
+        match self.solver_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

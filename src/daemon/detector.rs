@@ -48,8 +48,8 @@ impl Detector {
 
 /// Load the model file again (SIGHUP), as the monitor's input. A file that does not
 /// load or has another feature count than `dim` leaves the running model in place.
-pub(crate) fn reload(path: &Path, dim: usize, metrics: &Metrics) -> Option<Input> {
-    let loaded = match load_model(path) {
+pub(crate) fn reload(path: &Path, solvers: usize, dim: usize, metrics: &Metrics) -> Option<Input> {
+    let loaded = match load_model(path, solvers) {
         Ok(loaded) => loaded,
         Err(e) => {
             events::model_reload_failed(metrics, &e);
@@ -64,32 +64,28 @@ pub(crate) fn reload(path: &Path, dim: usize, metrics: &Metrics) -> Option<Input
     }
     let LoadedModel { scoring, adapting, solving, version } = loaded;
     events::model_reloaded(metrics, &version, scoring.dim(), scoring.net.config.task_dim);
-    Some(Input::Model {
-        scoring: Box::new(scoring),
-        adapting: Box::new(adapting),
-        solving: Box::new(solving),
-        version,
-    })
+    Some(Input::Model { scoring: Box::new(scoring), adapting: Box::new(adapting), solving, version })
 }
 
-/// A model loaded three times — one copy scores, one adapts on the adapter thread, one
-/// solves the event clock's jobs on the solver thread (torch tensors are not `Sync`) —
-/// and its version: the first 12 hex digits of the file's sha256.
+/// A model loaded once per thread that uses it — one copy scores, one adapts on the
+/// adapter thread, one per solver thread solves the event clock's jobs (torch tensors
+/// are not `Sync`) — and its version: the first 12 hex digits of the file's sha256.
 pub(crate) struct LoadedModel {
     pub(crate) scoring: Model,
     pub(crate) adapting: Model,
-    pub(crate) solving: Model,
+    pub(crate) solving: Vec<Model>,
     pub(crate) version: String,
 }
 
-pub(crate) fn load_model(path: &Path) -> Result<LoadedModel, file::ModelFileError> {
+pub(crate) fn load_model(path: &Path, solvers: usize) -> Result<LoadedModel, file::ModelFileError> {
     use sha2::{Digest, Sha256};
     let bytes =
         std::fs::read(path).map_err(|source| file::ModelFileError::Read { path: path.into(), source })?;
     let device = crate::model::default_device();
     let scoring = file::from_bytes(&bytes, path, device)?;
     let adapting = file::from_bytes(&bytes, path, device)?;
-    let solving = file::from_bytes(&bytes, path, device)?;
+    let solving =
+        (0..solvers.max(1)).map(|_| file::from_bytes(&bytes, path, device)).collect::<Result<_, _>>()?;
     let version = Sha256::digest(&bytes)[..6].iter().map(|b| format!("{b:02x}")).collect();
     Ok(LoadedModel { scoring, adapting, solving, version })
 }

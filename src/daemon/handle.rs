@@ -176,7 +176,12 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     } else {
         tracing::info!(compute = %compute, "adapting and scoring");
     }
-    let LoadedModel { scoring, adapting, solving, version } = load_model(&cfg.model.path)?;
+    // One torch thread per thread that calls torch: a device's matrices are small, the
+    // daemon's own threads (scoring, adapter, solvers) already share the cores, and
+    // torch's pool spun a core of its own idle beside them (docs/benchmarks.md).
+    tch::set_num_threads(1);
+    let LoadedModel { scoring, adapting, solving, version } =
+        load_model(&cfg.model.path, cfg.adaptation.solvers())?;
     let expected = cfg.model.features;
     if expected != 0 && scoring.dim() != expected {
         let (path, found) = (cfg.model.path.clone(), scoring.dim());
@@ -236,7 +241,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     }
     let mut monitor = Monitor::new(&settings, scoring, &version);
     if settings.clock == Clock::Event {
-        // The event clock's adaptation points are solved while scoring goes on.
+        // The event clock's adaptation points are solved while scoring goes on, on
+        // threads of their own.
         monitor.set_solver(Box::new(ThreadSolver::spawn(solving, settings.adaptation_batch)));
     }
     let service = Service {

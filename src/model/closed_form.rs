@@ -17,22 +17,42 @@ pub fn masked_mean(x: &Tensor, mask: &Tensor) -> Tensor {
 /// `K = mean_u h hᵀ`, for embeddings `h` (`[B, S, M]`); `lambda` is a scalar tensor.
 /// One batched solve for all B tasks.
 pub fn unconstrained_weights(h: &Tensor, pos: &Tensor, unl: &Tensor, lambda: &Tensor) -> Tensor {
-    let (_, _, m) = h.size3().expect("embeddings must be [B, S, M]");
+    let (_, s, m) = h.size3().expect("embeddings must be [B, S, M]");
     let k = masked_mean(h, pos);
     let n_unl = unl.sum_dim_intlist(1, false, h.kind()).clamp_min(1.0).view([-1, 1, 1]);
-    let h_unl = h * unl.unsqueeze(-1);
-    let gram = h_unl.transpose(1, 2).bmm(h) / n_unl;
+    // K from the slots that hold an unlabeled row in some task: a support's positives
+    // come first, so the slots before the fewest positives of the batch hold none.
+    let first = first_unlabeled_slot(unl).min(s);
+    let h_unl = (h * unl.unsqueeze(-1)).narrow(1, first, s - first);
+    let gram = h_unl.transpose(1, 2).bmm(&h_unl) / n_unl;
     let eye = Tensor::eye(m, (h.kind(), h.device()));
     // Solved in f64: K is rank-deficient for small supports, so (K + λI) can be
     // ill-conditioned enough for f32 to lose the digits that make batched and
     // one-by-one adaptation agree.
     let system = (gram + eye * lambda).to_kind(Kind::Double);
-    let k = k.to_kind(Kind::Double);
-    // No error check inside torch: a numerically singular system must not abort the
-    // process; its non-finite weights become 0 (that task then scores as all-anomalous
-    // until the next adaptation).
-    let (w, _info) = Tensor::linalg_solve_ex(&system, &k.unsqueeze(-1), true, false);
+    let k = k.to_kind(Kind::Double).unsqueeze(-1);
+    // K + λI is symmetric positive definite (K a mean of outer products, λ > 0): a
+    // Cholesky factor solves it at half an LU's cost. No error check inside torch: a
+    // system that is numerically not positive definite must not abort the process; its
+    // task's weights become 0 (it then scores as all-anomalous until the next
+    // adaptation), as do non-finite ones.
+    let (factor, info) = system.linalg_cholesky_ex(false, false);
+    let failed = info.ne(0).view([-1, 1, 1]);
+    let w = k.cholesky_solve(&factor, false).masked_fill(&failed, 0.0);
     w.squeeze_dim(-1).nan_to_num(0.0, 0.0, 0.0).to_kind(h.kind())
+}
+
+/// The first slot (`[B, S]` masks) that is unlabeled in any task; S when none is.
+fn first_unlabeled_slot(unl: &Tensor) -> i64 {
+    let any = unl.gt(0.0).any_dim(0, false);
+    let slots = any.size()[0];
+    // argmax of a 0/1 vector is its first 1 (0 when all are 0: check that slot).
+    let first = any.to_kind(Kind::Uint8).argmax(0, false).int64_value(&[]);
+    if slots > 0 && any.int64_value(&[first]) != 0 {
+        first
+    } else {
+        slots
+    }
 }
 
 /// `max(0, w̃)`, the paper's non-negativity fix. With `leak > 0` negative weights keep
@@ -111,6 +131,41 @@ mod tests {
 
     fn rows(values: &[f64], tasks: i64) -> Tensor {
         Tensor::from_slice(values).reshape([tasks, -1])
+    }
+
+    /// The solve equals `(K + λI)^-1 k` written out, for tasks whose positives, unlabeled
+    /// rows and padding differ (K from the unlabeled slots only, a Cholesky factor
+    /// instead of a general solve).
+    #[test]
+    fn the_weights_solve_the_written_out_system() {
+        let (b, s, m) = (3i64, 9i64, 4i64);
+        let h = Tensor::rand([b, s, m], (Kind::Double, Device::Cpu));
+        // Positives 2, 4 and 1; unlabeled 5, 3 and 8; padding 2, 2 and 0.
+        let mask = |spans: [(i64, i64); 3]| {
+            let rows: Vec<f64> = spans
+                .iter()
+                .flat_map(|&(from, to)| (0..s).map(move |i| f64::from(u8::from(i >= from && i < to))))
+                .collect();
+            Tensor::from_slice(&rows).reshape([b, s])
+        };
+        let pos = mask([(0, 2), (0, 4), (0, 1)]);
+        let unl = mask([(2, 7), (4, 7), (1, 9)]);
+        let lambda = Tensor::from(0.1f64);
+        let got = unconstrained_weights(&h, &pos, &unl, &lambda);
+        for t in 0..b {
+            let (ht, pt, ut) = (h.get(t), pos.get(t), unl.get(t));
+            let k = (&ht * pt.unsqueeze(-1)).sum_dim_intlist(0, false, Kind::Double) / pt.sum(Kind::Double);
+            let hu = &ht * ut.unsqueeze(-1);
+            let gram = hu.tr().matmul(&hu) / ut.sum(Kind::Double);
+            let want = (gram + Tensor::eye(m, (Kind::Double, Device::Cpu)) * 0.1).inverse().matmul(&k);
+            let diff = (got.get(t) - want).abs().max().double_value(&[]);
+            assert!(diff < 1e-9, "task {t}: {diff}");
+        }
+        // No unlabeled slot anywhere: K is 0 and w = k/λ.
+        let none = Tensor::zeros([b, s], (Kind::Double, Device::Cpu));
+        let k_only = unconstrained_weights(&h, &pos, &none, &lambda);
+        let want = masked_mean(&h, &pos) / 0.1;
+        assert!(k_only.allclose(&want, 1e-9, 1e-9, false));
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub enum Input {
     WritesFailed(Vec<WriteFailed>),
     /// A new model file (a reload): one copy scores, one goes to the adapter, one to
     /// the event clock's solver.
-    Model { scoring: Box<Model>, adapting: Box<Model>, solving: Box<Model>, version: String },
+    Model { scoring: Box<Model>, adapting: Box<Model>, solving: Vec<Model>, version: String },
     /// Stopping: every device's unwritten state is written.
     Shutdown,
 }

@@ -516,8 +516,8 @@ impl Engine {
 
     /// Swap in a new model; adapted states belong to the old one and are dropped,
     /// windows stay and every device is re-adapted at the next opportunity.
-    /// `solving`: the solver's copy (the inline solver solves on the scoring model).
-    pub fn replace_model(&mut self, model: Model, solving: Option<Box<Model>>) {
+    /// `solving`: the solver's copies (the inline solver solves on the scoring model).
+    pub fn replace_model(&mut self, model: Model, solving: Option<Vec<Model>>) {
         self.model = model;
         self.devices.invalidate_states();
         self.generation += 1;

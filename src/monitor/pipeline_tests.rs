@@ -211,7 +211,8 @@ fn a_solver_thread_decides_what_the_inline_solver_decides() {
     let inline = replay_with(&[240], 0, 1);
     assert!(inline.0 .1.iter().any(|i| i.starts_with("opened cam")), "an incident: {:?}", inline.0 .1);
     for sizes in [&[240usize][..], &[1], &[7, 1, 30]] {
-        let threaded = replay_solved(sizes, 0, 1, Some(Box::new(ThreadSolver::spawn(model(), 32))));
+        let threaded =
+            replay_solved(sizes, 0, 1, Some(Box::new(ThreadSolver::spawn(vec![model(), model()], 32))));
         assert_eq!(threaded, inline, "batches {sizes:?}");
     }
 }

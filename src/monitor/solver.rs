@@ -6,8 +6,9 @@
 //!
 //! - [`InlineSolver`] solves a job when its result is first needed, on the scoring
 //!   thread, with the scoring model (the lab, the tests, the benches' reference);
-//! - [`ThreadSolver`] solves jobs in order on a thread of its own, with its own copy of
-//!   the model (torch tensors are not `Sync`): the daemon's.
+//! - [`ThreadSolver`] solves jobs on threads of their own, each with its own copy of the
+//!   model (torch tensors are not `Sync`): the daemon's. A device's jobs always go to the
+//!   same thread, which keeps its rows' parts (`RowCache`).
 
 use std::collections::VecDeque;
 use std::sync::mpsc;
@@ -31,8 +32,9 @@ pub trait Solver: Send {
     /// monitor scores with.
     fn next(&mut self, scoring: &Model, wait: bool) -> Option<Solved>;
 
-    /// Solve later submissions on `model`, of `generation` (a reload).
-    fn replace_model(&mut self, model: Box<Model>, generation: u64);
+    /// Solve later submissions on `models` (a copy per thread that solves), of
+    /// `generation` (a reload).
+    fn replace_model(&mut self, models: Vec<Model>, generation: u64);
 }
 
 /// Solves on the scoring thread, when a result is asked for.
@@ -66,47 +68,45 @@ impl Solver for InlineSolver {
 
     /// It solves on the scoring model, which the monitor replaces itself; the rows'
     /// parts were the old model's.
-    fn replace_model(&mut self, _model: Box<Model>, _generation: u64) {
+    fn replace_model(&mut self, _models: Vec<Model>, _generation: u64) {
         self.rows = RowCache::default();
     }
 }
 
 enum Message {
     Model(Box<Model>),
-    Solve(u64, Vec<AdaptJob>),
+    Solve(Vec<AdaptJob>),
 }
 
-/// Solves on a thread of its own, one submission after the other.
-pub struct ThreadSolver {
+/// A thread that solves its share of each submission, in order.
+struct Worker {
     tx: Option<mpsc::Sender<Message>>,
-    results: mpsc::Receiver<Solved>,
-    /// Submissions whose results are not taken yet.
-    in_flight: usize,
+    results: mpsc::Receiver<Vec<Adapted>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl ThreadSolver {
-    pub fn spawn(model: Model, batch_size: usize) -> Self {
+impl Worker {
+    fn spawn(index: usize, model: Model, batch_size: usize) -> Self {
         let (tx, rx) = mpsc::channel::<Message>();
         let (done_tx, results) = mpsc::channel();
         let thread = std::thread::Builder::new()
-            .name("metapu-solve".into())
+            .name(format!("metapu-solve-{index}"))
             .spawn(move || {
                 let (mut model, mut rows) = (model, RowCache::default());
                 while let Ok(message) = rx.recv() {
                     match message {
                         Message::Model(m) => (model, rows) = (*m, RowCache::default()),
-                        Message::Solve(generation, jobs) => {
+                        Message::Solve(jobs) => {
                             let states = run_adaptation_cached(&model, &jobs, batch_size, &mut rows);
-                            if done_tx.send(Solved { generation, states }).is_err() {
+                            if done_tx.send(states).is_err() {
                                 break;
                             }
                         }
                     }
                 }
             })
-            .expect("spawning the solver thread");
-        Self { tx: Some(tx), results, in_flight: 0, thread: Some(thread) }
+            .expect("spawning a solver thread");
+        Self { tx: Some(tx), results, thread: Some(thread) }
     }
 
     fn send(&self, message: Message) -> bool {
@@ -114,43 +114,89 @@ impl ThreadSolver {
     }
 }
 
-impl Solver for ThreadSolver {
-    fn submit(&mut self, generation: u64, jobs: Vec<AdaptJob>) {
-        // A thread that is gone answers nothing: its jobs' devices keep the classifier
-        // they have until a first-classifier adaptation gives them one.
-        if self.send(Message::Solve(generation, jobs)) {
-            self.in_flight += 1;
-        } else {
-            tracing::error!("the solver thread is gone; adaptation jobs dropped");
-        }
-    }
-
-    fn next(&mut self, _scoring: &Model, wait: bool) -> Option<Solved> {
-        if self.in_flight == 0 {
-            return None;
-        }
-        let solved = if wait { self.results.recv().ok() } else { self.results.try_recv().ok() };
-        if solved.is_some() {
-            self.in_flight -= 1;
-        } else if wait {
-            // The thread died with work in flight (a bug in torch's solve): fail loudly.
-            panic!("the solver thread ended with {} submissions in flight", self.in_flight);
-        }
-        solved
-    }
-
-    fn replace_model(&mut self, model: Box<Model>, _generation: u64) {
-        if !self.send(Message::Model(model)) {
-            tracing::error!("the solver thread is gone; the new model is not adapted on");
-        }
-    }
-}
-
-impl Drop for ThreadSolver {
+impl Drop for Worker {
     fn drop(&mut self) {
         self.tx.take();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// A submission not yet taken: the workers whose share is still out, and the results of
+/// the others.
+struct Submission {
+    generation: u64,
+    waiting: Vec<usize>,
+    states: Vec<Adapted>,
+}
+
+/// Solves on threads of its own: each submission is split by device over the threads.
+pub struct ThreadSolver {
+    workers: Vec<Worker>,
+    /// Which thread solves a device's jobs (fixed seeds: the same in every process).
+    route: ahash::RandomState,
+    in_flight: VecDeque<Submission>,
+}
+
+impl ThreadSolver {
+    /// A thread per model copy in `models` (at least one).
+    pub fn spawn(models: Vec<Model>, batch_size: usize) -> Self {
+        assert!(!models.is_empty(), "a solver needs a model copy per thread");
+        let workers = models.into_iter().enumerate().map(|(i, m)| Worker::spawn(i, m, batch_size)).collect();
+        Self { workers, route: ahash::RandomState::with_seeds(9, 10, 11, 12), in_flight: VecDeque::new() }
+    }
+}
+
+impl Solver for ThreadSolver {
+    fn submit(&mut self, generation: u64, jobs: Vec<AdaptJob>) {
+        let mut shares: Vec<Vec<AdaptJob>> = self.workers.iter().map(|_| Vec::new()).collect();
+        for job in jobs {
+            let at = self.route.hash_one(job.device.as_str()) as usize % shares.len();
+            shares[at].push(job);
+        }
+        let mut waiting = Vec::new();
+        for (i, share) in shares.into_iter().enumerate().filter(|(_, s)| !s.is_empty()) {
+            // A thread that is gone answers nothing: its jobs' devices keep the
+            // classifier they have until a first-classifier adaptation gives them one.
+            if self.workers[i].send(Message::Solve(share)) {
+                waiting.push(i);
+            } else {
+                tracing::error!("a solver thread is gone; adaptation jobs dropped");
+            }
+        }
+        self.in_flight.push_back(Submission { generation, waiting, states: Vec::new() });
+    }
+
+    fn next(&mut self, _scoring: &Model, wait: bool) -> Option<Solved> {
+        let first = self.in_flight.front_mut()?;
+        // Each thread answers in submission order, and the oldest submission is taken
+        // first: a thread's next answer is its share of this one.
+        let mut still = Vec::new();
+        for &i in &first.waiting {
+            let results = &self.workers[i].results;
+            let answer = if wait { results.recv().ok() } else { results.try_recv().ok() };
+            match answer {
+                Some(states) => first.states.extend(states),
+                // The thread died with work in flight (a bug in torch's solve): fail loudly.
+                None if wait => panic!("solver thread {i} ended with work in flight"),
+                None => still.push(i),
+            }
+        }
+        first.waiting = still;
+        if !first.waiting.is_empty() {
+            return None;
+        }
+        let done = self.in_flight.pop_front()?;
+        Some(Solved { generation: done.generation, states: done.states })
+    }
+
+    fn replace_model(&mut self, models: Vec<Model>, _generation: u64) {
+        assert_eq!(models.len(), self.workers.len(), "a model copy per solver thread");
+        for (worker, model) in self.workers.iter().zip(models) {
+            if !worker.send(Message::Model(Box::new(model))) {
+                tracing::error!("a solver thread is gone; the new model is not adapted on");
+            }
         }
     }
 }
