@@ -1,8 +1,10 @@
 //! Adaptation of a fleet: the shipped model's closed-form solve for 1 to 10,000 devices
 //! with the daemon's windows (50 known-normal + 200 recent records, D = 115), on the CPU
 //! and, in a `--features cuda` build on a host with a GPU, on the GPU beside it with the
-//! largest difference between the two devices' adapted states. Prints numbers; asserts
-//! nothing. `METAPU_BENCH_DEVICES=100` runs a smaller fleet.
+//! largest difference between the two devices' adapted states. On the CPU it also times
+//! the daemon's solver at a device's adaptation point, by batch size: every row
+//! embedded, and with the parts of the rows its last adaptation had kept (`RowCache`).
+//! Prints numbers; asserts nothing. `METAPU_BENCH_DEVICES=100` runs a smaller fleet.
 
 use std::path::Path;
 use std::time::Instant;

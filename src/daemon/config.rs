@@ -159,11 +159,13 @@ pub struct AdaptationConfig {
 }
 
 impl AdaptationConfig {
-    /// The solver threads to start.
-    pub fn solvers(&self) -> usize {
-        match self.solver_threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
+    /// The solver threads to start on `clock` (none on the service clock, whose adapter
+    /// thread adapts).
+    pub fn solvers(&self, clock: crate::monitor::clock::Clock) -> usize {
+        match (clock, self.solver_threads) {
+            (crate::monitor::clock::Clock::Service, _) => 0,
+            (_, 0) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            (_, n) => n,
         }
     }
 }

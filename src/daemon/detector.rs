@@ -84,8 +84,7 @@ pub(crate) fn load_model(path: &Path, solvers: usize) -> Result<LoadedModel, fil
     let device = crate::model::default_device();
     let scoring = file::from_bytes(&bytes, path, device)?;
     let adapting = file::from_bytes(&bytes, path, device)?;
-    let solving =
-        (0..solvers.max(1)).map(|_| file::from_bytes(&bytes, path, device)).collect::<Result<_, _>>()?;
+    let solving = (0..solvers).map(|_| file::from_bytes(&bytes, path, device)).collect::<Result<_, _>>()?;
     let version = Sha256::digest(&bytes)[..6].iter().map(|b| format!("{b:02x}")).collect();
     Ok(LoadedModel { scoring, adapting, solving, version })
 }

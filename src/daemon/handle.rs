@@ -180,8 +180,11 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     // daemon's own threads (scoring, adapter, solvers) already share the cores, and
     // torch's pool spun a core of its own idle beside them (docs/benchmarks.md).
     tch::set_num_threads(1);
+    // The solver threads are counted once: a reload loads a model copy for each.
+    let mut cfg = cfg;
+    cfg.adaptation.solver_threads = cfg.adaptation.solvers(cfg.time.clock);
     let LoadedModel { scoring, adapting, solving, version } =
-        load_model(&cfg.model.path, cfg.adaptation.solvers())?;
+        load_model(&cfg.model.path, cfg.adaptation.solver_threads)?;
     let expected = cfg.model.features;
     if expected != 0 && scoring.dim() != expected {
         let (path, found) = (cfg.model.path.clone(), scoring.dim());

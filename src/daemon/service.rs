@@ -112,7 +112,7 @@ impl Service {
                 biased;
                 c = control.recv() => match c {
                     Some(Control::Reload) => {
-                        if let Some(input) = detector::reload(&self.cfg.model.path, self.cfg.adaptation.solvers(), self.monitor.dim(), &self.metrics) {
+                        if let Some(input) = detector::reload(&self.cfg.model.path, self.cfg.adaptation.solver_threads, self.monitor.dim(), &self.metrics) {
                             let out = self.tell(input);
                             self.carry_out(out).await;
                         }
