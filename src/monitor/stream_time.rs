@@ -42,6 +42,13 @@ pub struct StreamClocks {
     pub max_ahead_s: f64,
 }
 
+/// How long a partition has been silent, once it is idle: nothing deferred on it and
+/// nothing arrived for `idle_after_ms` of the service's time.
+fn idle_for_ms(c: &PartitionClock, service_ms: u64, idle_after_ms: u64) -> Option<u64> {
+    let silent = service_ms.saturating_sub(c.arrived_ms);
+    (c.held.is_none() && silent >= idle_after_ms).then_some(silent)
+}
+
 impl StreamClocks {
     pub fn new(idle_after_ms: u64, max_ahead_s: f64) -> Self {
         Self { topics: HashMap::new(), idle_after_ms, max_ahead_s }
@@ -94,12 +101,7 @@ impl StreamClocks {
 
     /// How long the partition has been idle (0 until `idle_after_ms` passed).
     fn silence_ms(&self, c: &PartitionClock, service_ms: u64) -> u64 {
-        let silent = service_ms.saturating_sub(c.arrived_ms);
-        if c.held.is_none() && silent >= self.idle_after_ms {
-            silent
-        } else {
-            0
-        }
+        idle_for_ms(c, service_ms, self.idle_after_ms).unwrap_or(0)
     }
 
     /// The earliest stamps of the records deferred now, by partition (every other
@@ -117,8 +119,8 @@ impl StreamClocks {
         let idle_after_ms = self.idle_after_ms;
         let mut n = 0;
         for c in self.topics.values_mut().flat_map(|p| p.values_mut()) {
-            let silent = service_ms.saturating_sub(c.arrived_ms);
-            if !c.told_idle && c.held.is_none() && c.ts.is_finite() && silent >= idle_after_ms {
+            let idle = idle_for_ms(c, service_ms, idle_after_ms).is_some();
+            if !c.told_idle && c.ts.is_finite() && idle {
                 c.told_idle = true;
                 n += 1;
             }
