@@ -50,6 +50,8 @@ const T0: f64 = 1.7e9;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // As the daemon's binary runs it.
+    daemon::use_one_torch_thread();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     // A pool of simulated rows (benign and attack) to deal out to the devices.
     let fleet = fleet_tasks(&FleetConfig {

@@ -50,6 +50,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
 
 async fn serve(cfg: DaemonConfig) -> anyhow::Result<()> {
     let limit = Duration::from_secs(cfg.shutdown.timeout_s);
+    daemon::use_one_torch_thread();
     let daemon = daemon::start(cfg).await?;
     tracing::info!(http = %daemon.http_addr, "metrics at http://{}/metrics", daemon.http_addr);
     let mut term = signal(SignalKind::terminate())?;

@@ -167,6 +167,16 @@ async fn check_state_topic(cfg: &DaemonConfig) -> Result<(), DaemonError> {
     }
 }
 
+/// One torch thread per thread that calls torch, for the daemon's process: a device's
+/// matrices are small, the daemon's own threads (scoring, adapter, solvers) already
+/// share the cores, and torch's pool spun a core of its own idle beside them
+/// (docs/benchmarks.md). Process-wide, so the binary calls it, not [`start`]: a process
+/// that also trains (the tests train their fixture model) would otherwise train on
+/// whatever thread count its first daemon happened to leave.
+pub fn use_one_torch_thread() {
+    tch::set_num_threads(1);
+}
+
 /// Start the daemon: load the model, bind HTTP, connect to Kafka, run.
 pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     // Once at start (a reload loads onto the same device).
@@ -176,10 +186,6 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     } else {
         tracing::info!(compute = %compute, "adapting and scoring");
     }
-    // One torch thread per thread that calls torch: a device's matrices are small, the
-    // daemon's own threads (scoring, adapter, solvers) already share the cores, and
-    // torch's pool spun a core of its own idle beside them (docs/benchmarks.md).
-    tch::set_num_threads(1);
     // The solver threads are counted once: a reload loads a model copy for each.
     let mut cfg = cfg;
     cfg.adaptation.solver_threads = cfg.adaptation.solvers(cfg.time.clock);

@@ -46,5 +46,5 @@ pub use crate::monitor::feedback::{Feedback, FeedbackMessage, Verdict as Feedbac
 pub use crate::monitor::snapshot::{Part as StatePart, Snapshot, SnapshotError, StateTopic};
 pub use crate::wall_clock::unix_now;
 pub use config::DaemonConfig;
-pub use handle::{start, Control, Daemon, DaemonError};
+pub use handle::{start, use_one_torch_thread, Control, Daemon, DaemonError};
 pub use metrics::Metrics;

@@ -329,7 +329,15 @@ impl Monitor {
 
     fn state_records(&mut self, ids: &[String], now_ms: u64, all_rows: bool) -> Vec<StateRecord> {
         let unlabeled_interval_ms = self.schedule.state.map_or(0, |s| s.unlabeled_interval_ms);
-        self.engine.devices.state_records(ids, now_ms, all_rows, unlabeled_interval_ms, self.input_partitions)
+        let classifiers = self.engine.classifiers(ids, &self.version);
+        self.engine.devices.state_records(
+            ids,
+            now_ms,
+            all_rows,
+            unlabeled_interval_ms,
+            self.input_partitions,
+            &classifiers,
+        )
     }
 
     fn evict_idle(&mut self, now: Now, telemetry: &dyn Telemetry) {
@@ -408,8 +416,8 @@ impl Monitor {
             }
             match partition {
                 Some(p) => {
-                    self.engine.devices.restore(&device, &snapshot, p, home, now.ms);
-                    placed.push(device);
+                    let adapt = self.engine.restore(&device, &snapshot, p, home, now.ms, &self.version);
+                    placed.push((device, adapt));
                 }
                 None => {
                     self.parked.insert(device, (home, snapshot));
@@ -425,8 +433,8 @@ impl Monitor {
         let mut promoted = Vec::new();
         for (device, partition) in arrived {
             if let Some((home, s)) = self.parked.remove(device) {
-                self.engine.devices.restore(device, &s, *partition, home, now.ms);
-                promoted.push(device.clone());
+                let adapt = self.engine.restore(device, &s, *partition, home, now.ms, &self.version);
+                promoted.push((device.clone(), adapt));
             }
         }
         if !promoted.is_empty() {
@@ -435,9 +443,11 @@ impl Monitor {
     }
 
     /// Devices just restored, adapted at once; what is still parked is counted.
-    fn adapt_restored(&mut self, devices: &[String], telemetry: &dyn Telemetry) {
+    /// Adapt the restored devices that kept no classifiers of this model.
+    fn adapt_restored(&mut self, devices: &[(String, bool)], telemetry: &dyn Telemetry) {
         telemetry.event(Event::Parked(self.parked.len()));
-        let adapted = self.engine.adapt_now(devices.iter().map(String::as_str)).len();
+        let adapt = devices.iter().filter(|(_, adapt)| *adapt).map(|(id, _)| id.as_str());
+        let adapted = self.engine.adapt_now(adapt).len();
         telemetry.event(Event::Restored { devices: devices.len(), adapted });
     }
 

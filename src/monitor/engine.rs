@@ -8,11 +8,12 @@ use crate::model::{Model, RowCache, Support, TaskState};
 
 use super::clock::Now;
 pub use super::devices::AdaptJob;
-use super::devices::DeviceTable;
 pub use super::devices::WindowSizes;
 use super::devices::{records_needed, AdaptationPoint};
+use super::devices::{Classifiers, DeviceTable};
 use super::record::FeatureRecord;
 pub use super::record::Source;
+use super::snapshot::Snapshot;
 use super::solver::{InlineSolver, Solved, Solver};
 
 /// Outcome for one record.
@@ -311,6 +312,41 @@ impl Engine {
             self.pending.retain(|id, _| devices.get(id).is_some());
         }
         waits
+    }
+
+    /// What a snapshot of `ids` keeps of their classifiers: each one's classifier waiting
+    /// for its next point, a job in flight solved first (so a restart installs at that
+    /// point what would have been installed).
+    pub fn classifiers<'a>(&mut self, ids: &[String], model: &'a str) -> Classifiers<'a> {
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.collect_pending(&refs);
+        let next =
+            ids.iter().filter_map(|id| Some((id.clone(), self.pending.get(id)?.state.clone()?))).collect();
+        Classifiers { model, next }
+    }
+
+    /// Restore a device from its snapshot; whether it is to be adapted now (it kept no
+    /// classifiers of this model). A kept classifier for its next point is installed
+    /// there, as its job's result would have been.
+    pub fn restore(
+        &mut self,
+        id: &str,
+        snapshot: &Snapshot,
+        partition: i32,
+        home: i32,
+        now_ms: u64,
+        model: &str,
+    ) -> bool {
+        self.pending.remove(id);
+        match self.devices.restore(id, snapshot, partition, home, now_ms, model) {
+            None => true,
+            Some(None) => false,
+            Some(Some(next)) => {
+                let handover = self.devices.fresh_handover();
+                self.pending.insert(id.to_string(), Pending { handover, state: Some(next) });
+                false
+            }
+        }
     }
 
     /// Results of the current model, each kept for its device's next point if it is

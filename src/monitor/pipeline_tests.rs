@@ -126,6 +126,24 @@ fn replay_with(batch_sizes: &[usize], service_ms_step: u64, min_records: usize) 
     replay_solved(batch_sizes, service_ms_step, min_records, None)
 }
 
+/// The engine of [`replay_solved`].
+fn event_engine(min_records: usize) -> Engine {
+    let mut engine = engine(0);
+    engine.threshold = 0.9; // the burst scores 0.75-0.85, the rest over 0.9
+    engine.cadence =
+        Some(crate::monitor::engine::EventCadence { interval_s: 1.0, min_records, after_records: 0 });
+    engine.devices.event_clock = true;
+    engine
+}
+
+/// A restart of the replay after `after` messages: every device's snapshot, as the
+/// daemon writes it at a shutdown, restored into a new engine whose model is `model`
+/// (the snapshots are written under "v").
+struct Restart {
+    after: usize,
+    model: &'static str,
+}
+
 /// [`replay_with`] with the points' jobs solved by `solver` (inline if none).
 fn replay_solved(
     batch_sizes: &[usize],
@@ -133,15 +151,46 @@ fn replay_solved(
     min_records: usize,
     solver: Option<Box<dyn crate::monitor::solver::Solver>>,
 ) -> (Replayed, u64) {
+    replay_restarted(batch_sizes, service_ms_step, min_records, solver, None)
+}
+
+/// `engine`'s devices written to the state topic and restored into a new engine, as a
+/// restart does (devices that kept no classifier of `model` adapted at once).
+fn restarted(engine: &mut Engine, now: Now, model: &str, min_records: usize) -> Engine {
+    let ids: Vec<String> = ["cam", "lock"].map(String::from).to_vec();
+    let kept = engine.classifiers(&ids, "v");
+    let records = engine.devices.state_records(&ids, now.ms, true, 0, 1, &kept);
+    let mut next = event_engine(min_records);
+    let mut adapt = Vec::new();
+    for id in &ids {
+        let part = |p: crate::monitor::snapshot::Part| {
+            records.iter().find(|r| &r.device == id && r.part == p).and_then(|r| r.value.clone())
+        };
+        use crate::monitor::snapshot::{Part, Snapshot};
+        let main = part(Part::Main).expect("a main record");
+        let (pos, unl) = (part(Part::Positive), part(Part::Unlabeled));
+        let snapshot = Snapshot::assemble(&main, pos.as_deref(), unl.as_deref()).expect("a snapshot");
+        if next.restore(id, &snapshot, 0, 0, now.ms, model) {
+            adapt.push(id.as_str());
+        }
+    }
+    next.adapt_now(adapt);
+    next
+}
+
+/// [`replay_solved`], restarted once if `restart` says when.
+fn replay_restarted(
+    batch_sizes: &[usize],
+    service_ms_step: u64,
+    min_records: usize,
+    solver: Option<Box<dyn crate::monitor::solver::Solver>>,
+    restart: Option<Restart>,
+) -> (Replayed, u64) {
     let tally = Tally::default();
-    let mut engine = engine(0);
+    let mut engine = event_engine(min_records);
     if let Some(solver) = solver {
         engine.solver = solver;
     }
-    engine.threshold = 0.9; // the burst scores 0.75-0.85, the rest over 0.9
-    engine.cadence =
-        Some(crate::monitor::engine::EventCadence { interval_s: 1.0, min_records, after_records: 0 });
-    engine.devices.event_clock = true;
     let rules = IncidentRules {
         open_k: 3,
         open_n: 5,
@@ -157,11 +206,18 @@ fn replay_solved(
     let mut messages = capture().into_iter().peekable();
     let (mut decisions, mut incidents) = (Vec::new(), Vec::new());
     let mut service_ms = 0;
+    let mut sent = 0;
     for &size in batch_sizes.iter().cycle() {
         if messages.peek().is_none() {
             break;
         }
+        if let Some(r) = restart.as_ref().filter(|r| r.after == sent) {
+            assert!(pipeline.deferred.is_empty(), "a restart loses no deferred record here");
+            engine = restarted(&mut engine, service_now(service_ms), r.model, min_records);
+            pipeline = Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Event, 100);
+        }
         let batch: Vec<Received> = messages.by_ref().take(size).collect();
+        sent += batch.len();
         let (mut out, _) = pipeline.run(&mut engine, consumed(batch), service_now(service_ms), "v", &tally);
         out.extend(pipeline.incident_ticks(&mut engine, service_now(service_ms), "v", &tally));
         service_ms += service_ms_step;
@@ -215,6 +271,25 @@ fn a_solver_thread_decides_what_the_inline_solver_decides() {
             replay_solved(sizes, 0, 1, Some(Box::new(ThreadSolver::spawn(vec![model(), model()], 32))));
         assert_eq!(threaded, inline, "batches {sizes:?}");
     }
+}
+
+/// A restart between two adaptation points decides what no restart decided: the
+/// snapshots keep each device's classifier and the one waiting for its next point.
+/// Restored under another model (adapted anew at once), the same restart decides
+/// otherwise: what the kept classifiers are for.
+#[test]
+fn a_restart_between_points_decides_what_no_restart_decided() {
+    let batches = [10usize];
+    let whole = replay_with(&batches, 0, 1).0;
+    assert!(whole.1.iter().any(|i| i.starts_with("opened cam")), "an incident: {:?}", whole.1);
+    for after in [30, 100, 130] {
+        let restart = Some(Restart { after, model: "v" });
+        let (restarted, _) = replay_restarted(&batches, 0, 1, None, restart);
+        assert_eq!(restarted, whole, "restarted after {after} records");
+    }
+    let anew = Some(Restart { after: 130, model: "another" });
+    let (adapted_anew, _) = replay_restarted(&batches, 0, 1, None, anew);
+    assert_ne!(adapted_anew.0, whole.0, "adapted anew at the restart");
 }
 
 /// With `min_records`, a device that sends a few records a second is re-adapted

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::incidents::IncidentTracker;
 use super::onboarding::Onboarding;
 use super::record::Source;
+use crate::model::TaskState;
 
 const MAGIC_V1: &[u8; 4] = b"MPS1";
 const MAGIC_V2: &[u8; 4] = b"MPS2";
@@ -61,7 +62,7 @@ pub struct Snapshot {
 }
 
 /// A device's time and adaptation points as a snapshot keeps them.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SavedPoints {
     /// Its time at its last record (Unix seconds).
     pub clock: f64,
@@ -70,6 +71,20 @@ pub struct SavedPoints {
     pub next: Option<f64>,
     /// Its records since its last point.
     pub since: usize,
+    /// Its classifiers (none in older snapshots, or before its first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classifiers: Option<SavedClassifiers>,
+}
+
+/// A device's classifiers on the event clock: the one scoring since its last point, and
+/// the one of that point's windows, installed at its next. With them a restart scores
+/// each record with the classifier it would have had without the restart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedClassifiers {
+    /// The model version they were adapted on: another model adapts anew.
+    pub model: String,
+    pub scoring: TaskState,
+    pub next: Option<TaskState>,
 }
 
 /// The JSON tail: the incident state, and beside its fields the onboardings.
@@ -179,7 +194,7 @@ impl Snapshot {
             rows_accepted: self.rows_accepted,
             pinned: self.pinned,
             input_partitions: self.input_partitions,
-            points: self.points,
+            points: self.points.clone(),
         };
         let incidents = serde_json::to_vec(&tail).expect("incident state serialises");
         out.extend_from_slice(&(incidents.len() as u32).to_le_bytes());
@@ -432,7 +447,16 @@ mod tests {
         let none = Snapshot { last_source: None, ..s.clone() };
         assert_eq!(Snapshot::decode(&none.encode()).unwrap(), none);
         let points = Snapshot {
-            points: Some(SavedPoints { clock: 1.7e9, next: Some(1.7e9 + 30.0), since: 4 }),
+            points: Some(SavedPoints {
+                clock: 1.7e9,
+                next: Some(1.7e9 + 30.0),
+                since: 4,
+                classifiers: Some(SavedClassifiers {
+                    model: "abc".into(),
+                    scoring: TaskState { z_p: vec![0.5], z_u: vec![-1.0], w: vec![0.25, 2.0], prior: 0.75 },
+                    next: None,
+                }),
+            }),
             ..s.clone()
         };
         assert_eq!(Snapshot::decode(&points.encode_main()).unwrap().points, points.points);

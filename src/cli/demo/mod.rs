@@ -158,6 +158,7 @@ async fn demo(a: &DemoArgs, bootstrap: String, devices: Vec<DemoDevice>) -> anyh
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
     let cfg = daemon_config(a, &bootstrap);
+    daemon::use_one_torch_thread();
     let daemon = daemon::start(cfg.clone()).await.context("starting the daemon")?;
     let http = daemon.http_addr;
     println!("demo: daemon running with the default configuration and {}", a.model.display());

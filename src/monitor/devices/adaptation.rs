@@ -47,7 +47,17 @@ impl DeviceTable {
 
     /// Install restored windows (state topic: read from state partition `home`);
     /// counts as seen now.
-    pub fn restore(&mut self, id: &str, snapshot: &Snapshot, partition: i32, home: i32, now_ms: u64) {
+    /// Returns the classifier the device's next point installs, when its classifiers
+    /// were restored (`None`: it has none and is to be adapted now).
+    pub fn restore(
+        &mut self,
+        id: &str,
+        snapshot: &Snapshot,
+        partition: i32,
+        home: i32,
+        now_ms: u64,
+        model: &str,
+    ) -> Option<Option<TaskState>> {
         let mut d = Device::new(self.dim, &self.sizes, partition, self.handovers);
         d.home = Some(home);
         d.positive = RowWindow::from_rows(self.dim, self.sizes.positive, &snapshot.positive);
@@ -68,10 +78,17 @@ impl DeviceTable {
             }
             None => d.incidents.restored(now_ms),
         };
-        if let Some(p) = snapshot.points.filter(|_| self.event_clock) {
+        let mut kept = None;
+        if let Some(p) = snapshot.points.as_ref().filter(|_| self.event_clock) {
             // The same points as before the restart, on the device's time as it was.
             d.clock = d.clock.max(p.clock);
             (d.next_adapt_ts, d.records_since_adaptation) = (p.next, p.since);
+            // And the same classifiers, if adapted on this model.
+            if let Some(c) = p.classifiers.as_ref().filter(|c| c.model == model) {
+                d.state = Some(c.scoring.clone());
+                d.changed = p.since;
+                kept = Some(c.next.clone());
+            }
         }
         if let Some(s) = d.last_source.as_ref().filter(|_| self.event_clock) {
             // Its partition's time starts no earlier than its own (restored) time.
@@ -101,6 +118,14 @@ impl DeviceTable {
                 break;
             }
         }
+        kept
+    }
+
+    /// A handover no job had: a restored classifier's, installed at its device's next
+    /// point as a job's result would be.
+    pub fn fresh_handover(&mut self) -> u64 {
+        self.handovers += 1;
+        self.handovers
     }
 
     /// Forget every adapted state (after a model reload), keeping windows.

@@ -24,6 +24,7 @@ use super::windows::{RowWindow, SharedRows};
 
 mod adaptation;
 pub use adaptation::records_needed;
+pub use state_topic::Classifiers;
 mod eviction;
 mod incidents;
 mod kinds;

@@ -3,7 +3,15 @@
 //! marked to be made again. The shell sends the records; the books are kept here.
 
 use super::*;
-use crate::monitor::snapshot::{encode_rows, Part, SavedPoints, StateRecord, WriteFailed};
+use crate::model::TaskState;
+use crate::monitor::snapshot::{encode_rows, Part, SavedClassifiers, SavedPoints, StateRecord, WriteFailed};
+
+/// What a snapshot keeps of the devices' classifiers on the event clock: the model they
+/// belong to, and each device's classifier waiting for its next point.
+pub struct Classifiers<'a> {
+    pub model: &'a str,
+    pub next: HashMap<String, TaskState>,
+}
 
 impl DeviceTable {
     /// Changed devices whose last snapshot is `interval_ms` old, or whose unlabeled rows
@@ -47,6 +55,7 @@ impl DeviceTable {
         all_rows: bool,
         unlabeled_interval_ms: u64,
         input_partitions: u32,
+        classifiers: &Classifiers<'_>,
     ) -> Vec<StateRecord> {
         let dim = self.dim;
         let mut records: Vec<StateRecord> = Vec::new();
@@ -101,6 +110,13 @@ impl DeviceTable {
                     clock: d.clock,
                     next: d.next_adapt_ts,
                     since: d.records_since_adaptation,
+                    classifiers: d.state.clone().filter(|_| self.event_clock).map(|scoring| {
+                        SavedClassifiers {
+                            model: classifiers.model.to_string(),
+                            scoring,
+                            next: classifiers.next.get(id).cloned(),
+                        }
+                    }),
                 }),
                 ..Snapshot::empty(dim)
             };

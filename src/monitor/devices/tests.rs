@@ -455,15 +455,27 @@ fn a_restored_device_keeps_its_time_and_adaptation_points() {
     t.observe("a", &[1.0], true, &at(0, 0), 1_000.0, 0);
     t.observe("a", &[2.0], false, &at(0, 1), 1_002.0, 1);
     t.set_adaptation_point("a", 1_030.0, 2);
-    let records = t.state_records(&["a".to_string()], 5, true, 0, 1);
+    let state = |w: f32| TaskState { z_p: vec![0.0], z_u: vec![1.0], w: vec![w], prior: 0.5 };
+    let handover = t.take_windows("a").unwrap().handover;
+    assert!(t.install("a", handover, state(1.0)));
+    let next = [("a".to_string(), state(2.0))].into_iter().collect();
+    let kept = Classifiers { model: "m1", next };
+    let records = t.state_records(&["a".to_string()], 5, true, 0, 1, &kept);
     let part = |p: Part| records.iter().find(|r| r.part == p).and_then(|r| r.value.clone());
     let main = part(Part::Main).expect("a main record");
     let (pos, unl) = (part(Part::Positive), part(Part::Unlabeled));
     let snapshot = Snapshot::assemble(&main, pos.as_deref(), unl.as_deref()).unwrap();
     let mut restored = DeviceTable::new(1, sizes, 10);
     restored.event_clock = true;
-    restored.restore("a", &snapshot, 0, 0, 99);
+    // Its classifiers come back with it: the one scoring, and its next point's.
+    assert_eq!(restored.restore("a", &snapshot, 0, 0, 99, "m1"), Some(Some(state(2.0))));
+    assert_eq!(restored.get("a").unwrap().state, Some(state(1.0)));
     let point = restored.adaptation_point("a");
     assert_eq!((point.clock, point.next, point.since), (1_002.0, Some(1_030.0), 2));
     assert_eq!(restored.now_of("a", 99).unix, 1_002.0, "its partition's time starts at its own");
+    // Under another model it has none and is adapted anew.
+    let mut other = DeviceTable::new(1, sizes, 10);
+    other.event_clock = true;
+    assert_eq!(other.restore("a", &snapshot, 0, 0, 99, "m2"), None);
+    assert_eq!(other.get("a").unwrap().state, None);
 }
