@@ -17,6 +17,9 @@ pub fn masked_mean(x: &Tensor, mask: &Tensor) -> Tensor {
 /// `K = mean_u h hᵀ`, for embeddings `h` (`[B, S, M]`); `lambda` is a scalar tensor.
 /// One batched solve for all B tasks.
 pub fn unconstrained_weights(h: &Tensor, pos: &Tensor, unl: &Tensor, lambda: &Tensor) -> Tensor {
+    if h.requires_grad() {
+        return trained_weights(h, pos, unl, lambda);
+    }
     let (_, s, m) = h.size3().expect("embeddings must be [B, S, M]");
     let k = masked_mean(h, pos);
     let n_unl = unl.sum_dim_intlist(1, false, h.kind()).clamp_min(1.0).view([-1, 1, 1]);
@@ -39,6 +42,22 @@ pub fn unconstrained_weights(h: &Tensor, pos: &Tensor, unl: &Tensor, lambda: &Te
     let (factor, info) = system.linalg_cholesky_ex(false, false);
     let failed = info.ne(0).view([-1, 1, 1]);
     let w = k.cholesky_solve(&factor, false).masked_fill(&failed, 0.0);
+    w.squeeze_dim(-1).nan_to_num(0.0, 0.0, 0.0).to_kind(h.kind())
+}
+
+/// [`unconstrained_weights`] as meta-training solves it: K over every slot and a general
+/// (LU) solve, whose gradient every shipped model was trained through. The same weights
+/// up to rounding; kept so that training, and the models it gives, do not change.
+fn trained_weights(h: &Tensor, pos: &Tensor, unl: &Tensor, lambda: &Tensor) -> Tensor {
+    let (_, _, m) = h.size3().expect("embeddings must be [B, S, M]");
+    let k = masked_mean(h, pos);
+    let n_unl = unl.sum_dim_intlist(1, false, h.kind()).clamp_min(1.0).view([-1, 1, 1]);
+    let h_unl = h * unl.unsqueeze(-1);
+    let gram = h_unl.transpose(1, 2).bmm(h) / n_unl;
+    let eye = Tensor::eye(m, (h.kind(), h.device()));
+    let system = (gram + eye * lambda).to_kind(Kind::Double);
+    let k = k.to_kind(Kind::Double);
+    let (w, _info) = Tensor::linalg_solve_ex(&system, &k.unsqueeze(-1), true, false);
     w.squeeze_dim(-1).nan_to_num(0.0, 0.0, 0.0).to_kind(h.kind())
 }
 
@@ -161,6 +180,9 @@ mod tests {
             let diff = (got.get(t) - want).abs().max().double_value(&[]);
             assert!(diff < 1e-9, "task {t}: {diff}");
         }
+        // Meta-training's solve (LU over every slot) gives the same weights.
+        let trained = unconstrained_weights(&h.set_requires_grad(true), &pos, &unl, &lambda);
+        assert!(trained.detach().allclose(&got, 1e-9, 1e-9, false));
         // No unlabeled slot anywhere: K is 0 and w = k/λ.
         let none = Tensor::zeros([b, s], (Kind::Double, Device::Cpu));
         let k_only = unconstrained_weights(&h, &pos, &none, &lambda);
