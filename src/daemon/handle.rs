@@ -178,7 +178,7 @@ pub fn use_one_torch_thread() {
 }
 
 /// Start the daemon: load the model, bind HTTP, connect to Kafka, run.
-pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
+pub async fn start(mut cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     // Once at start (a reload loads onto the same device).
     let (_, compute, fallback) = crate::model::compute_report();
     if fallback {
@@ -187,7 +187,6 @@ pub async fn start(cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         tracing::info!(compute = %compute, "adapting and scoring");
     }
     // The solver threads are counted once: a reload loads a model copy for each.
-    let mut cfg = cfg;
     cfg.adaptation.solver_threads = cfg.adaptation.solvers(cfg.time.clock);
     let LoadedModel { scoring, adapting, solving, version } =
         load_model(&cfg.model.path, cfg.adaptation.solver_threads)?;

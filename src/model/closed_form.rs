@@ -17,47 +17,43 @@ pub fn masked_mean(x: &Tensor, mask: &Tensor) -> Tensor {
 /// `K = mean_u h hᵀ`, for embeddings `h` (`[B, S, M]`); `lambda` is a scalar tensor.
 /// One batched solve for all B tasks.
 pub fn unconstrained_weights(h: &Tensor, pos: &Tensor, unl: &Tensor, lambda: &Tensor) -> Tensor {
-    if h.requires_grad() {
-        return trained_weights(h, pos, unl, lambda);
-    }
+    // Meta-training (embeddings that carry a gradient) keeps the solve every shipped
+    // model was trained through, K over every slot and a general (LU) solve, so that
+    // training and the models it gives do not change. The same weights up to rounding.
+    let training = h.requires_grad();
     let (_, s, m) = h.size3().expect("embeddings must be [B, S, M]");
     let k = masked_mean(h, pos);
     let n_unl = unl.sum_dim_intlist(1, false, h.kind()).clamp_min(1.0).view([-1, 1, 1]);
-    // K from the slots that hold an unlabeled row in some task: a support's positives
-    // come first, so the slots before the fewest positives of the batch hold none.
-    let first = first_unlabeled_slot(unl).min(s);
-    let h_unl = (h * unl.unsqueeze(-1)).narrow(1, first, s - first);
-    let gram = h_unl.transpose(1, 2).bmm(&h_unl) / n_unl;
+    let h_unl = h * unl.unsqueeze(-1);
+    let gram = if training {
+        h_unl.transpose(1, 2).bmm(h) / n_unl
+    } else {
+        // K from the slots that hold an unlabeled row in some task: a support's
+        // positives come first, so the slots before the fewest positives of the batch
+        // hold none.
+        let first = first_unlabeled_slot(unl).min(s);
+        let h_unl = h_unl.narrow(1, first, s - first);
+        h_unl.transpose(1, 2).bmm(&h_unl) / n_unl
+    };
     let eye = Tensor::eye(m, (h.kind(), h.device()));
     // Solved in f64: K is rank-deficient for small supports, so (K + λI) can be
     // ill-conditioned enough for f32 to lose the digits that make batched and
     // one-by-one adaptation agree.
     let system = (gram + eye * lambda).to_kind(Kind::Double);
     let k = k.to_kind(Kind::Double).unsqueeze(-1);
-    // K + λI is symmetric positive definite (K a mean of outer products, λ > 0): a
-    // Cholesky factor solves it at half an LU's cost. No error check inside torch: a
-    // system that is numerically not positive definite must not abort the process; its
-    // task's weights become 0 (it then scores as all-anomalous until the next
-    // adaptation), as do non-finite ones.
-    let (factor, info) = system.linalg_cholesky_ex(false, false);
-    let failed = info.ne(0).view([-1, 1, 1]);
-    let w = k.cholesky_solve(&factor, false).masked_fill(&failed, 0.0);
-    w.squeeze_dim(-1).nan_to_num(0.0, 0.0, 0.0).to_kind(h.kind())
-}
-
-/// [`unconstrained_weights`] as meta-training solves it: K over every slot and a general
-/// (LU) solve, whose gradient every shipped model was trained through. The same weights
-/// up to rounding; kept so that training, and the models it gives, do not change.
-fn trained_weights(h: &Tensor, pos: &Tensor, unl: &Tensor, lambda: &Tensor) -> Tensor {
-    let (_, _, m) = h.size3().expect("embeddings must be [B, S, M]");
-    let k = masked_mean(h, pos);
-    let n_unl = unl.sum_dim_intlist(1, false, h.kind()).clamp_min(1.0).view([-1, 1, 1]);
-    let h_unl = h * unl.unsqueeze(-1);
-    let gram = h_unl.transpose(1, 2).bmm(h) / n_unl;
-    let eye = Tensor::eye(m, (h.kind(), h.device()));
-    let system = (gram + eye * lambda).to_kind(Kind::Double);
-    let k = k.to_kind(Kind::Double);
-    let (w, _info) = Tensor::linalg_solve_ex(&system, &k.unsqueeze(-1), true, false);
+    // No error check inside torch: a system that is numerically singular (or, for the
+    // Cholesky factor, not positive definite) must not abort the process; its task's
+    // weights become 0 (it then scores as all-anomalous until the next adaptation), as
+    // do non-finite ones.
+    let w = if training {
+        Tensor::linalg_solve_ex(&system, &k, true, false).0
+    } else {
+        // K + λI is symmetric positive definite (K a mean of outer products, λ > 0): a
+        // Cholesky factor solves it at half an LU's cost.
+        let (factor, info) = system.linalg_cholesky_ex(false, false);
+        let failed = info.ne(0).view([-1, 1, 1]);
+        k.cholesky_solve(&factor, false).masked_fill(&failed, 0.0)
+    };
     w.squeeze_dim(-1).nan_to_num(0.0, 0.0, 0.0).to_kind(h.kind())
 }
 

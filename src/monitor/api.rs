@@ -51,7 +51,7 @@ pub enum Input {
     /// State records the broker did not acknowledge.
     WritesFailed(Vec<WriteFailed>),
     /// A new model file (a reload): one copy scores, one goes to the adapter, one to
-    /// the event clock's solver.
+    /// each of the event clock's solver threads.
     Model { scoring: Box<Model>, adapting: Box<Model>, solving: Vec<Model>, version: String },
     /// Stopping: every device's unwritten state is written.
     Shutdown,
@@ -442,8 +442,8 @@ impl Monitor {
         }
     }
 
-    /// Devices just restored, adapted at once; what is still parked is counted.
-    /// Adapt the restored devices that kept no classifiers of this model.
+    /// Devices just restored: those that kept no classifiers of this model (`true`)
+    /// adapted at once; what is still parked is counted.
     fn adapt_restored(&mut self, devices: &[(String, bool)], telemetry: &dyn Telemetry) {
         telemetry.event(Event::Parked(self.parked.len()));
         let adapt = devices.iter().filter(|(_, adapt)| *adapt).map(|(id, _)| id.as_str());

@@ -10,7 +10,7 @@ use super::clock::Now;
 pub use super::devices::AdaptJob;
 pub use super::devices::WindowSizes;
 use super::devices::{records_needed, AdaptationPoint};
-use super::devices::{Classifiers, DeviceTable};
+use super::devices::{Classifiers, DeviceTable, Kept};
 use super::record::FeatureRecord;
 pub use super::record::Source;
 use super::snapshot::Snapshot;
@@ -339,11 +339,10 @@ impl Engine {
     ) -> bool {
         self.pending.remove(id);
         match self.devices.restore(id, snapshot, partition, home, now_ms, model) {
-            None => true,
-            Some(None) => false,
-            Some(Some(next)) => {
-                let handover = self.devices.fresh_handover();
-                self.pending.insert(id.to_string(), Pending { handover, state: Some(next) });
+            Kept::Nothing => true,
+            Kept::Scoring => false,
+            Kept::Next { handover, state } => {
+                self.pending.insert(id.to_string(), Pending { handover, state: Some(state) });
                 false
             }
         }

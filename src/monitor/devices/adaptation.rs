@@ -3,6 +3,18 @@
 
 use super::*;
 
+/// What a restored device kept of its classifiers (on the event clock, adapted on the
+/// running model).
+#[derive(Debug, PartialEq)]
+pub enum Kept {
+    /// None: it is to be adapted now.
+    Nothing,
+    /// The one scoring, and no job was waiting for its next point.
+    Scoring,
+    /// The one scoring, and the one its next point installs under `handover`.
+    Next { handover: u64, state: TaskState },
+}
+
 impl DeviceTable {
     /// Devices to re-adapt: windows changed (at least `min_changed` records, counted as
     /// a share of a full unlabeled window: [`records_needed`]) and a
@@ -46,9 +58,7 @@ impl DeviceTable {
     }
 
     /// Install restored windows (state topic: read from state partition `home`);
-    /// counts as seen now.
-    /// Returns the classifier the device's next point installs, when its classifiers
-    /// were restored (`None`: it has none and is to be adapted now).
+    /// counts as seen now. Returns what it kept of its classifiers.
     pub fn restore(
         &mut self,
         id: &str,
@@ -57,7 +67,7 @@ impl DeviceTable {
         home: i32,
         now_ms: u64,
         model: &str,
-    ) -> Option<Option<TaskState>> {
+    ) -> Kept {
         let mut d = Device::new(self.dim, &self.sizes, partition, self.handovers);
         d.home = Some(home);
         d.positive = RowWindow::from_rows(self.dim, self.sizes.positive, &snapshot.positive);
@@ -78,7 +88,7 @@ impl DeviceTable {
             }
             None => d.incidents.restored(now_ms),
         };
-        let mut kept = None;
+        let mut kept = Kept::Nothing;
         if let Some(p) = snapshot.points.as_ref().filter(|_| self.event_clock) {
             // The same points as before the restart, on the device's time as it was.
             d.clock = d.clock.max(p.clock);
@@ -87,7 +97,15 @@ impl DeviceTable {
             if let Some(c) = p.classifiers.as_ref().filter(|c| c.model == model) {
                 d.state = Some(c.scoring.clone());
                 d.changed = p.since;
-                kept = Some(c.next.clone());
+                kept = match &c.next {
+                    // A handover no job had, installed at the device's next point as a
+                    // job's result would be.
+                    Some(state) => {
+                        self.handovers += 1;
+                        Kept::Next { handover: self.handovers, state: state.clone() }
+                    }
+                    None => Kept::Scoring,
+                };
             }
         }
         if let Some(s) = d.last_source.as_ref().filter(|_| self.event_clock) {
@@ -119,13 +137,6 @@ impl DeviceTable {
             }
         }
         kept
-    }
-
-    /// A handover no job had: a restored classifier's, installed at its device's next
-    /// point as a job's result would be.
-    pub fn fresh_handover(&mut self) -> u64 {
-        self.handovers += 1;
-        self.handovers
     }
 
     /// Forget every adapted state (after a model reload), keeping windows.

@@ -23,7 +23,7 @@ use super::stream_time::StreamClocks;
 use super::windows::{RowWindow, SharedRows};
 
 mod adaptation;
-pub use adaptation::records_needed;
+pub use adaptation::{records_needed, Kept};
 pub use state_topic::Classifiers;
 mod eviction;
 mod incidents;

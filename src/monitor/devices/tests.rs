@@ -468,7 +468,8 @@ fn a_restored_device_keeps_its_time_and_adaptation_points() {
     let mut restored = DeviceTable::new(1, sizes, 10);
     restored.event_clock = true;
     // Its classifiers come back with it: the one scoring, and its next point's.
-    assert_eq!(restored.restore("a", &snapshot, 0, 0, 99, "m1"), Some(Some(state(2.0))));
+    let kept = restored.restore("a", &snapshot, 0, 0, 99, "m1");
+    assert!(matches!(&kept, Kept::Next { state: s, .. } if *s == state(2.0)), "{kept:?}");
     assert_eq!(restored.get("a").unwrap().state, Some(state(1.0)));
     let point = restored.adaptation_point("a");
     assert_eq!((point.clock, point.next, point.since), (1_002.0, Some(1_030.0), 2));
@@ -476,6 +477,6 @@ fn a_restored_device_keeps_its_time_and_adaptation_points() {
     // Under another model it has none and is adapted anew.
     let mut other = DeviceTable::new(1, sizes, 10);
     other.event_clock = true;
-    assert_eq!(other.restore("a", &snapshot, 0, 0, 99, "m2"), None);
+    assert_eq!(other.restore("a", &snapshot, 0, 0, 99, "m2"), Kept::Nothing);
     assert_eq!(other.get("a").unwrap().state, None);
 }
