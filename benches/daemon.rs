@@ -55,7 +55,7 @@ fn record(rng: &mut ChaCha8Rng, device: usize, normal: bool) -> FeatureRecord {
 }
 
 fn source(offset: i64) -> Source {
-    Source { topic: "iot.features".into(), partition: 0, offset }
+    Source::new("iot.features", 0, offset)
 }
 
 /// FLOPs to score one record: h on [x, z_p, z_u] (4 layers), then w·h.
@@ -218,7 +218,7 @@ impl Bench {
     fn run(&mut self, records: &[FeatureRecord], telemetry: &Tally) {
         for r in records {
             self.offset += 1;
-            let source = Source { topic: "iot.features".into(), partition: 0, offset: self.offset };
+            let source = Source::new("iot.features", 0, self.offset);
             let payload = encode_binary(&r.device, r.ts, &r.features, r.known_normal, None);
             let message = Received { source, key: None, payload };
             self.monitor.handle(Input::Arrived { message, at_ms: self.now_ms }, self.now(), telemetry);

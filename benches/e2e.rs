@@ -10,6 +10,8 @@
 //!   the devices' windows from the state topic. This is the daemon's own rate, with
 //!   the cores to itself and the broker.
 //!
+//! Each device count runs with a JSON record a message, a binary one, and binary records
+//! in the sensor's batches (what `metapu sense` sends).
 //! Throughput = records consumed ÷ time from the first to the last.
 //! In the first two tables records are stamped 100,000 a second of their own time
 //! (`ts`): 100 a second per device at 1,000 devices. The second, at 1,000 devices,
@@ -35,6 +37,7 @@ use metapu::daemon::config::DaemonConfig;
 use metapu::daemon::{self, kafka};
 use metapu::monitor::clock::Clock;
 use metapu::monitor::record;
+use metapu::sensor::Batching;
 use metapu::traffic::context::{Context, Direction};
 use metapu::traffic::simulate::{fleet_tasks, FleetConfig};
 use rdkafka::config::ClientConfig;
@@ -74,10 +77,10 @@ async fn main() {
     println!();
     println!("| devices | records, setup | producer (records/s) | end to end, producer running (records/s) | end to end, daemon restarted on a backlog (records/s) | incidents opened (live) | process RSS (daemon, producer, records) |");
     println!("|---|---|---|---|---|---|---|");
-    // E2E_ROWS=1000:binary,100:json runs only those rows (default: all six).
+    // E2E_ROWS=1000:binary,100:json,1000:batched runs only those rows (default: all nine).
     let only = std::env::var("E2E_ROWS").unwrap_or_default();
-    let wanted = |devices: usize, binary: bool| {
-        let row = format!("{devices}:{}", if binary { "binary" } else { "json" });
+    let wanted = |devices: usize, wire: Wire| {
+        let row = format!("{devices}:{}", wire.key());
         only.is_empty() || only.split(',').any(|r| r.trim() == row)
     };
     let shape = std::env::var("E2E_SHAPE").unwrap_or_default();
@@ -85,9 +88,11 @@ async fn main() {
     let shape_row =
         shape.split_once('x').and_then(|(d, r)| Some((d.parse::<usize>().ok()?, r.parse::<f64>().ok()?)));
     let shape = if shape_row.is_some() { "only".to_string() } else { shape };
-    let rows = [100usize, 1_000, 10_000].into_iter().flat_map(|d| [(d, false), (d, true)]);
-    for (devices, binary) in rows.filter(|&(d, b)| wanted(d, b) && shape != "only") {
-        println!("{}", row(root, &pool, devices, binary, Setup::DEFAULT).await);
+    let rows = [100usize, 1_000, 10_000]
+        .into_iter()
+        .flat_map(|d| [(d, Wire::Json), (d, Wire::Binary), (d, Wire::SensorBatches)]);
+    for (devices, wire) in rows.filter(|&(d, w)| wanted(d, w) && shape != "only") {
+        println!("{}", row(root, &pool, devices, wire, Setup::DEFAULT).await);
     }
     if std::env::var("E2E_COST").as_deref() != Ok("0") && shape != "only" {
         println!();
@@ -99,9 +104,9 @@ async fn main() {
         println!("|---|---|---|---|---|---|---|");
         let service = Setup { clock: Clock::Service, every_second: true, ..Setup::DEFAULT };
         let full = Setup { context: true, webhook: true, ..Setup::DEFAULT };
-        for binary in [false, true] {
+        for wire in [Wire::Json, Wire::Binary] {
             for setup in [service, Setup::DEFAULT, full] {
-                println!("{}", row(root, &pool, 1_000, binary, setup).await);
+                println!("{}", row(root, &pool, 1_000, wire, setup).await);
             }
         }
     }
@@ -132,7 +137,7 @@ async fn main() {
                     setups.push(Setup { min_records: Some(m), ..shaped });
                 }
                 for setup in setups {
-                    println!("{}", row(root, &pool, devices, false, setup).await);
+                    println!("{}", row(root, &pool, devices, Wire::Json, setup).await);
                 }
             }
         }
@@ -166,8 +171,8 @@ impl Setup {
         every_second: false,
     };
 
-    fn name(&self, binary: bool) -> String {
-        let mut parts = vec![if binary { "binary" } else { "JSON" }.to_string()];
+    fn name(&self, wire: Wire) -> String {
+        let mut parts = vec![wire.name().to_string()];
         if let Some(rate) = self.per_device {
             parts.push(format!("{rate} record/s per device"));
         }
@@ -188,6 +193,79 @@ impl Setup {
     }
 }
 
+/// How records travel: a JSON or binary record a message, or binary records in the
+/// sensor's batches (`sensor.batch_records`, `batch_wait_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    Json,
+    Binary,
+    SensorBatches,
+}
+
+impl Wire {
+    /// Its name in E2E_ROWS.
+    fn key(self) -> &'static str {
+        match self {
+            Wire::Json => "json",
+            Wire::Binary => "binary",
+            Wire::SensorBatches => "batched",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Wire::Json => "JSON",
+            Wire::Binary => "binary",
+            Wire::SensorBatches => "binary in the sensor's batches",
+        }
+    }
+}
+
+/// Records (device, ts, message) as the sensor sends them: within each `wait` of the
+/// fleet's time a device's records go together, a message as soon as `records` are
+/// gathered, the rest at the window's end; a lone record as itself.
+fn sensor_batches(records: &[(String, f64, Vec<u8>)], batching: Batching) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut pending: Vec<(String, record::Batch)> = Vec::new();
+    let flush = |pending: &mut Vec<(String, record::Batch)>, out: &mut Vec<(String, Vec<u8>)>| {
+        for (device, mut batch) in pending.drain(..) {
+            let message = batch.take();
+            match batch_len(&message) {
+                0 => {}
+                1 => out.push((device, message[8..].to_vec())),
+                _ => out.push((device, message)),
+            }
+        }
+    };
+    let wait = batching.wait.as_secs_f64();
+    let mut window_end = records.first().map_or(0.0, |r| r.1) + wait;
+    for (device, ts, message) in records {
+        if *ts >= window_end {
+            flush(&mut pending, &mut out);
+            window_end = ts + wait;
+        }
+        let i = match pending.iter().position(|(d, _)| d == device) {
+            Some(i) => i,
+            None => {
+                pending.push((device.clone(), record::Batch::default()));
+                pending.len() - 1
+            }
+        };
+        let batch = &mut pending[i].1;
+        batch.push(message);
+        if batch.records() >= batching.records {
+            out.push((device.clone(), batch.take()));
+        }
+    }
+    flush(&mut pending, &mut out);
+    out
+}
+
+/// Records in a batch message.
+fn batch_len(message: &[u8]) -> usize {
+    record::batch_parts(message).and_then(Result::ok).map_or(0, |p| p.len())
+}
+
 /// A webhook receiver answering 200 to everything; its address.
 async fn webhook_receiver() -> std::net::SocketAddr {
     let app = axum::Router::new().route("/hook", axum::routing::post(|| async { "ok" }));
@@ -198,7 +276,8 @@ async fn webhook_receiver() -> std::net::SocketAddr {
 }
 
 /// One row of the table: the live and the restarted measurement.
-async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, binary: bool, setup: Setup) -> String {
+async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, wire: Wire, setup: Setup) -> String {
+    let binary = wire != Wire::Json;
     let port = broker::free_port().expect("a free port");
     let bin = broker::binary_in(root);
     let broker = LocalBroker::start(&bin, port).expect("bundled broker (make bench runs scripts/setup.sh)");
@@ -267,9 +346,19 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, binary: bool,
         } else {
             record::encode_with_context(&name, ts, row, labeled, context.as_ref())
         };
-        (name, p)
+        (name, ts, p)
     };
-    let payloads: Vec<(String, Vec<u8>)> = (0..warm + RECORDS).map(payload).collect();
+    // The messages of records `range`.
+    let messages = |range: std::ops::Range<usize>| -> Vec<(String, Vec<u8>)> {
+        let records: Vec<(String, f64, Vec<u8>)> = range.map(payload).collect();
+        match wire {
+            Wire::SensorBatches => sensor_batches(&records, cfg.sensor.batching()),
+            _ => records.into_iter().map(|(d, _, p)| (d, p)).collect(),
+        }
+    };
+    let warm_up: Vec<(String, Vec<u8>)> = (0..warm).map(payload).map(|(d, _, p)| (d, p)).collect();
+    let live = messages(warm..warm + RECORDS);
+    let per_message = RECORDS as f64 / live.len() as f64;
     let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", &boot)
         .set("linger.ms", "20")
@@ -283,7 +372,8 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, binary: bool,
         }
         producer.flush(Duration::from_secs(120)).expect("records delivered");
     };
-    send_all(&payloads[..warm]);
+    send_all(&warm_up);
+    drop(warm_up);
 
     let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
     let m = &daemon.metrics;
@@ -298,7 +388,7 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, binary: bool,
     let (produced, first, last, peak_rss) = std::thread::scope(|s| {
         let producing = s.spawn(|| {
             let t = Instant::now();
-            send_all(&payloads[warm..]);
+            send_all(&live);
             RECORDS as f64 / t.elapsed().as_secs_f64()
         });
         let mut first: Option<Instant> = None;
@@ -317,11 +407,11 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, binary: bool,
     let overall = first.map_or(f64::NAN, |f| consumed as f64 / (last - f).as_secs_f64());
     let produce = produced.unwrap_or(f64::NAN);
     let incidents = m.incidents.with_label_values(&["opened"]).get() - incidents0;
-    drop(payloads);
+    drop(live);
 
     // Restarted on a backlog: stop, produce while the daemon is down, start again.
     daemon.shutdown().await.ok();
-    let backlog: Vec<(String, Vec<u8>)> = (warm + RECORDS..warm + 2 * RECORDS).map(payload).collect();
+    let backlog = messages(warm + RECORDS..warm + 2 * RECORDS);
     send_all(&backlog);
     drop(backlog);
     let daemon = daemon::start(cfg.clone()).await.expect("daemon restarts");
@@ -348,7 +438,10 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, binary: bool,
     drop(broker);
     format!(
         "| {devices} | {} | {produce:.0} | {overall:.0}{} | {restarted:.0}{} | {incidents} | {peak_rss:.0} MiB |",
-        setup.name(binary),
+        match wire {
+            Wire::SensorBatches => format!("{} ({per_message:.1} records a message)", setup.name(wire)),
+            _ => setup.name(wire),
+        },
         shortfall(consumed),
         shortfall(again),
     )

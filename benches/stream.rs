@@ -103,7 +103,7 @@ fn run(model_path: &Path, payloads: Vec<Vec<u8>>) -> (Vec<f32>, f64) {
     let wall = metapu::wall_clock::unix_now();
     let started = Instant::now();
     for (k, payload) in payloads.into_iter().enumerate() {
-        let source = Source { topic: "bench".into(), partition: 0, offset: k as i64 };
+        let source = Source::new("bench", 0, k as i64);
         let now = Now::at(0, wall);
         monitor.handle(
             Input::Arrived { message: Received { source, key: None, payload }, at_ms: 0 },

@@ -60,6 +60,7 @@ pub fn run(a: SenseArgs) -> anyhow::Result<()> {
         format: s.format,
         discover,
         max_discovered: s.max_discovered,
+        batching: s.batching(),
     };
     let metrics = Arc::new(SensorMetrics::new());
     let mut sensor = Sensor::new(settings, metrics.clone())?;

@@ -14,6 +14,10 @@ use crate::monitor::{EventCadence, WindowSizes};
 
 pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
 pub const SYSTEM_PATH: &str = "/etc/metapu/metapu.toml";
+/// A sensor batch's records at most: a binary record with its packet's context is at
+/// most ~1 KB, so a batch stays far below Kafka's 1 MB default message limit and the
+/// daemon's `scoring.max_message_bytes`.
+pub const MAX_BATCH_RECORDS: u32 = 256;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -231,6 +235,10 @@ pub struct SensorConfig {
     /// Empty: the first of `kafka.input_topics`.
     pub topic: String,
     pub max_queued_records: usize,
+    /// A device's records per Kafka message at most (1: a message each).
+    pub batch_records: u32,
+    /// How long a record waits at most for its batch to fill, milliseconds.
+    pub batch_wait_ms: u64,
     pub discover: bool,
     pub max_discovered: usize,
     pub listen: String,
@@ -238,6 +246,13 @@ pub struct SensorConfig {
 
 impl SensorConfig {
     /// The topic records go to.
+    pub fn batching(&self) -> crate::sensor::Batching {
+        crate::sensor::Batching {
+            records: self.batch_records,
+            wait: std::time::Duration::from_millis(self.batch_wait_ms),
+        }
+    }
+
     pub fn topic<'a>(&'a self, kafka: &'a KafkaConfig) -> &'a str {
         if self.topic.is_empty() {
             kafka.input_topics.first().map_or("", String::as_str)
@@ -427,6 +442,12 @@ impl DaemonConfig {
         }
         if sensor.max_queued_records == 0 || sensor.buffer_bytes <= 0 {
             return invalid("sensor.max_queued_records / buffer_bytes", "must be at least 1");
+        }
+        if !(1..=MAX_BATCH_RECORDS).contains(&sensor.batch_records) {
+            return invalid(
+                "sensor.batch_records",
+                &format!("must be 1 (a message per record) to {MAX_BATCH_RECORDS}"),
+            );
         }
         Ok(())
     }

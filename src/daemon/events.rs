@@ -13,6 +13,7 @@ impl Telemetry for Metrics {
             Event::Batch { records } => self.batch_records.observe(records as f64),
             Event::Evicted { reason, count } => devices_evicted(self, reason, count),
             Event::Redelivered(n) => self.records_redelivered.inc_by(n as u64),
+            Event::Unbatched(n) => self.records_consumed.inc_by(n as u64),
             Event::Adapted(n) => self.adaptations.inc_by(n as u64),
             Event::Deferred(n) => self.records_deferred.inc_by(n as u64),
             Event::LabelsIgnored(n) => self.records_label_ignored.inc_by(n),

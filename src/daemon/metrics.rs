@@ -71,7 +71,7 @@ impl Metrics {
         };
         let latency = exponential_buckets(0.0001, 2.0, 18).expect("valid buckets");
         Self {
-            records_consumed: counter("metapu_records_consumed_total", "Records read from the input topics."),
+            records_consumed: counter("metapu_records_consumed_total", "Records read from the input topics (each of a batch message)."),
             records_scored: counter("metapu_records_scored_total", "Records scored by an adapted classifier."),
             records_unknown: counter(
                 "metapu_records_unknown_total",

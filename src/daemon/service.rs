@@ -60,7 +60,7 @@ async fn due(deadline: Option<tokio::time::Instant>) {
 /// A consumed message's bytes and coordinates, copied out of librdkafka's buffer.
 fn received(m: &BorrowedMessage<'_>) -> Received {
     Received {
-        source: Source { topic: m.topic().to_string(), partition: m.partition(), offset: m.offset() },
+        source: Source::new(m.topic().to_string(), m.partition(), m.offset()),
         key: m.key().map(<[u8]>::to_vec),
         payload: m.payload().unwrap_or_default().to_vec(),
     }

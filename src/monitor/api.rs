@@ -225,6 +225,10 @@ impl Monitor {
         }
         let (feedback, records) = self.driver.split_feedback(messages);
         let batch = decode_batch(records, self.engine.model.dim(), self.driver.max_message_bytes());
+        let unbatched = batch.iter().filter(|c| c.message.source.index > 0).count();
+        if unbatched > 0 {
+            telemetry.event(Event::Unbatched(unbatched));
+        }
         if !self.parked.is_empty() {
             let arrived: Vec<(String, i32)> = batch
                 .iter()

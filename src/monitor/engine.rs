@@ -613,7 +613,7 @@ mod tests {
     use crate::model::{MetaPuNet, NetConfig, PreprocessKind, Preprocessor, Provenance};
 
     fn at(partition: i32, offset: i64) -> Source {
-        Source { topic: "in".into(), partition, offset }
+        Source::new("in", partition, offset)
     }
 
     /// An untrained model on two raw features.

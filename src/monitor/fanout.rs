@@ -366,7 +366,7 @@ mod tests {
         FanOutRules { window_ms: 300_000, hosts: 25, ports: 15, flood: 100, probes: 2 };
 
     fn src(offset: i64) -> Source {
-        Source { topic: "in".into(), partition: 0, offset }
+        Source::new("in", 0, offset)
     }
 
     fn out(peer: &str, port: u16, proto: u8, flags: u8) -> Context {

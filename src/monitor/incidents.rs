@@ -112,8 +112,8 @@ pub struct Incident {
     pub members: BTreeSet<String>,
 }
 
-fn is_zero(n: &u8) -> bool {
-    *n == 0
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 /// The sibling's incident one joined.
@@ -202,7 +202,7 @@ impl Incident {
     /// An open incident with these counts, for other modules' tests.
     #[cfg(test)]
     pub(crate) fn sample(records: u64, anomalous: u64) -> Self {
-        let opened_by = Source { topic: "iot.features".into(), partition: 0, offset: 311 };
+        let opened_by = Source::new("iot.features", 0, 311);
         Self {
             figures: IncidentFigures { records, anomalous, peak_score: 0.9, ..IncidentFigures::default() },
             score_sum: 0.9 * anomalous as f64,
@@ -419,6 +419,9 @@ pub struct IncidentTracker {
     pub open: Option<Incident>,
     /// The newest record seen (partition, offset): a redelivered one is not counted twice.
     pub last_seen: Option<(i32, i64)>,
+    /// Its place in its batch message ([`Source::index`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub last_seen_index: u32,
     /// The last closed incident, for feedback that comes after it closed.
     #[serde(default)]
     pub last_closed: Option<Incident>,
@@ -450,7 +453,7 @@ fn learning_long_over() -> Option<f64> {
 pub const LEARNING_NOTE: &str = "the device's learning period";
 
 pub fn incident_id(device: &str, source: &Source) -> String {
-    let text = format!("{device}\u{0}{}\u{0}{}\u{0}{}", source.topic, source.partition, source.offset);
+    let text = format!("{device}\u{0}{}", source.id_text());
     Sha256::digest(text)[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -516,11 +519,12 @@ impl IncidentTracker {
 
     /// A record at or before the last one seen on its partition: already counted.
     fn redelivered(&mut self, source: &Source) -> bool {
-        let here = (source.partition, source.offset);
-        if self.last_seen.is_some_and(|(p, o)| p == here.0 && o >= here.1) {
+        let seen = self.last_seen.map(|(p, o)| (p, (o, self.last_seen_index)));
+        if seen.is_some_and(|(p, at)| p == source.partition && at >= source.position()) {
             return true;
         }
-        self.last_seen = Some(here);
+        self.last_seen = Some((source.partition, source.offset));
+        self.last_seen_index = source.index;
         false
     }
 

@@ -16,7 +16,7 @@ const RULES: IncidentRules = IncidentRules {
 };
 
 fn source(offset: i64) -> Source {
-    Source { topic: "in".into(), partition: 0, offset }
+    Source::new("in", 0, offset)
 }
 
 /// Feed decisions (true = anomalous) at offsets from `first`, one per 100 ms.

@@ -11,7 +11,7 @@ use super::incident_traffic::{Severity, TrafficReport};
 /// Deterministic alert id from the source coordinates: a redelivered record yields
 /// the same id, so consumers can drop duplicates (at-least-once delivery).
 pub fn alert_id(source: &Source) -> String {
-    let digest = Sha256::digest(format!("{}\u{0}{}\u{0}{}", source.topic, source.partition, source.offset));
+    let digest = Sha256::digest(source.id_text());
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -423,7 +423,7 @@ mod tests {
 
     #[test]
     fn alert_ids_are_deterministic_per_source_record() {
-        let s = |offset| Source { topic: "t".into(), partition: 1, offset };
+        let s = |offset| Source::new("t", 1, offset);
         assert_eq!(alert_id(&s(5)), alert_id(&s(5)));
         assert_ne!(alert_id(&s(5)), alert_id(&s(6)));
     }

@@ -117,23 +117,47 @@ const PARALLEL_DECODE_FROM: usize = 512;
 /// Decode a micro-batch, on two threads when it is large: decoding (JSON above all)
 /// costs as much as scoring, and the scoring forward is not running meanwhile.
 pub fn decode_batch(messages: Vec<Received>, dim: usize, max_bytes: usize) -> Vec<Consumed> {
-    let decode_one = |message: Received| {
-        let decoded = record::decode(message.key.as_deref(), &message.payload, dim, max_bytes);
-        Consumed::new(message, decoded)
+    let decode_all = |messages: Vec<Received>| {
+        let mut out = Vec::with_capacity(messages.len());
+        for m in messages {
+            decode_message(m, dim, max_bytes, &mut out);
+        }
+        out
     };
     if messages.len() < PARALLEL_DECODE_FROM {
-        return messages.into_iter().map(decode_one).collect();
+        return decode_all(messages);
     }
     let mut first = messages;
     let second = first.split_off(first.len() / 2);
     std::thread::scope(|s| {
-        let other = s.spawn(|| second.into_iter().map(decode_one).collect::<Vec<_>>());
-        let mut out: Vec<Consumed> = first.into_iter().map(decode_one).collect();
+        let other = s.spawn(|| decode_all(second));
+        let mut out: Vec<Consumed> = decode_all(first);
         // Decoding does not panic on any input (fuzzed). Should it, the panic goes on
         // as it would have on one thread, rather than half the batch going missing.
         out.extend(other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
         out
     })
+}
+
+/// One message's records onto `out`: the message itself, or each record of a batch
+/// message under its place in the batch ([`Source::index`]), keeping its own bytes only
+/// when it is refused (for its dead letter).
+fn decode_message(message: Received, dim: usize, max_bytes: usize, out: &mut Vec<Consumed>) {
+    let parts = match (message.payload.len() <= max_bytes).then(|| record::batch_parts(&message.payload)) {
+        Some(Some(Ok(parts))) => parts,
+        Some(Some(Err(refused))) => return out.push(Consumed::new(message, Err(refused))),
+        // One record, or a message too large to open (refused as such).
+        _ => {
+            let decoded = record::decode(message.key.as_deref(), &message.payload, dim, max_bytes);
+            return out.push(Consumed::new(message, decoded));
+        }
+    };
+    for (index, part) in parts.into_iter().enumerate() {
+        let decoded = record::decode(message.key.as_deref(), part, dim, max_bytes);
+        let source = Source { index: index as u32, ..message.source.clone() };
+        let payload = if decoded.is_err() { part.to_vec() } else { Vec::new() };
+        out.push(Consumed::new(Received { source, key: message.key.clone(), payload }, decoded));
+    }
 }
 
 /// Highest offset per partition of fully processed messages.

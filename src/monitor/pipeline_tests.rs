@@ -37,11 +37,7 @@ fn service_now(ms: u64) -> Now {
 }
 
 fn message(partition: i32, offset: i64, payload: &[u8]) -> Received {
-    Received {
-        source: Source { topic: "in".into(), partition, offset },
-        key: None,
-        payload: payload.to_vec(),
-    }
+    Received { source: Source::new("in", partition, offset), key: None, payload: payload.to_vec() }
 }
 
 fn consumed(messages: Vec<Received>) -> Vec<Consumed> {
@@ -469,4 +465,57 @@ fn records_taken_as_normal_open_no_incident() {
     assert_eq!(anomalous, 3, "yet scored anomalous");
     let outputs = run(3..5);
     assert_eq!(opened(&outputs), 1, "2 of the last 3 decisions anomalous");
+}
+
+/// A batch message's records are scored, refused and recognised as redelivered each
+/// on its own, under their places in the batch; its offset is released as one.
+#[test]
+fn a_batch_message_s_records_count_one_by_one() {
+    let tally = Tally::default();
+    let (mut engine, mut pipeline) = (engine(0), pipeline());
+    let rec = |ts: f64, features: &[f32]| record::encode_binary("a", ts, features, ts == 0.0, None);
+    let mut batch = record::Batch::default();
+    for r in [rec(0.0, &[0.1, 0.2]), rec(1.0, &[0.1, 0.2]), rec(2.0, &[0.1]), rec(3.0, &[0.2, 0.1])] {
+        batch.push(&r);
+    }
+    let batch = batch.take();
+    let messages = || vec![message(0, 0, &batch), message(0, 1, &rec(4.0, &[0.1, 0.1]))];
+    let (outputs, offsets) = pipeline.run(&mut engine, consumed(messages()), service_now(0), "v", &tally);
+    assert_eq!(kinds(&outputs), ["score", "score", "dead letter", "score", "score", "prior"]);
+    assert_eq!(offsets, vec![("in".to_string(), 0, 1)]);
+    let scored = |outputs: &[Emitted]| -> Vec<(i64, u32)> {
+        outputs
+            .iter()
+            .filter_map(|e| match e {
+                Emitted::Score(s) => Some(s.source.position()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(scored(&outputs), [(0, 0), (0, 1), (0, 3), (1, 0)]);
+    let Emitted::DeadLetter { letter, .. } = &outputs[2] else { unreachable!() };
+    assert_eq!(letter.source.position(), (0, 2));
+    assert!(letter.reason.contains("1 features"), "{}", letter.reason);
+    assert_eq!(letter.payload_bytes, rec(2.0, &[0.1]).len(), "the refused record's own bytes");
+    // Each place has its own alert id; the first keeps a lone record's.
+    let at = |index| Source { index, ..Source::new("in", 0, 0) };
+    assert_ne!(output::alert_id(&at(0)), output::alert_id(&at(1)));
+    assert_eq!(output::alert_id(&at(0)), output::alert_id(&Source::new("in", 0, 0)));
+
+    // A device over its share stops inside a batch: the message's offset is held back,
+    // and after a restart the redelivered batch's records before the stop are known
+    // and the rest enter the windows once.
+    let (mut engine, mut pipeline) = (self::engine(2), self::pipeline());
+    let (outputs, offsets) = pipeline.run(&mut engine, consumed(messages()), service_now(0), "v", &tally);
+    assert_eq!(scored(&outputs), [(0, 0), (0, 1)]);
+    assert!(offsets.is_empty(), "{offsets:?}");
+    assert_eq!(seen(&engine), 2);
+    engine.max_per_device = 0;
+    let mut restarted = self::pipeline();
+    restarted.run(&mut engine, consumed(messages()), service_now(0), "v", &tally);
+    assert_eq!(seen(&engine), 4, "the first two once, the last two once");
+}
+
+fn seen(engine: &Engine) -> u64 {
+    engine.devices.get("a").map_or(0, |d| d.view().seen)
 }

@@ -8,12 +8,40 @@ use serde::Deserialize;
 
 pub use crate::traffic::context::Context;
 
-/// Where a record came from: its topic, partition and offset.
+/// Where a record came from: its topic, partition and offset, and its place in a batch
+/// message (0 for a message of one record, and then not written out).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Source {
     pub topic: String,
     pub partition: i32,
     pub offset: i64,
+    #[serde(default, skip_serializing_if = "is_first")]
+    pub index: u32,
+}
+
+fn is_first(index: &u32) -> bool {
+    *index == 0
+}
+
+impl Source {
+    /// The first (or only) record of the message at `offset`.
+    pub fn new(topic: impl Into<String>, partition: i32, offset: i64) -> Self {
+        Self { topic: topic.into(), partition, offset, index: 0 }
+    }
+
+    /// Its order within its partition: offset, then place in a batch.
+    pub fn position(&self) -> (i64, u32) {
+        (self.offset, self.index)
+    }
+
+    /// The coordinates as text for deterministic ids: a batch's later records add their
+    /// place, so ids of single-record messages stay what they were.
+    pub fn id_text(&self) -> String {
+        match self.index {
+            0 => format!("{}\u{0}{}\u{0}{}", self.topic, self.partition, self.offset),
+            i => format!("{}\u{0}{}\u{0}{}\u{0}{i}", self.topic, self.partition, self.offset),
+        }
+    }
 }
 
 /// A decoded, validated feature record.
@@ -263,6 +291,85 @@ pub fn encode_binary(
         c.encode_binary(&mut out);
     }
     out
+}
+
+/// First bytes of a batch message; neither JSON nor a binary record starts so.
+pub const BATCH_MAGIC: &[u8; 4] = b"MPB1";
+
+/// A batch message: [`BATCH_MAGIC`], then per record its length (u32, little-endian)
+/// and its bytes, each a record of either format. One Kafka message for many records
+/// of one device cuts the client's cost per record (the sensor's bound); each record
+/// is still checked, and refused, on its own.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    bytes: Vec<u8>,
+    records: u32,
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Self { bytes: BATCH_MAGIC.to_vec(), records: 0 }
+    }
+}
+
+impl Batch {
+    pub fn push(&mut self, record: &[u8]) {
+        let len = u32::try_from(record.len()).expect("a record under 4 GiB");
+        self.bytes.extend_from_slice(&len.to_le_bytes());
+        self.bytes.extend_from_slice(record);
+        self.records += 1;
+    }
+
+    pub fn records(&self) -> u32 {
+        self.records
+    }
+
+    /// The message, and the batch emptied for the next records.
+    pub fn take(&mut self) -> Vec<u8> {
+        self.records = 0;
+        std::mem::replace(&mut self.bytes, BATCH_MAGIC.to_vec())
+    }
+}
+
+/// The records of a batch message, in order; `None` when `value` is not one. Broken
+/// framing or no record at all refuses the whole message.
+pub fn batch_parts(value: &[u8]) -> Option<Result<Vec<&[u8]>, InvalidRecord>> {
+    let mut rest = value.strip_prefix(BATCH_MAGIC.as_slice())?;
+    let bad = |what: String| Some(Err(InvalidRecord::MalformedBinary(format!("batch: {what}"))));
+    let mut parts = Vec::new();
+    while !rest.is_empty() {
+        let Some((len, after)) = rest.split_first_chunk::<4>() else {
+            return bad(format!("ends inside the length of record {}", parts.len()));
+        };
+        let len = u32::from_le_bytes(*len) as usize;
+        let Some((part, after)) = after.split_at_checked(len) else {
+            return bad(format!("record {} says {len} bytes, {} follow", parts.len(), after.len()));
+        };
+        parts.push(part);
+        rest = after;
+    }
+    if parts.is_empty() {
+        return bad("no records".into());
+    }
+    Some(Ok(parts))
+}
+
+/// Every record of one message, each decoded on its own ([`decode`]); a refused batch
+/// is one refusal.
+pub fn decode_message(
+    key: Option<&[u8]>,
+    value: &[u8],
+    dim: usize,
+    max_bytes: usize,
+) -> Vec<Result<FeatureRecord, InvalidRecord>> {
+    if value.len() > max_bytes {
+        return vec![Err(InvalidRecord::Oversized { size: value.len(), limit: max_bytes })];
+    }
+    match batch_parts(value) {
+        None => vec![decode(key, value, dim, max_bytes)],
+        Some(Err(e)) => vec![Err(e)],
+        Some(Ok(parts)) => parts.into_iter().map(|p| decode(key, p, dim, max_bytes)).collect(),
+    }
 }
 
 /// Encode a record in the input format (replay tools, tests).

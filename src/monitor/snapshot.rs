@@ -106,6 +106,13 @@ struct Tail<T> {
     input_partitions: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     points: Option<SavedPoints>,
+    /// `last_source`'s place in its batch message (0 is not written).
+    #[serde(default, skip_serializing_if = "is_first")]
+    last_index: u32,
+}
+
+fn is_first(index: &u32) -> bool {
+    *index == 0
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -195,6 +202,7 @@ impl Snapshot {
             pinned: self.pinned,
             input_partitions: self.input_partitions,
             points: self.points.clone(),
+            last_index: self.last_source.as_ref().map_or(0, |s| s.index),
         };
         let incidents = serde_json::to_vec(&tail).expect("incident state serialises");
         out.extend_from_slice(&(incidents.len() as u32).to_le_bytes());
@@ -252,7 +260,7 @@ impl Snapshot {
             let len = r.array::<2>().map(u16::from_le_bytes).ok_or(SnapshotError::BadLength)?;
             let topic = r.take(len as usize).ok_or(SnapshotError::BadLength)?;
             let topic = String::from_utf8(topic.to_vec()).map_err(|_| SnapshotError::BadLength)?;
-            (offset >= 0).then_some(Source { topic, partition, offset })
+            (offset >= 0).then_some(Source::new(topic, partition, offset))
         } else {
             None
         };
@@ -271,6 +279,7 @@ impl Snapshot {
         };
         let floats = floats(windows)?;
         let (positive, unlabeled) = floats.split_at(np * dim);
+        let last_source = last_source.map(|s| Source { index: tail.last_index, ..s });
         let snapshot = Self {
             dim,
             positive: positive.to_vec(),
@@ -440,7 +449,7 @@ mod tests {
             positive: vec![1.0, 2.0],
             unlabeled: vec![3.0, 4.0, 5.0, 6.0],
             seen: 9,
-            last_source: Some(Source { topic: "in".into(), partition: 3, offset: 41 }),
+            last_source: Some(Source::new("in", 3, 41)),
             ..Snapshot::empty(2)
         };
         assert_eq!(Snapshot::decode(&s.encode()).unwrap(), s);
@@ -478,7 +487,7 @@ mod tests {
             posterior: 0.2,
             prior: 0.6,
             ts: 5.0,
-            source: &Source { topic: "in".into(), partition: 3, offset: 40 },
+            source: &Source::new("in", 3, 40),
             features: &[1.0, 2.0],
             context: None,
             judged: true,
@@ -513,6 +522,10 @@ mod tests {
         assert_eq!(Snapshot::decode(&onboarding.encode()).unwrap(), onboarding);
         let member = Snapshot { kind: Some("edimax-cam".into()), rows_accepted: true, ..onboarding.clone() };
         assert_eq!(Snapshot::decode(&member.encode()).unwrap(), member);
+        // A record inside a batch message keeps its place.
+        let batched =
+            Snapshot { last_source: Some(Source { index: 3, ..Source::new("in", 3, 41) }), ..s.clone() };
+        assert_eq!(Snapshot::decode(&batched.encode()).unwrap(), batched);
         let tail = 4 + serde_json::to_vec(&Tail {
             incidents: &s.incidents,
             onboarding: None,
@@ -522,6 +535,7 @@ mod tests {
             pinned: 0,
             input_partitions: 0,
             points: None,
+            last_index: 0,
         })
         .unwrap()
         .len();
@@ -560,7 +574,7 @@ mod tests {
             positive: vec![1.0, 2.0, 3.0, 4.0],
             unlabeled: vec![5.0, 6.0],
             seen: 9,
-            last_source: Some(Source { topic: "in".into(), partition: 1, offset: 7 }),
+            last_source: Some(Source::new("in", 1, 7)),
             pinned: 1,
             input_partitions: 4,
             ..Snapshot::empty(2)

@@ -15,6 +15,9 @@ pub enum Event<'a> {
     Batch { records: usize },
     /// Devices dropped from memory, by reason (`capacity`, `idle`, `revoked`).
     Evicted { reason: &'a str, count: usize },
+    /// Records a batch message held beyond its first (the shell counts messages as they
+    /// arrive; these make its count one of records).
+    Unbatched(usize),
     /// Redelivered records scored again but kept out of the windows.
     Redelivered(usize),
     /// Devices adapted.
@@ -94,6 +97,7 @@ impl Telemetry for Tally {
             Event::Batch { records } => self.add("batch_records".into(), records as u64),
             Event::Evicted { reason, count } => self.add(format!("evicted/{reason}"), count as u64),
             Event::Redelivered(n) => self.add("redelivered".into(), n as u64),
+            Event::Unbatched(n) => self.add("unbatched".into(), n as u64),
             Event::Adapted(n) => self.add("adapted".into(), n as u64),
             Event::Deferred(n) => self.add("deferred".into(), n as u64),
             Event::LabelsIgnored(n) => self.add("labels_ignored".into(), n),

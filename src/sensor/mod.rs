@@ -4,10 +4,12 @@
 //!
 //! - [`live`] — the capture (libpcap), kernel drops, `--save`
 //! - [`unknown`] — senders no device list names (logged once, counted, discovered)
+//! - [`batch`] — a device's records gathered into one message
 //! - [`producer`] — records to Kafka, bounded, never holding up the capture
 //! - [`run`] — the loop and its controls (stop, reload, liveness)
 //! - [`metrics`] — `metapu_sensor_*`
 
+pub mod batch;
 pub mod http;
 pub mod live;
 pub mod metrics;
@@ -15,6 +17,7 @@ pub mod producer;
 pub mod run;
 pub mod unknown;
 
+pub use batch::Batching;
 pub use live::{LiveCapture, LiveError, LiveOptions};
 pub use metrics::SensorMetrics;
 pub use producer::{RecordProducer, RecordSink};

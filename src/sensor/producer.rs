@@ -1,6 +1,8 @@
-//! Records to Kafka without ever holding up the capture: librdkafka queues up to
-//! `sensor.max_queued_records`; past that a record is dropped and counted. An outage
-//! is one warning and then a line a minute with the counts, never a line per record.
+//! Records to Kafka without ever holding up the capture: up to
+//! `sensor.max_queued_records` records wait for the brokers; past that a message's
+//! records are dropped and counted. An outage is one warning and then a line a minute
+//! with the counts, never a line per record. A message may carry a batch of records
+//! (`batch.rs`): every count here is of records, each message's travelling with it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,6 +23,9 @@ struct Reporting {
     /// Set by an error, cleared by the next delivery: an outage is in progress.
     failing: AtomicBool,
     errors: AtomicU64,
+    /// Records handed to the client and not yet delivered or failed.
+    queued: AtomicU64,
+    max_queued: u64,
     last_report: Mutex<Option<Instant>>,
 }
 
@@ -36,7 +41,7 @@ impl Reporting {
         tracing::warn!(
             reason,
             errors = self.errors.load(Ordering::Relaxed),
-            queued = m.records_queued.get(),
+            queued = self.queued.load(Ordering::Relaxed),
             dropped_queue_full = m.records_dropped.with_label_values(&["queue_full"]).get(),
             undelivered = m.records_dropped.with_label_values(&["undelivered"]).get(),
             "{what}; capturing goes on, records wait (up to sensor.max_queued_records) and then are dropped"
@@ -63,12 +68,15 @@ impl ClientContext for Context {
 }
 
 impl ProducerContext for Context {
-    type DeliveryOpaque = ();
-    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+    /// The message's record count.
+    type DeliveryOpaque = usize;
+    fn delivery(&self, result: &DeliveryResult<'_>, records: usize) {
         let r = &self.0;
+        let records = records as u64;
+        r.queued.fetch_sub(records, Ordering::Relaxed);
         match result {
             Ok(_) => {
-                r.metrics.records_produced.inc();
+                r.metrics.records_produced.inc_by(records);
                 if r.failing.swap(false, Ordering::Relaxed) {
                     tracing::info!(
                         errors = r.errors.load(Ordering::Relaxed),
@@ -78,7 +86,7 @@ impl ProducerContext for Context {
                 }
             }
             Err((e, _)) => {
-                r.metrics.records_dropped.with_label_values(&["undelivered"]).inc();
+                r.metrics.records_dropped.with_label_values(&["undelivered"]).inc_by(records);
                 r.failing.store(true, Ordering::Relaxed);
                 r.report("records are not being delivered", &e.to_string());
             }
@@ -86,9 +94,10 @@ impl ProducerContext for Context {
     }
 }
 
-/// Where the sensor's records go: the Kafka producer, or (benchmarks) nowhere.
+/// Where the sensor's records go: the Kafka producer, or (benchmarks) nowhere. A
+/// message holds `records` records (a batch, or one).
 pub trait RecordSink {
-    fn send(&self, device: &str, payload: &[u8]);
+    fn send(&self, device: &str, payload: &[u8], records: u32);
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -117,11 +126,15 @@ impl RecordProducer {
         max_queued: usize,
         metrics: Arc<SensorMetrics>,
     ) -> Result<Self, ProducerError> {
+        // The bound is the sensor's, in records; the client's own (in messages) is never
+        // the nearer, since a message holds at least one record.
         client.set("queue.buffering.max.messages", max_queued.to_string());
         let context = Context(Arc::new(Reporting {
             metrics: metrics.clone(),
             failing: AtomicBool::new(false),
             errors: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            max_queued: max_queued as u64,
             last_report: Mutex::new(None),
         }));
         let producer = client.create_with_context(context)?;
@@ -130,24 +143,28 @@ impl RecordProducer {
 }
 
 impl RecordSink for RecordProducer {
-    /// Queue one record keyed by its device; a full queue drops it (counted).
-    fn send(&self, device: &str, payload: &[u8]) {
-        let record = BaseRecord::to(&self.topic).key(device).payload(payload);
-        match self.producer.send(record) {
-            Ok(()) => {}
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                self.metrics.records_dropped.with_label_values(&["queue_full"]).inc();
-                self.producer
-                    .context()
-                    .0
-                    .report("the record queue is full", "sensor.max_queued_records reached");
-            }
-            Err((e, _)) => {
-                // Too large, unknown topic on a broker that refuses creation, …: the record
-                // is lost, the capture is not.
-                self.metrics.records_dropped.with_label_values(&["undelivered"]).inc();
-                self.producer.context().0.report("a record could not be queued", &e.to_string());
-            }
+    /// Queue one message keyed by its device; a full queue drops its records (counted).
+    fn send(&self, device: &str, payload: &[u8], records: u32) {
+        let r = &self.producer.context().0;
+        let n = u64::from(records);
+        // Counted before the client may deliver it (its callback subtracts).
+        if r.queued.fetch_add(n, Ordering::Relaxed) + n > r.max_queued {
+            r.queued.fetch_sub(n, Ordering::Relaxed);
+            self.metrics.records_dropped.with_label_values(&["queue_full"]).inc_by(n);
+            r.report("the record queue is full", "sensor.max_queued_records reached");
+            return;
+        }
+        let message = BaseRecord::with_opaque_to(&self.topic, records as usize).key(device).payload(payload);
+        if let Err((e, _)) = self.producer.send(message) {
+            r.queued.fetch_sub(n, Ordering::Relaxed);
+            let reason = match e {
+                KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull) => "queue_full",
+                // Too large, unknown topic on a broker that refuses creation, …: the
+                // records are lost, the capture is not.
+                _ => "undelivered",
+            };
+            self.metrics.records_dropped.with_label_values(&[reason]).inc_by(n);
+            r.report("records could not be queued", &e.to_string());
         }
     }
 }
@@ -155,7 +172,7 @@ impl RecordSink for RecordProducer {
 impl RecordProducer {
     /// Records waiting for the brokers (the gauge is set from it).
     pub fn queued(&self) -> u64 {
-        let n = self.producer.in_flight_count().max(0) as u64;
+        let n = self.producer.context().0.queued.load(Ordering::Relaxed);
         self.metrics.records_queued.set(n as i64);
         n
     }

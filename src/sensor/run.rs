@@ -17,6 +17,7 @@ use crate::traffic::extract::{Devices, Extractor, Routed};
 use crate::traffic::frame::frame_macs;
 use crate::wall_clock::unix_now;
 
+use super::batch::{Batcher, Batching};
 use super::live::{LiveCapture, LiveError};
 use super::metrics::SensorMetrics;
 use super::producer::{RecordProducer, RecordSink};
@@ -54,6 +55,7 @@ pub struct SensorSettings {
     pub format: Format,
     pub discover: bool,
     pub max_discovered: usize,
+    pub batching: Batching,
 }
 
 /// How often the loop reads the kernel's counters and checks the link.
@@ -67,6 +69,7 @@ pub struct Sensor {
     names: Vec<String>,
     discovered: Vec<Device>,
     unknown: UnknownMacs,
+    batcher: Batcher,
     metrics: Arc<SensorMetrics>,
     device_packets: Vec<IntCounter>,
     kernel_drops: u64,
@@ -83,6 +86,7 @@ impl Sensor {
             names: Vec::new(),
             discovered: Vec::new(),
             unknown,
+            batcher: Batcher::new(settings.batching),
             metrics,
             device_packets: Vec::new(),
             kernel_drops: 0,
@@ -113,6 +117,7 @@ impl Sensor {
             if let Some(frame) = capture.next_frame()? {
                 self.take(&frame, producer);
             }
+            self.flush_due(Instant::now(), producer);
             if housekeeping.elapsed() >= HOUSEKEEPING {
                 housekeeping = Instant::now();
                 capture.check_up()?;
@@ -124,8 +129,19 @@ impl Sensor {
                 controls.alive.store(unix_now() as u64, Ordering::Relaxed);
             }
         }
+        self.flush(producer);
         capture.flush_saved()?;
         Ok(())
+    }
+
+    /// Send the records waiting in batches.
+    pub fn flush(&mut self, sink: &impl RecordSink) {
+        self.batcher.flush(sink);
+    }
+
+    /// Each turn of the loop: send the batches once `sensor.batch_wait_ms` has passed.
+    pub fn flush_due(&mut self, now: Instant, sink: &impl RecordSink) {
+        self.batcher.flush_due(now, sink);
     }
 
     /// One frame: its rows to the producer, or counted as unparsed or unlisted.
@@ -157,7 +173,7 @@ impl Sensor {
             let row = self.extractor.features(d, &routed.packet);
             let record =
                 self.settings.format.encode(&self.names[d], routed.packet.ts, row, false, Some(context));
-            producer.send(&self.names[d], &record);
+            self.batcher.add(&self.names[d], &record, producer);
         }
     }
 

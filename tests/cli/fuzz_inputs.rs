@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use metapu::data::{csv_tasks, nbaiot};
-use metapu::monitor::record::{decode, encode, encode_binary};
+use metapu::monitor::record::{decode, decode_message, encode, encode_binary, Batch};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -113,6 +113,38 @@ fn binary_records_round_trip_and_any_binary_tail_is_safe() {
         let mut v = b"MPR1".to_vec();
         v.extend(tail);
         check_decoded(k.as_deref().map(str::as_bytes), &v)
+    });
+}
+
+#[test]
+fn batches_round_trip_and_any_batch_bytes_are_safe() {
+    let row = prop::collection::vec(-1e30f32..1e30, DIM);
+    let rows = prop::collection::vec(row, 1..8);
+    fuzz("decoder/batch-round-trip", ("[a-z0-9-]{1,12}", rows), |(device, rows)| {
+        let mut batch = Batch::default();
+        for (i, row) in rows.iter().enumerate() {
+            batch.push(&encode_binary(&device, i as f64, row, false, None));
+        }
+        let back = decode_message(None, &batch.take(), DIM, 1 << 20);
+        prop_assert_eq!(back.len(), rows.len());
+        for (r, row) in back.into_iter().zip(&rows) {
+            let r = r.map_err(|e| TestCaseError::fail(format!("refused a valid batched record: {e}")))?;
+            prop_assert_eq!(&r.features, row);
+        }
+        Ok(())
+    });
+    // The batch magic followed by anything: lengths past the end, records of junk.
+    let tail = prop::collection::vec(any::<u8>(), 0..96);
+    fuzz("decoder/batch-bytes", (prop::option::of("[ -~]{0,6}"), tail), |(k, tail)| {
+        let mut v = b"MPB1".to_vec();
+        v.extend(tail);
+        let decoded = decode_message(k.as_deref().map(str::as_bytes), &v, DIM, MAX_BYTES);
+        prop_assert!(!decoded.is_empty(), "a message is at least one record or one refusal");
+        for r in decoded.into_iter().flatten() {
+            prop_assert_eq!(r.features.len(), DIM);
+            prop_assert!(r.features.iter().all(|v| v.is_finite()) && r.ts.is_finite());
+        }
+        Ok(())
     });
 }
 

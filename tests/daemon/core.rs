@@ -59,7 +59,7 @@ impl Core {
         for row in rows {
             self.offset += 1;
             let message = Received {
-                source: Source { topic: "in".into(), partition: 0, offset: self.offset },
+                source: Source::new("in", 0, self.offset),
                 key: None,
                 payload: record::encode("cam", self.offset as f64, row, known),
             };
@@ -84,7 +84,7 @@ impl Core {
             note: "firmware update".into(),
         };
         let m = Received {
-            source: Source { topic: self.feedback_topic.clone(), partition: 0, offset: 0 },
+            source: Source::new(self.feedback_topic.clone(), 0, 0),
             key: Some(b"cam".to_vec()),
             payload: FeedbackMessage::Verdict(fb).encode(),
         };

@@ -31,7 +31,7 @@ fn feed(m: &mut Monitor, records: &[(&str, &[f32], bool)], first_offset: i64) ->
     for (i, (device, row, known)) in records.iter().enumerate() {
         let offset = first_offset + i as i64;
         let message = Received {
-            source: Source { topic: "in".into(), partition: 0, offset },
+            source: Source::new("in", 0, offset),
             key: None,
             payload: record::encode(device, 0.0, row, *known),
         };

@@ -1,5 +1,5 @@
-//! Fast daemon tests on rdkafka's in-process MockCluster: scoring to alerts, two
-//! daemons through a rebalance, and a broker outage.
+//! Fast daemon tests on rdkafka's in-process MockCluster: scoring to alerts (batch
+//! messages among the records), two daemons through a rebalance, and a broker outage.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -47,8 +47,13 @@ async fn known_normal_then_mixed_traffic_gives_alerts() {
         send_record(&p, "m1.features", "cam-1", 10.0 + i as f64, row, false).await;
     }
     read_topic(&boot, "m1.priors", Duration::from_secs(20), |m| !m.is_empty());
-    for (i, row) in attack.iter().skip(50).take(30).enumerate() {
-        send_record(&p, "m1.features", "cam-1", 100.0 + i as f64, row, false).await;
+    // The attack as the sensor sends a busy device's records: batches of ten, binary.
+    for chunk in attack.iter().skip(50).take(30).enumerate().collect::<Vec<_>>().chunks(10) {
+        let mut batch = metapu::monitor::record::Batch::default();
+        for (i, row) in chunk {
+            batch.push(&metapu::monitor::record::encode_binary("cam-1", 100.0 + *i as f64, row, false, None));
+        }
+        send(&p, "m1.features", Some("cam-1"), &batch.take()).await;
     }
     // The mixed traffic's alerts come first (cam-1 is adapted before its first records
     // are scored): wait for those of the attack records.
@@ -57,9 +62,11 @@ async fn known_normal_then_mixed_traffic_gives_alerts() {
     }));
     let late = alerts.iter().filter(|a| a["ts"].as_f64().unwrap() >= 100.0).count();
     assert!(late >= 15, "{late} alerts for 30 attack records");
-    // Alert ids are unique per source record.
+    // Alert ids are unique per source record, a batch's records each their own.
     let ids: HashSet<&str> = alerts.iter().map(|a| a["alert_id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), alerts.len());
+    assert!(alerts.iter().any(|a| a["source"]["index"].as_u64().is_some_and(|i| i > 0)), "{alerts:?}");
+    assert_eq!(daemon.metrics.records_consumed.get(), 8 + 30 + 30, "records, not messages");
     daemon.shutdown().await.unwrap();
 }
 

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use metapu::daemon::adapter::Adapter;
 use metapu::daemon::config::{DaemonConfig, Sources};
-use metapu::monitor::record::{decode, encode, encode_binary, InvalidRecord};
+use metapu::monitor::record::{decode, decode_message, encode, encode_binary, Batch, InvalidRecord};
 
 fn config_file(text: &str) -> tempfile::NamedTempFile {
     let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
@@ -139,6 +139,48 @@ fn binary_records_decode_like_json_or_say_why_not() {
     let mut bad_name = encode_binary("dx", 0.0, &[1.0, 2.0], false, None);
     bad_name[7] = 0xff;
     assert_eq!(kind(&bad_name), "not_utf8");
+}
+
+/// A batch message holds records of either format, each decoded and refused on its own;
+/// broken framing refuses the message, and a message over the limit is not opened.
+#[test]
+fn a_batch_message_holds_records_each_checked_on_its_own() {
+    let mut batch = Batch::default();
+    batch.push(&encode_binary("d1", 1.0, &[1.0, 2.0], true, None));
+    batch.push(&encode("d1", 2.0, &[3.0, 4.0], false));
+    batch.push(&encode_binary("d1", 3.0, &[1.0], false, None));
+    batch.push(&encode_binary("d2", 4.0, &[1.0, 2.0], false, None));
+    assert_eq!(batch.records(), 4);
+    let bytes = batch.take();
+    assert_eq!(batch.records(), 0, "taking empties it");
+    let got = decode_message(Some(b"d1"), &bytes, 2, 1 << 20);
+    let ts: Vec<Result<f64, &str>> =
+        got.iter().map(|r| r.as_ref().map(|r| r.ts).map_err(|e| e.kind())).collect();
+    assert_eq!(ts, [Ok(1.0), Ok(2.0), Err("wrong_dimension"), Err("device_mismatch")]);
+    assert!(got[0].as_ref().unwrap().known_normal);
+    // A lone record's message decodes as before.
+    let one = encode_binary("d1", 1.0, &[1.0, 2.0], false, None);
+    assert_eq!(decode_message(None, &one, 2, 1024), vec![decode(None, &one, 2, 1024)]);
+    // Framing: a length past the end, a cut length, no records at all.
+    let refusal = |v: &[u8]| {
+        let got = decode_message(None, v, 2, 1 << 20);
+        assert_eq!(got.len(), 1, "one refusal for the message");
+        got[0].as_ref().unwrap_err().to_string()
+    };
+    assert!(
+        refusal(&bytes[..bytes.len() - 1]).contains("record 3 says"),
+        "{}",
+        refusal(&bytes[..bytes.len() - 1])
+    );
+    assert!(refusal(&[b"MPB1".as_slice(), &[7, 0]].concat()).contains("ends inside the length of record 0"));
+    assert!(refusal(b"MPB1").contains("no records"));
+    // Over the message limit: refused whole, unopened.
+    assert!(refusal_kind(decode_message(None, &bytes, 2, 64)) == "oversized");
+}
+
+fn refusal_kind(got: Vec<Result<metapu::monitor::record::FeatureRecord, InvalidRecord>>) -> &'static str {
+    assert_eq!(got.len(), 1);
+    got[0].as_ref().unwrap_err().kind()
 }
 
 /// A record may carry its packet's context, in JSON and in binary; one without is as

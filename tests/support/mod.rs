@@ -441,10 +441,20 @@ pub fn read_all_partitions(
     limit: Duration,
     n: usize,
 ) -> Vec<(Option<String>, Vec<u8>)> {
+    read_all_partitions_until(bootstrap, topic, limit, |out| out.len() >= n)
+}
+
+/// [`read_all_partitions`] until `enough` says so of the messages read.
+pub fn read_all_partitions_until(
+    bootstrap: &str,
+    topic: &str,
+    limit: Duration,
+    enough: impl Fn(&[(Option<String>, Vec<u8>)]) -> bool,
+) -> Vec<(Option<String>, Vec<u8>)> {
     let (consumer, _) = reader_of_all_partitions(bootstrap, topic, false);
     let started = Instant::now();
     let mut out = Vec::new();
-    while started.elapsed() < limit && out.len() < n {
+    while started.elapsed() < limit && !enough(&out) {
         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
             let key = m.key().map(|k| String::from_utf8_lossy(k).into_owned());
             out.push((key, m.payload().unwrap_or_default().to_vec()));

@@ -198,7 +198,7 @@ pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<De
 /// the daemon's are from Kafka's). Devices run one after the other, each on its
 /// capture's time: a partition's stream time is its device's.
 pub fn source(partition: i32, offset: i64) -> Source {
-    Source { topic: STREAM_TOPIC.into(), partition, offset }
+    Source::new(STREAM_TOPIC, partition, offset)
 }
 
 /// The topic name of [`source`].

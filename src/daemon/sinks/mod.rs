@@ -208,7 +208,7 @@ fn dead_letter(sink: &str, event: &IncidentEvent, kind: &str, reason: String) ->
         letter: DeadLetter {
             reason,
             kind: kind.into(),
-            source: Source { topic: format!("sink:{sink}"), partition: -1, offset: -1 },
+            source: Source::new(format!("sink:{sink}"), -1, -1),
             payload: payload_excerpt(&payload),
             payload_bytes: payload.len(),
             time: unix_now(),

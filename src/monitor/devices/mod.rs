@@ -480,7 +480,7 @@ impl DeviceTable {
             out.replayed = d.last_source.as_ref().is_some_and(|last| {
                 last.partition == source.partition
                     && last.topic == source.topic
-                    && source.offset <= last.offset
+                    && source.position() <= last.position()
             });
             d.idle = false;
             let onboarding = d.onboarding.as_ref().map(|o| o.active(now_unix));

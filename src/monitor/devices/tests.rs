@@ -341,7 +341,7 @@ fn a_classifier_adapted_on_older_windows_never_replaces_a_newer_one() {
 }
 
 fn at(partition: i32, offset: i64) -> Source {
-    Source { topic: "in".into(), partition, offset }
+    Source::new("in", partition, offset)
 }
 
 #[test]
@@ -359,7 +359,7 @@ fn redelivered_records_do_not_enter_the_windows_twice() {
     assert_eq!(t.get("a").unwrap().seen, 4);
     // Another partition (the device's key moved) or topic: offsets are not comparable.
     assert!(!t.observe("a", &[9.0], false, &at(1, 0), 0.0, 0).replayed);
-    let other_topic = Source { topic: "other".into(), partition: 1, offset: 0 };
+    let other_topic = Source::new("other", 1, 0);
     assert!(!t.observe("a", &[9.0], false, &other_topic, 0.0, 0).replayed);
 }
 
