@@ -1,5 +1,6 @@
 //! Micro-batches: messages come in with the time they arrived and are gathered as
-//! `[scoring]` says (`max_batch` messages, or `max_wait_ms` after the first); a batch
+//! `[scoring]` says (`max_batch` records, a batch message's each, or `max_wait_ms` after
+//! the first); a batch
 //! runs its records through the pipeline (the per-device cap, deferral, the clock and
 //! the adaptation cadence are the engine's and the pipeline's, built from the same
 //! [`CoreSettings`]), then the feedback topic's messages. The Monitor (`api.rs`)
@@ -8,13 +9,16 @@
 use super::clock::Now;
 use super::engine::Engine;
 use super::pipeline::{highest_offsets, Consumed, Emitted, PartitionOffset, Pipeline, Received};
+use super::record;
 use super::settings::CoreSettings;
 use super::telemetry::Telemetry;
 
-/// Messages gathered into the next micro-batch (times on the caller's clock, ms).
+/// Messages gathered into the next micro-batch (times on the caller's clock, ms), full
+/// at `max` records.
 #[derive(Debug)]
 pub(super) struct Batcher<T> {
     items: Vec<T>,
+    records: usize,
     first_ms: Option<u64>,
     max: usize,
     max_wait_ms: u64,
@@ -22,17 +26,24 @@ pub(super) struct Batcher<T> {
 
 impl<T> Batcher<T> {
     pub fn new(max: usize, max_wait_ms: u64) -> Self {
-        Self { items: Vec::new(), first_ms: None, max: max.max(1), max_wait_ms: max_wait_ms.max(1) }
+        Self {
+            items: Vec::new(),
+            records: 0,
+            first_ms: None,
+            max: max.max(1),
+            max_wait_ms: max_wait_ms.max(1),
+        }
     }
 
-    /// Gather an item that arrived at `now_ms`.
-    pub fn push(&mut self, item: T, now_ms: u64) {
+    /// Gather an item of `records` records that arrived at `now_ms`.
+    pub fn push(&mut self, item: T, records: usize, now_ms: u64) {
         self.first_ms.get_or_insert(now_ms);
         self.items.push(item);
+        self.records += records;
     }
 
     pub fn full(&self) -> bool {
-        self.items.len() >= self.max
+        self.records >= self.max
     }
 
     /// When the started batch must be run: `max_wait_ms` after its first item.
@@ -41,7 +52,7 @@ impl<T> Batcher<T> {
     }
 
     pub fn take(&mut self) -> Vec<T> {
-        self.first_ms = None;
+        (self.first_ms, self.records) = (None, 0);
         std::mem::take(&mut self.items)
     }
 }
@@ -75,7 +86,10 @@ impl Driver {
 
     /// Gather a message that arrived at `now_ms`.
     pub fn gather(&mut self, message: Received, now_ms: u64) {
-        self.gathering.push(message, now_ms);
+        // A batch message holds up to sensor.batch_records records: counted as messages,
+        // one micro-batch would hold that many times max_batch.
+        let records = record::records_in(&message.payload);
+        self.gathering.push(message, records, now_ms);
     }
 
     pub fn full(&self) -> bool {
@@ -187,15 +201,21 @@ mod tests {
     fn a_batch_is_due_when_full_or_its_wait_is_over() {
         let mut b = Batcher::new(3, 20);
         assert_eq!(b.deadline_ms(), None, "nothing gathered, nothing due");
-        b.push('a', 100);
-        b.push('b', 115);
+        b.push('a', 1, 100);
+        b.push('b', 1, 115);
         assert_eq!(b.deadline_ms(), Some(120), "from the first item");
         assert!(!b.full());
-        b.push('c', 130);
+        b.push('c', 1, 130);
         assert!(b.full());
         assert_eq!(b.take(), vec!['a', 'b', 'c']);
         assert_eq!(b.deadline_ms(), None);
-        b.push('d', 500);
+        b.push('d', 1, 500);
         assert_eq!(b.deadline_ms(), Some(520), "a new batch waits from its own first item");
+        // Full by records: a batch message of two and one more record.
+        b.take();
+        b.push('e', 2, 600);
+        assert!(!b.full());
+        b.push('f', 1, 601);
+        assert!(b.full());
     }
 }

@@ -354,6 +354,19 @@ pub fn batch_parts(value: &[u8]) -> Option<Result<Vec<&[u8]>, InvalidRecord>> {
     Some(Ok(parts))
 }
 
+/// How many records a message holds, without decoding them: a batch's count (read off
+/// its lengths), else 1 (a refused batch too).
+pub fn records_in(value: &[u8]) -> usize {
+    let Some(mut rest) = value.strip_prefix(BATCH_MAGIC.as_slice()) else { return 1 };
+    let mut n = 0;
+    while let Some((len, after)) = rest.split_first_chunk::<4>() {
+        let Some(next) = after.get(u32::from_le_bytes(*len) as usize..) else { break };
+        rest = next;
+        n += 1;
+    }
+    n.max(1)
+}
+
 /// Every record of one message, each decoded on its own ([`decode`]); a refused batch
 /// is one refusal.
 pub fn decode_message(

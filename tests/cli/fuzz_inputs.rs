@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use metapu::data::{csv_tasks, nbaiot};
-use metapu::monitor::record::{decode, decode_message, encode, encode_binary, Batch};
+use metapu::monitor::record::{decode, decode_message, encode, encode_binary, records_in, Batch};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -125,7 +125,9 @@ fn batches_round_trip_and_any_batch_bytes_are_safe() {
         for (i, row) in rows.iter().enumerate() {
             batch.push(&encode_binary(&device, i as f64, row, false, None));
         }
-        let back = decode_message(None, &batch.take(), DIM, 1 << 20);
+        let message = batch.take();
+        prop_assert_eq!(records_in(&message), rows.len());
+        let back = decode_message(None, &message, DIM, 1 << 20);
         prop_assert_eq!(back.len(), rows.len());
         for (r, row) in back.into_iter().zip(&rows) {
             let r = r.map_err(|e| TestCaseError::fail(format!("refused a valid batched record: {e}")))?;
@@ -139,6 +141,7 @@ fn batches_round_trip_and_any_batch_bytes_are_safe() {
         let mut v = b"MPB1".to_vec();
         v.extend(tail);
         let decoded = decode_message(k.as_deref().map(str::as_bytes), &v, DIM, MAX_BYTES);
+        prop_assert!(records_in(&v) >= 1);
         prop_assert!(!decoded.is_empty(), "a message is at least one record or one refusal");
         for r in decoded.into_iter().flatten() {
             prop_assert_eq!(r.features.len(), DIM);

@@ -6,7 +6,9 @@ use std::io::Write;
 
 use metapu::daemon::adapter::Adapter;
 use metapu::daemon::config::{DaemonConfig, Sources};
-use metapu::monitor::record::{decode, decode_message, encode, encode_binary, Batch, InvalidRecord};
+use metapu::monitor::record::{
+    decode, decode_message, encode, encode_binary, records_in, Batch, InvalidRecord,
+};
 
 fn config_file(text: &str) -> tempfile::NamedTempFile {
     let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
@@ -153,6 +155,7 @@ fn a_batch_message_holds_records_each_checked_on_its_own() {
     assert_eq!(batch.records(), 4);
     let bytes = batch.take();
     assert_eq!(batch.records(), 0, "taking empties it");
+    assert_eq!(records_in(&bytes), 4, "counted without decoding (micro-batches fill by records)");
     let got = decode_message(Some(b"d1"), &bytes, 2, 1 << 20);
     let ts: Vec<Result<f64, &str>> =
         got.iter().map(|r| r.as_ref().map(|r| r.ts).map_err(|e| e.kind())).collect();
@@ -161,6 +164,7 @@ fn a_batch_message_holds_records_each_checked_on_its_own() {
     // A lone record's message decodes as before.
     let one = encode_binary("d1", 1.0, &[1.0, 2.0], false, None);
     assert_eq!(decode_message(None, &one, 2, 1024), vec![decode(None, &one, 2, 1024)]);
+    assert_eq!((records_in(&one), records_in(b"MPB1")), (1, 1));
     // Framing: a length past the end, a cut length, no records at all.
     let refusal = |v: &[u8]| {
         let got = decode_message(None, v, 2, 1 << 20);
