@@ -3,7 +3,8 @@
 //! and, in a `--features cuda` build on a host with a GPU, on the GPU beside it with the
 //! largest difference between the two devices' adapted states. On the CPU it also times
 //! the daemon's solver at a device's adaptation point, by batch size: every row
-//! embedded, and with the parts of the rows its last adaptation had kept (`RowCache`).
+//! embedded, and with the parts of the rows its last adaptation had kept (`RowCache`),
+//! on one torch thread as the daemon's solver threads run.
 //! Prints numbers; asserts nothing. `METAPU_BENCH_DEVICES=100` runs a smaller fleet.
 
 use std::path::Path;
@@ -147,18 +148,24 @@ fn main() {
     let (secs, cpu_states) = adapt_all(&cpu_model, &supports, 32, 1);
     row("CPU", 32, secs);
     // The daemon's solver at a device's adaptation point, by batch size: the plain solve,
-    // and with the parts of the rows the device's last adaptation had kept.
+    // and with the parts of the rows the device's last adaptation had kept. On one torch
+    // thread, as the daemon runs its solver threads.
     let moved = 30;
+    let threads = tch::get_num_threads();
+    metapu::daemon::use_one_torch_thread();
     for batch in [1, 4, 8, 32] {
         let (plain, _) = adapt_all(&cpu_model, &supports, batch, 1);
-        row("CPU, every row embedded", batch, plain);
+        row("CPU, one thread, every row embedded", batch, plain);
         let cached = readapt_cached(&cpu_model, &data, batch, moved);
         row(
-            &format!("CPU, {moved} of {UNLABELED} recent records new, the other rows' parts kept"),
+            &format!(
+                "CPU, one thread, {moved} of {UNLABELED} recent records new, the other rows' parts kept"
+            ),
             batch,
             cached,
         );
     }
+    tch::set_num_threads(threads);
     let packing = packing_seconds(&supports, cpu_model.dim());
     println!(
         "| host only: packing the windows into one batch, no solve | {devices} | {packing:.3} | {:.4} |",

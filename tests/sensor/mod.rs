@@ -486,6 +486,11 @@ fn what_the_sensor_cannot_run_with_is_refused_with_the_reason() {
     let err =
         sense_refused(&["--interface", "lo", "--devices", devices], &[("METAPU__SENSOR__SNAPLEN", "10")]);
     assert!(err.contains("sensor.snaplen: must be at least 64 bytes"), "{err}");
+    let err = sense_refused(
+        &["--interface", "lo", "--devices", devices],
+        &[("METAPU__SENSOR__BATCH_RECORDS", "0")],
+    );
+    assert!(err.contains("sensor.batch_records: must be 1 (a message per record) to 256"), "{err}");
     // Opening a real interface needs root.
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
