@@ -229,12 +229,7 @@ fn sensor_batches(records: &[(String, f64, Vec<u8>)], batching: Batching) -> Vec
     let mut pending: Vec<(String, record::Batch)> = Vec::new();
     let flush = |pending: &mut Vec<(String, record::Batch)>, out: &mut Vec<(String, Vec<u8>)>| {
         for (device, mut batch) in pending.drain(..) {
-            let message = batch.take();
-            match batch_len(&message) {
-                0 => {}
-                1 => out.push((device, message[8..].to_vec())),
-                _ => out.push((device, message)),
-            }
+            out.extend(batch.take_message().map(|message| (device, message)));
         }
     };
     let wait = batching.wait.as_secs_f64();
@@ -259,11 +254,6 @@ fn sensor_batches(records: &[(String, f64, Vec<u8>)], batching: Batching) -> Vec
     }
     flush(&mut pending, &mut out);
     out
-}
-
-/// Records in a batch message.
-fn batch_len(message: &[u8]) -> usize {
-    record::batch_parts(message).and_then(Result::ok).map_or(0, |p| p.len())
 }
 
 /// A webhook receiver answering 200 to everything; its address.

@@ -143,11 +143,10 @@ pub fn decode_batch(messages: Vec<Received>, dim: usize, max_bytes: usize) -> Ve
 /// message under its place in the batch ([`Source::index`]), keeping its own bytes only
 /// when it is refused (for its dead letter).
 fn decode_message(message: Received, dim: usize, max_bytes: usize, out: &mut Vec<Consumed>) {
-    let parts = match (message.payload.len() <= max_bytes).then(|| record::batch_parts(&message.payload)) {
-        Some(Some(Ok(parts))) => parts,
-        Some(Some(Err(refused))) => return out.push(Consumed::new(message, Err(refused))),
-        // One record, or a message too large to open (refused as such).
-        _ => {
+    let parts = match record::records_of(&message.payload, max_bytes) {
+        record::Records::Batch(parts) => parts,
+        record::Records::Refused(refused) => return out.push(Consumed::new(message, Err(refused))),
+        record::Records::One => {
             let decoded = record::decode(message.key.as_deref(), &message.payload, dim, max_bytes);
             return out.push(Consumed::new(message, decoded));
         }

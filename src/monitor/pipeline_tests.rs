@@ -79,14 +79,15 @@ fn kinds(emitted: &[Emitted]) -> Vec<&'static str> {
         .collect()
 }
 
+fn scores(emitted: &[Emitted]) -> impl Iterator<Item = &ScoreRecord> {
+    emitted.iter().filter_map(|e| match e {
+        Emitted::Score(s) => Some(s),
+        _ => None,
+    })
+}
+
 fn decisions(emitted: &[Emitted]) -> Vec<&str> {
-    emitted
-        .iter()
-        .filter_map(|e| match e {
-            Emitted::Score(s) => Some(s.decision.as_str()),
-            _ => None,
-        })
-        .collect()
+    scores(emitted).map(|s| s.decision.as_str()).collect()
 }
 
 /// Two devices on the event clock: benign records, then a burst of others, then
@@ -483,15 +484,8 @@ fn a_batch_message_s_records_count_one_by_one() {
     let (outputs, offsets) = pipeline.run(&mut engine, consumed(messages()), service_now(0), "v", &tally);
     assert_eq!(kinds(&outputs), ["score", "score", "dead letter", "score", "score", "prior"]);
     assert_eq!(offsets, vec![("in".to_string(), 0, 1)]);
-    let scored = |outputs: &[Emitted]| -> Vec<(i64, u32)> {
-        outputs
-            .iter()
-            .filter_map(|e| match e {
-                Emitted::Score(s) => Some(s.source.position()),
-                _ => None,
-            })
-            .collect()
-    };
+    let scored =
+        |outputs: &[Emitted]| -> Vec<(i64, u32)> { scores(outputs).map(|s| s.source.position()).collect() };
     assert_eq!(scored(&outputs), [(0, 0), (0, 1), (0, 3), (1, 0)]);
     let Emitted::DeadLetter { letter, .. } = &outputs[2] else { unreachable!() };
     assert_eq!(letter.source.position(), (0, 2));

@@ -329,13 +329,37 @@ impl Batch {
         self.records = 0;
         std::mem::replace(&mut self.bytes, BATCH_MAGIC.to_vec())
     }
+
+    /// What to send of it, emptying it: nothing when it is empty, a lone record as
+    /// itself (the format every reader knows), else the batch message.
+    pub fn take_message(&mut self) -> Option<Vec<u8>> {
+        match self.records {
+            0 => None,
+            // The magic and the record's length before it.
+            1 => Some(self.take().split_off(BATCH_MAGIC.len() + 4)),
+            _ => Some(self.take()),
+        }
+    }
 }
 
-/// The records of a batch message, in order; `None` when `value` is not one. Broken
-/// framing or no record at all refuses the whole message.
-pub fn batch_parts(value: &[u8]) -> Option<Result<Vec<&[u8]>, InvalidRecord>> {
-    let mut rest = value.strip_prefix(BATCH_MAGIC.as_slice())?;
-    let bad = |what: String| Some(Err(InvalidRecord::MalformedBinary(format!("batch: {what}"))));
+/// What a message holds, before any record is decoded.
+#[derive(Debug)]
+pub enum Records<'a> {
+    /// One record: the message itself.
+    One,
+    /// A batch message's records, in order.
+    Batch(Vec<&'a [u8]>),
+    /// Over the size limit, or a batch with broken framing or no record: one refusal.
+    Refused(InvalidRecord),
+}
+
+/// What `value` holds: one record or a batch's ([`Batch`]), or why it is refused whole.
+pub fn records_of(value: &[u8], max_bytes: usize) -> Records<'_> {
+    if value.len() > max_bytes {
+        return Records::Refused(InvalidRecord::Oversized { size: value.len(), limit: max_bytes });
+    }
+    let Some(mut rest) = value.strip_prefix(BATCH_MAGIC.as_slice()) else { return Records::One };
+    let bad = |what: String| Records::Refused(InvalidRecord::MalformedBinary(format!("batch: {what}")));
     let mut parts = Vec::new();
     while !rest.is_empty() {
         let Some((len, after)) = rest.split_first_chunk::<4>() else {
@@ -351,7 +375,7 @@ pub fn batch_parts(value: &[u8]) -> Option<Result<Vec<&[u8]>, InvalidRecord>> {
     if parts.is_empty() {
         return bad("no records".into());
     }
-    Some(Ok(parts))
+    Records::Batch(parts)
 }
 
 /// How many records a message holds, without decoding them: a batch's count (read off
@@ -375,13 +399,10 @@ pub fn decode_message(
     dim: usize,
     max_bytes: usize,
 ) -> Vec<Result<FeatureRecord, InvalidRecord>> {
-    if value.len() > max_bytes {
-        return vec![Err(InvalidRecord::Oversized { size: value.len(), limit: max_bytes })];
-    }
-    match batch_parts(value) {
-        None => vec![decode(key, value, dim, max_bytes)],
-        Some(Err(e)) => vec![Err(e)],
-        Some(Ok(parts)) => parts.into_iter().map(|p| decode(key, p, dim, max_bytes)).collect(),
+    match records_of(value, max_bytes) {
+        Records::One => vec![decode(key, value, dim, max_bytes)],
+        Records::Refused(e) => vec![Err(e)],
+        Records::Batch(parts) => parts.into_iter().map(|p| decode(key, p, dim, max_bytes)).collect(),
     }
 }
 

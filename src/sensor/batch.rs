@@ -58,23 +58,15 @@ impl Batcher {
         }
     }
 
-    /// Send every batch that holds a record.
+    /// Send every batch that holds a record (a lone record as itself).
     pub fn flush(&mut self, sink: &impl RecordSink) {
         for (device, batch) in &mut self.pending {
-            match batch.records() {
-                0 => {}
-                // A lone record goes as itself: the format every reader knows.
-                1 => sink.send(device, batch_record(&batch.take()), 1),
-                records => sink.send(device, &batch.take(), records),
+            let records = batch.records();
+            if let Some(message) = batch.take_message() {
+                sink.send(device, &message, records);
             }
         }
     }
-}
-
-/// The one record of a one-record batch message.
-fn batch_record(message: &[u8]) -> &[u8] {
-    // Magic (4 bytes) and the record's length (4).
-    &message[8..]
 }
 
 #[cfg(test)]
