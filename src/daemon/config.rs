@@ -245,7 +245,7 @@ pub struct SensorConfig {
 }
 
 impl SensorConfig {
-    /// The topic records go to.
+    /// How the sensor gathers a device's records into messages.
     pub fn batching(&self) -> crate::sensor::Batching {
         crate::sensor::Batching {
             records: self.batch_records,
@@ -253,6 +253,7 @@ impl SensorConfig {
         }
     }
 
+    /// The topic records go to.
     pub fn topic<'a>(&'a self, kafka: &'a KafkaConfig) -> &'a str {
         if self.topic.is_empty() {
             kafka.input_topics.first().map_or("", String::as_str)
