@@ -41,6 +41,11 @@ async fn incidents(pace: f64) -> Vec<(String, String, String, u64, u64)> {
     cfg.incidents.reopen_s = 60;
     cfg.incidents.update_interval_s = 1;
     cfg.adaptation.interval_ms = 2_000;
+    // The test is of time, not of the model: a lenient threshold, so that the normal
+    // traffic after an attack closes its incident whatever few normal records the
+    // fixture model (which differs between machines of different CPUs) calls
+    // anomalous at 0.5. The attack's records still score far below it.
+    cfg.model.threshold = 0.2;
     let daemon = daemon::start(cfg.clone()).await.unwrap();
     let p = producer(&boot);
     let records = records();
