@@ -202,7 +202,8 @@ impl Bench {
     fn new(devices: usize) -> Self {
         let mut s = metapu::daemon::config::DaemonConfig::defaults().core_settings();
         s.clock = Clock::Service;
-        s.sizes = WindowSizes { positive: 50, unlabeled: 200, bootstrap_positives: 0 };
+        s.sizes =
+            WindowSizes { positive: 50, unlabeled: 200, bootstrap_positives: 0, ..WindowSizes::default() };
         (s.max_tracked, s.threshold, s.max_per_device, s.max_batch) = (devices, 0.5, 0, 1 << 20);
         (s.trust_input_labels, s.state, s.unmonitored_after_ms, s.idle_timeout_ms) = (true, None, 0, 0);
         s.adaptation_batch = adaptation_batch();

@@ -108,6 +108,13 @@ def tables(clean, attacked, suffix):
         cells = [f"{100 * a / b:.1f} %" if b else "–" for a, b in w["benign_by_day"]]
         print(f"| {w['capture']} | " + " | ".join(cells + ["–"] * (days - len(cells))) + " |")
 
+    print(f"\n### Estimated normal share (prior) per day since onboarding, mean of the day's adaptations (clean weeks){suffix}\n")
+    print("| device | " + " | ".join(f"day {d}" for d in range(days)) + " |")
+    print("|---|" + "---|" * days)
+    for w in clean:
+        cells = [f"{p:.2f}" if p is not None else "–" for p, _ in w.get("prior_by_day", [])]
+        print(f"| {w['capture']} | " + " | ".join(cells + ["–"] * (days - len(cells))) + " |")
+
     print(f"\n### Attacks merged into the weeks (at ¼, ½ and ¾ of each){suffix}\n")
     print("| attack | records | own incident | of them raised by the fan-out look | inside a false incident already open | of those, news to the analyst | reopened a false incident | none | attack records to its incident (median) |")
     print("|---|---|---|---|---|---|---|---|---|")

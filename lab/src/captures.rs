@@ -35,6 +35,16 @@ pub struct CaptureRun {
     /// Known-normal records kept per device (windows.positive; default the daemon's).
     #[arg(long)]
     pub positive: Option<usize>,
+    /// windows.unlabeled (default the daemon's): unlabeled rows kept per device.
+    #[arg(long)]
+    pub unlabeled: Option<usize>,
+    /// windows.unlabeled_spread (default the daemon's; 0 = the newest records only) and
+    /// windows.spread_bucket_s: the unlabeled rows spread over a device's earlier time.
+    #[arg(long)]
+    pub unlabeled_spread: Option<usize>,
+    #[arg(long)]
+    pub spread_bucket_s: Option<u64>,
+
     /// An analyst calls every incident before the attack a false positive as it opens
     /// (`metapu feedback --false-positive`, through the daemon's feedback path).
     #[arg(long)]
@@ -113,6 +123,15 @@ impl CaptureRun {
         let mut daemon = DaemonConfig::defaults();
         if let Some(p) = self.positive {
             daemon.windows.positive = p;
+        }
+        if let Some(n) = self.unlabeled {
+            daemon.windows.unlabeled = n;
+        }
+        if let Some(n) = self.unlabeled_spread {
+            daemon.windows.unlabeled_spread = n;
+        }
+        if let Some(b) = self.spread_bucket_s {
+            daemon.windows.spread_bucket_s = b;
         }
         if let Some(r) = self.reopen_s {
             daemon.incidents.reopen_s = r;

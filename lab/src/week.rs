@@ -48,6 +48,9 @@ struct Week {
     news: Vec<String>,
     /// Per day since onboarding: benign records alerted, benign records.
     benign_by_day: Vec<(usize, usize)>,
+    /// Per day since onboarding: the mean prior of the device's adaptations that day,
+    /// and their count (a day without one: none), before any attack.
+    prior_by_day: Vec<(Option<f32>, usize)>,
     /// The merged attack: its records, whether an incident was open while it ran, and
     /// its records up to that incident (1 = the first).
     attack: usize,
@@ -141,6 +144,16 @@ fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
         benign_by_day[d].1 += 1;
         benign_by_day[d].0 += usize::from(o.decisions[i] == Some(true));
     }
+    let mut prior_by_day: Vec<(Option<f32>, usize)> = Vec::new();
+    for &(ts, prior) in o.priors.iter().filter(|(ts, _)| *ts >= t0 && attack_ts.is_none_or(|a| *ts < a)) {
+        let d = day(ts) as usize;
+        if prior_by_day.len() <= d {
+            prior_by_day.resize(d + 1, (None, 0));
+        }
+        let (mean, n) = &mut prior_by_day[d];
+        *mean = Some((mean.unwrap_or(0.0) * *n as f32 + prior) / (*n + 1) as f32);
+        *n += 1;
+    }
     let before_attack = |times: &[f64]| -> Vec<f64> {
         times.iter().copied().filter(|&ts| attack_ts.is_none_or(|a| ts < a)).collect()
     };
@@ -158,6 +171,7 @@ fn week(s: &DeviceStream, o: &DeviceOutcome) -> Week {
         joined: when(&before_attack(&o.joined_ts)),
         news: o.news.clone(),
         benign_by_day,
+        prior_by_day,
         attack: o.attack,
         attack_covered: o.attack_covered,
         open_at_attack: o.open_at_attack,
@@ -219,6 +233,24 @@ pub fn run(args: WeekArgs) -> anyhow::Result<()> {
                 (n, None, false) => format!("; attack of {n} records: NO incident"),
             }
         );
+        let days: Vec<String> = w
+            .benign_by_day
+            .iter()
+            .enumerate()
+            .map(|(d, (alerts, benign))| {
+                let prior = w.prior_by_day.get(d).and_then(|p| p.0);
+                format!(
+                    "d{d} {} π {}",
+                    if *benign == 0 {
+                        "–".to_string()
+                    } else {
+                        format!("{:.1} %", 100.0 * *alerts as f64 / *benign as f64)
+                    },
+                    prior.map_or("–".to_string(), |p| format!("{p:.2}"))
+                )
+            })
+            .collect();
+        println!("week: {}: by day (benign alert rate, mean prior): {}", w.capture, days.join(", "));
         if w.waves.len() > 1 {
             let each: Vec<String> = w
                 .waves

@@ -145,6 +145,10 @@ pub struct ModelConfig {
 pub struct WindowConfig {
     pub positive: usize,
     pub unlabeled: usize,
+    /// Of the unlabeled rows, those spread over the device's earlier time.
+    pub unlabeled_spread: usize,
+    /// Seconds of a device's time per stratum of the spread rows.
+    pub spread_bucket_s: u64,
     pub bootstrap_positives: usize,
     pub trust_input_labels: bool,
 }
@@ -303,6 +307,8 @@ impl DaemonConfig {
                 positive: cfg.windows.positive,
                 unlabeled: cfg.windows.unlabeled,
                 bootstrap_positives: cfg.windows.bootstrap_positives,
+                unlabeled_spread: cfg.windows.unlabeled_spread,
+                spread_bucket_s: cfg.windows.spread_bucket_s,
             },
             max_tracked: cfg.devices.max_tracked,
             threshold: cfg.model.threshold,
@@ -417,6 +423,15 @@ impl DaemonConfig {
         }
         if self.windows.positive == 0 || self.windows.unlabeled == 0 {
             return invalid("windows", "window sizes must be at least 1");
+        }
+        if self.windows.unlabeled_spread >= self.windows.unlabeled {
+            return invalid(
+                "windows.unlabeled_spread",
+                "must be below windows.unlabeled (the newest rows need room)",
+            );
+        }
+        if self.windows.spread_bucket_s == 0 {
+            return invalid("windows.spread_bucket_s", "must be at least 1");
         }
         if self.adaptation.batch_size == 0 || self.scoring.max_batch == 0 {
             return invalid("adaptation.batch_size / scoring", "batch sizes must be at least 1");

@@ -630,7 +630,8 @@ mod tests {
     fn the_engine_scores_only_adapted_devices() {
         tch::manual_seed(1);
         let model = two_feature_model;
-        let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0 };
+        let sizes =
+            WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0, ..WindowSizes::default() };
         let mut e = Engine::new(model(), sizes, 10, 0.5);
         let rec = |d: &str, x: f32, normal: bool| crate::monitor::record::FeatureRecord {
             device: d.into(),

@@ -14,7 +14,7 @@
 //!   what is emitted (`output`)
 //! - `engine` — windows in, verdicts out: admission, adaptation on the event clock's
 //!   cadence, batched scoring
-//! - `devices`, `windows` — the device table, the one owner of a device's state (its
+//! - `devices`, `windows`, `span_window` — the device table, the one owner of a device's state (its
 //!   snapshot books too); `onboarding`, `kinds` — known-normal traffic an operator gives
 //!   a device or its kind
 //! - `incidents`, `behaviours`, `footprint`, `fanout`, `incident_traffic`, `explain` —
@@ -47,6 +47,7 @@ pub mod record;
 pub mod settings;
 pub mod snapshot;
 pub mod solver;
+pub mod span_window;
 mod stream_time;
 pub mod telemetry;
 mod windows;

@@ -24,8 +24,16 @@ fn model() -> Model {
     }
 }
 
+/// Windows of 10 unlabeled rows, 4 of them spread over the device's earlier seconds (a
+/// restart must bring the spread rows back as they were).
 fn engine(max_per_device: usize) -> Engine {
-    let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0 };
+    let sizes = WindowSizes {
+        positive: 5,
+        unlabeled: 10,
+        bootstrap_positives: 0,
+        unlabeled_spread: 4,
+        spread_bucket_s: 1,
+    };
     let mut e = Engine::new(model(), sizes, 10, 0.5);
     e.max_per_device = max_per_device;
     e
@@ -453,8 +461,11 @@ fn records_taken_as_normal_open_no_incident() {
     let tally = Tally::default();
     let (mut engine, mut pipeline) = (engine(0), pipeline());
     engine.threshold = 1.1; // every record scores anomalous
-    engine.devices =
-        DeviceTable::new(2, WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 3 }, 10);
+    engine.devices = DeviceTable::new(
+        2,
+        WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 3, ..WindowSizes::default() },
+        10,
+    );
     let opened = |outputs: &[Emitted]| outputs.iter().filter(|o| matches!(o, Emitted::Incident(_))).count();
     let mut run = |offsets: std::ops::Range<i64>| {
         let fresh = consumed(offsets.map(|o| record("a", o, false)).collect());

@@ -3,7 +3,11 @@
 //! A device's state is up to three records (keys from [`Part::key`]): its main record
 //! (`MPS4`: the `MPS3` layout with no rows, keyed by the device), its known-normal rows
 //! and its unlabeled rows (`MPW1`: dim, rows (u32 LE each), the f32 LE values; keyed by
-//! the device and a suffix no device name has). The main record changes with every
+//! the device and a suffix no device name has; the unlabeled rows as `MPW2`: `MPW1`'s
+//! layout, then the newest rows' count and the ring's next slot (u32 LE each), every
+//! row's time bucket (i64 LE), the rows pushed (u64 LE) and the spread rows' priorities
+//! (u64 LE each), so that a restored window goes on as the written one would:
+//! `span_window.rs`). The main record changes with every
 //! record and is small; the known-normal rows are written when they change, the
 //! unlabeled rows less often: most of a full snapshot's bytes were the unlabeled window.
 //! [`StateTopic`] puts a device's records back together.
@@ -21,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::incidents::IncidentTracker;
 use super::onboarding::Onboarding;
 use super::record::Source;
+use super::span_window::SpanLayout;
 use crate::model::TaskState;
 
 const MAGIC_V1: &[u8; 4] = b"MPS1";
@@ -28,6 +33,7 @@ const MAGIC_V2: &[u8; 4] = b"MPS2";
 const MAGIC_V3: &[u8; 4] = b"MPS3";
 const MAGIC_V4: &[u8; 4] = b"MPS4";
 const MAGIC_ROWS: &[u8; 4] = b"MPW1";
+const MAGIC_SPAN_ROWS: &[u8; 4] = b"MPW2";
 const COUNTS: usize = 4 + 4 + 4 + 4 + 8;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +41,8 @@ pub struct Snapshot {
     pub dim: usize,
     pub positive: Vec<f32>,
     pub unlabeled: Vec<f32>,
+    /// How the unlabeled rows lie in their window (`MPW2`; none from older records).
+    pub unlabeled_layout: Option<SpanLayout>,
     pub seen: u64,
     /// The newest input record in the windows: redeliveries up to it are not re-added.
     pub last_source: Option<Source>,
@@ -151,6 +159,7 @@ impl Snapshot {
             dim,
             positive: Vec::new(),
             unlabeled: Vec::new(),
+            unlabeled_layout: None,
             seen: 0,
             last_source: None,
             incidents: IncidentTracker::default(),
@@ -215,9 +224,17 @@ impl Snapshot {
     pub fn records(&self, device: &str) -> [(Vec<u8>, Option<Vec<u8>>); 3] {
         [
             (Part::Positive.key(device), encode_rows(self.dim, &self.positive)),
-            (Part::Unlabeled.key(device), encode_rows(self.dim, &self.unlabeled)),
+            (Part::Unlabeled.key(device), self.encode_unlabeled()),
             (Part::Main.key(device), Some(self.encode_main())),
         ]
+    }
+
+    /// The unlabeled rows' record: with their layout when known.
+    fn encode_unlabeled(&self) -> Option<Vec<u8>> {
+        match &self.unlabeled_layout {
+            Some(layout) => encode_span_rows(self.dim, &self.unlabeled, layout),
+            None => encode_rows(self.dim, &self.unlabeled),
+        }
     }
 
     /// A device's records put back together: a main record of the split layout takes
@@ -231,7 +248,9 @@ impl Snapshot {
         let (mut s, version) = Self::decode_version(main)?;
         if version == 4 {
             s.positive = positive.map(|b| decode_rows(b, s.dim)).transpose()?.unwrap_or_default();
-            s.unlabeled = unlabeled.map(|b| decode_rows(b, s.dim)).transpose()?.unwrap_or_default();
+            if let Some((rows, layout)) = unlabeled.map(|b| decode_span_rows(b, s.dim)).transpose()? {
+                (s.unlabeled, s.unlabeled_layout) = (rows, layout);
+            }
         }
         Ok(s)
     }
@@ -284,6 +303,7 @@ impl Snapshot {
             dim,
             positive: positive.to_vec(),
             unlabeled: unlabeled.to_vec(),
+            unlabeled_layout: None,
             seen,
             last_source,
             incidents: tail.incidents,
@@ -324,6 +344,47 @@ pub fn encode_rows(dim: usize, rows: &[f32]) -> Option<Vec<u8>> {
         out.extend_from_slice(&v.to_le_bytes());
     }
     Some(out)
+}
+
+/// An unlabeled window's rows and how they lie (`MPW2`); `None` for an empty window.
+pub fn encode_span_rows(dim: usize, rows: &[f32], layout: &SpanLayout) -> Option<Vec<u8>> {
+    let mut out = encode_rows(dim, rows)?;
+    out[..4].copy_from_slice(MAGIC_SPAN_ROWS);
+    for n in [layout.recent, layout.next] {
+        out.extend_from_slice(&(n as u32).to_le_bytes());
+    }
+    for b in &layout.buckets {
+        out.extend_from_slice(&b.to_le_bytes());
+    }
+    out.extend_from_slice(&layout.pushes.to_le_bytes());
+    for p in &layout.priorities {
+        out.extend_from_slice(&p.to_le_bytes());
+    }
+    Some(out)
+}
+
+/// Unlabeled rows as either record holds them, with their layout when written.
+fn decode_span_rows(bytes: &[u8], dim: usize) -> Result<(Vec<f32>, Option<SpanLayout>), SnapshotError> {
+    if bytes.get(..4) != Some(MAGIC_SPAN_ROWS.as_slice()) {
+        return decode_rows(bytes, dim).map(|rows| (rows, None));
+    }
+    let mut r = Reader(&bytes[4..]);
+    let mut count = || r.array::<4>().map(|b| u32::from_le_bytes(b) as usize).ok_or(SnapshotError::BadLength);
+    let (stored_dim, rows) = (count()?, count()?);
+    let values = rows.checked_mul(dim).and_then(|v| v.checked_mul(4)).ok_or(SnapshotError::BadLength)?;
+    let values = floats(r.take(values).ok_or(SnapshotError::BadLength)?)?;
+    let mut count = || r.array::<4>().map(|b| u32::from_le_bytes(b) as usize).ok_or(SnapshotError::BadLength);
+    let (recent, next) = (count()?, count()?);
+    // Every row's bucket, the pushes, and a priority for each spread row.
+    let tail = rows.checked_sub(recent).and_then(|spread| (rows + 1 + spread).checked_mul(8));
+    if stored_dim != dim || Some(r.0.len()) != tail {
+        return Err(SnapshotError::BadLength);
+    }
+    let mut words = r.0.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    let buckets = words.by_ref().take(rows).map(|w| w as i64).collect();
+    let pushes = words.next().ok_or(SnapshotError::BadLength)?;
+    let priorities = words.collect();
+    Ok((values, Some(SpanLayout { recent, next, buckets, pushes, priorities })))
 }
 
 /// Rows of a device whose main record says `dim` features.
@@ -610,6 +671,37 @@ mod tests {
         assert_eq!(bad, Err(SnapshotError::BadLength));
         assert_eq!(Part::of_key(&Part::Unlabeled.key("a\u{ff}u")), Some(("a\u{ff}u", Part::Unlabeled)));
         assert_eq!(Part::of_key("ÿu".as_bytes()), Some(("ÿu", Part::Main)), "UTF-8's ÿ is not the mark");
+    }
+
+    #[test]
+    fn unlabeled_rows_keep_their_layout_and_older_records_read_without() {
+        let s = Snapshot {
+            unlabeled: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            unlabeled_layout: Some(SpanLayout {
+                recent: 2,
+                next: 1,
+                buckets: vec![7, 9, -3],
+                pushes: 40,
+                priorities: vec![5],
+            }),
+            ..Snapshot::empty(2)
+        };
+        let [_, (_, unlabeled), (_, main)] = s.records("cam");
+        let (unlabeled, main) = (unlabeled.expect("rows"), main.expect("main"));
+        assert_eq!(&unlabeled[..4], b"MPW2");
+        let back = Snapshot::assemble(&main, None, Some(&unlabeled)).expect("reads");
+        assert_eq!(back, Snapshot { rows_apart: true, ..s.clone() });
+        // An MPW1 record: the rows, no layout.
+        let old = Snapshot::assemble(&main, None, encode_rows(2, &s.unlabeled).as_deref()).expect("reads");
+        assert_eq!((old.unlabeled, old.unlabeled_layout), (s.unlabeled.clone(), None));
+        // A layout cut short, or one bucket too few, is refused.
+        assert_eq!(
+            Snapshot::assemble(&main, None, Some(&unlabeled[..unlabeled.len() - 1])),
+            Err(SnapshotError::BadLength)
+        );
+        let layout = SpanLayout { recent: 2, next: 1, buckets: vec![7, 9], pushes: 40, priorities: vec![5] };
+        let short = encode_span_rows(2, &s.unlabeled, &layout);
+        assert_eq!(Snapshot::assemble(&main, None, short.as_deref()), Err(SnapshotError::BadLength));
     }
 }
 

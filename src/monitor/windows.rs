@@ -12,11 +12,11 @@ use std::sync::Arc;
 /// Window rows shared with adaptation.
 pub type SharedRows = Arc<Vec<f32>>;
 
-/// Stamps for [`RowWindow::stamp`], unique in the process: a window built anew never
-/// shares one with the window it replaces.
+/// Stamps for [`RowWindow::stamp`] (and the span windows'), unique in the process: a
+/// window built anew never shares one with the window it replaces.
 static STAMPS: AtomicU64 = AtomicU64::new(1);
 
-fn next_stamp() -> u64 {
+pub(super) fn next_stamp() -> u64 {
     STAMPS.fetch_add(1, Ordering::Relaxed)
 }
 

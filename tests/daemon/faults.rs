@@ -8,13 +8,19 @@ use metapu::model::file;
 use metapu::monitor::clock::{Clock, Now};
 use metapu::monitor::output::Source;
 use metapu::monitor::record;
+use metapu::monitor::settings::CoreSettings;
 use metapu::monitor::telemetry::Tally;
 use metapu::monitor::{run_adaptation, Command, Emitted, Input, Monitor, Output, Received, RecordOutputs};
 
 /// The daemon's monitor on the service clock (the adapter runs when the test says),
 /// every record's score published, labels trusted; `max_per_device` as given.
 fn monitor(max_per_device: usize) -> Monitor {
+    monitor_with(max_per_device, |_| {})
+}
+
+fn monitor_with(max_per_device: usize, change: impl FnOnce(&mut CoreSettings)) -> Monitor {
     let mut s = DaemonConfig::defaults().core_settings();
+    change(&mut s);
     (s.clock, s.max_per_device, s.max_tracked, s.max_batch) = (Clock::Service, max_per_device, 1000, 10_000);
     (s.outputs, s.trust_input_labels, s.state) = (RecordOutputs { scores: true, alerts: false }, true, None);
     s.sizes.bootstrap_positives = 0;
@@ -69,7 +75,9 @@ fn a_window_of_nothing_but_attack_still_gives_a_finite_prior_and_alerts() {
     let fx = fixture();
     let (normal, attack) = (fx.rows(0, Label::Positive), fx.rows(0, Label::Negative));
     let dim = normal[0].len();
-    let mut m = monitor(0);
+    // The newest records only (no spread over earlier time), so that the attack can
+    // fill the whole unlabeled window.
+    let mut m = monitor_with(0, |s| s.sizes.unlabeled_spread = 0);
     let mut stream: Vec<(&str, &[f32], bool)> =
         normal.iter().take(10).map(|r| ("victim", &r[..], true)).collect();
     // The unlabeled window then fills with attack records only: 200 of them push every

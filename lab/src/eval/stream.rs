@@ -141,6 +141,8 @@ pub struct DeviceOutcome {
     pub not_learned: Vec<(f64, String)>,
     /// Capture hours the stream spans.
     pub hours: f64,
+    /// Each prior update of the device (its time at it, Unix seconds, and the prior).
+    pub priors: Vec<(f64, f32)>,
 }
 
 /// What an incident event at a record did for the analyst.
@@ -439,6 +441,9 @@ impl DeviceRun<'_> {
                     out.opened.push(r.incident_id.clone());
                     out.opened_ts.push(if r.news.is_some() { r.figures.last_ts } else { r.figures.first_ts });
                 }
+                // Published after the run's scores, at the service's time: dated by the
+                // device's newest record scored.
+                Emitted::Prior(p) if p.device == task.id => out.priors.push((d.ts[last_scored], p.prior)),
                 Emitted::Incident(IncidentEvent::Reopened(r)) => {
                     if let Some(by) = &r.reopened_by {
                         let at = by.offset as usize;

@@ -71,7 +71,14 @@ impl DeviceTable {
         let mut d = Device::new(self.dim, &self.sizes, partition, self.handovers);
         d.home = Some(home);
         d.positive = RowWindow::from_rows(self.dim, self.sizes.positive, &snapshot.positive);
-        d.unlabeled = RowWindow::from_rows(self.dim, self.sizes.unlabeled, &snapshot.unlabeled);
+        let restored_ts = snapshot.points.as_ref().map_or(0.0, |p| p.clock);
+        d.unlabeled = SpanWindow::from_rows(
+            self.dim,
+            self.sizes.span(),
+            &snapshot.unlabeled,
+            snapshot.unlabeled_layout.as_ref(),
+            restored_ts,
+        );
         d.seen = snapshot.seen;
         d.last_source = snapshot.last_source.clone();
         d.changed = usize::from(d.adaptable());

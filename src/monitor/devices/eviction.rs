@@ -31,7 +31,7 @@ impl DeviceTable {
             self.evicted_with_incidents.push((id.to_string(), d.clone()));
             d.incidents.close_evicted(if event_clock { d.clock } else { table_time });
         }
-        d.unlabeled = RowWindow::new(self.dim, self.sizes.unlabeled);
+        d.unlabeled = SpanWindow::new(self.dim, self.sizes.span());
         d.state = None;
         // A classifier the adapter still works on is stale now.
         d.installed_handover = self.handovers;

@@ -19,6 +19,7 @@ use super::onboarding::{seed_of, Onboarding, MAX_SPAN_S};
 use super::output::PriorUpdate;
 use super::record::Source;
 use super::snapshot::Snapshot;
+use super::span_window::{SpanSizes, SpanWindow};
 use super::stream_time::StreamClocks;
 use super::windows::{RowWindow, SharedRows};
 
@@ -38,12 +39,43 @@ pub struct WindowSizes {
     pub positive: usize,
     pub unlabeled: usize,
     pub bootstrap_positives: usize,
+    /// Of the unlabeled rows, those spread over the device's earlier time
+    /// (`span_window.rs`; 0: the newest only).
+    pub unlabeled_spread: usize,
+    /// Seconds of the device's time per stratum of the spread rows.
+    pub spread_bucket_s: u64,
+}
+
+/// The newest rows only, as before spread windows: what tests and benches build on
+/// unless they say otherwise.
+impl Default for WindowSizes {
+    fn default() -> Self {
+        Self {
+            positive: 50,
+            unlabeled: 200,
+            bootstrap_positives: 0,
+            unlabeled_spread: 0,
+            spread_bucket_s: 600,
+        }
+    }
+}
+
+impl WindowSizes {
+    /// The unlabeled window's sizes.
+    pub fn span(&self) -> SpanSizes {
+        SpanSizes {
+            capacity: self.unlabeled,
+            spread: self.unlabeled_spread,
+            bucket_s: self.spread_bucket_s.max(1) as f64,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
 pub struct Device {
     positive: RowWindow,
-    unlabeled: RowWindow,
+    /// Its newest rows and a sample of its earlier time (`span_window.rs`).
+    unlabeled: SpanWindow,
     /// The adapted classifier, once the device has a positive and was adapted.
     state: Option<TaskState>,
     /// Records seen since the device was first tracked (or restored).
@@ -192,7 +224,7 @@ impl Device {
     fn new(dim: usize, sizes: &WindowSizes, partition: i32, handovers: u64) -> Self {
         Self {
             positive: RowWindow::new(dim, sizes.positive),
-            unlabeled: RowWindow::new(dim, sizes.unlabeled),
+            unlabeled: SpanWindow::new(dim, sizes.span()),
             state: None,
             seen: 0,
             changed: 0,
@@ -506,7 +538,7 @@ impl DeviceTable {
                         }
                     }
                 }
-                d.unlabeled.push(features);
+                d.unlabeled.push(features, now_unix);
                 d.seen += 1;
                 d.changed += 1;
                 d.unsnapshotted = true;

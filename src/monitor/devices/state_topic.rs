@@ -4,7 +4,9 @@
 
 use super::*;
 use crate::model::TaskState;
-use crate::monitor::snapshot::{encode_rows, Part, SavedClassifiers, SavedPoints, StateRecord, WriteFailed};
+use crate::monitor::snapshot::{
+    encode_rows, encode_span_rows, Part, SavedClassifiers, SavedPoints, StateRecord, WriteFailed,
+};
 
 /// What a snapshot keeps of the devices' classifiers on the event clock: the model they
 /// belong to, and each device's classifier waiting for its next point.
@@ -89,7 +91,10 @@ impl DeviceTable {
                 || d.unlabeled_written == 0
                 || d.unlabeled_interval_passed(now_ms, unlabeled_interval_ms);
             if unlabeled_due && unlabeled_unwritten {
-                records.push(encoded(Part::Unlabeled, encode_rows(dim, d.unlabeled.rows())));
+                records.push(encoded(
+                    Part::Unlabeled,
+                    encode_span_rows(dim, d.unlabeled.rows(), &d.unlabeled.layout()),
+                ));
                 d.unlabeled_written = d.unlabeled.stamp();
                 d.unlabeled_written_ms = now_ms;
             }

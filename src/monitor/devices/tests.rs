@@ -3,7 +3,7 @@ use crate::monitor::snapshot::Part;
 
 #[test]
 fn device_table_bootstraps_evicts_and_schedules() {
-    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
+    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 2);
     t.observe("a", &[1.0], false, &at(0, 0), 0.0, 0); // bootstrap: first record is known-normal
     t.observe("a", &[2.0], false, &at(0, 1), 0.0, 1);
@@ -26,7 +26,7 @@ fn device_table_bootstraps_evicts_and_schedules() {
 
 #[test]
 fn an_evicted_device_with_an_open_incident_is_kept_until_taken() {
-    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
+    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 1);
     t.observe("quiet", &[1.0], true, &at(0, 0), 0.0, 0);
     t.observe("alarmed", &[2.0], true, &at(0, 1), 0.0, 1); // evicts "quiet": no incident
@@ -52,7 +52,7 @@ fn an_evicted_device_with_an_open_incident_is_kept_until_taken() {
 #[test]
 fn a_verdict_marks_the_device_for_its_next_snapshot() {
     use crate::monitor::feedback::{Feedback, Verdict};
-    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
+    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 10);
     t.observe("cam", &[1.0], true, &at(0, 0), 0.0, 0);
     open_incident(&mut t, "cam");
@@ -83,7 +83,7 @@ fn a_verdict_marks_the_device_for_its_next_snapshot() {
 /// was never onboarded is forgotten.
 #[test]
 fn an_idle_device_keeps_its_known_normal_records() {
-    let sizes = WindowSizes { positive: 3, unlabeled: 4, bootstrap_positives: 0 };
+    let sizes = WindowSizes { positive: 3, unlabeled: 4, bootstrap_positives: 0, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 10);
     t.observe("cam", &[1.0], true, &at(0, 0), 0.0, 0);
     t.observe("cam", &[2.0], false, &at(0, 1), 0.0, 0);
@@ -111,7 +111,7 @@ fn an_idle_device_keeps_its_known_normal_records() {
 
 #[test]
 fn evicted_devices_are_forgotten_unless_tracked_again_and_revoked_ones_are_not() {
-    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0 };
+    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 1);
     t.observe("a", &[1.0], false, &at(3, 0), 0.0, 0);
     t.observe("b", &[2.0], false, &at(4, 1), 0.0, 1); // evicts a (capacity)
@@ -132,7 +132,7 @@ fn evicted_devices_are_forgotten_unless_tracked_again_and_revoked_ones_are_not()
 /// idle ones do not count.
 #[test]
 fn at_capacity_an_onboarded_device_goes_idle_and_keeps_its_known_normal_records() {
-    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0 };
+    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 2);
     t.observe("cam", &[1.0], true, &at(0, 0), 0.0, 0);
     t.observe("plug", &[2.0], true, &at(0, 1), 0.0, 1);
@@ -160,7 +160,7 @@ fn at_capacity_an_onboarded_device_goes_idle_and_keeps_its_known_normal_records(
 /// room; one forgotten, or gone to another kind, withdraws what it shared.
 #[test]
 fn a_kinds_members_are_offered_what_their_siblings_were_onboarded_on() {
-    let sizes = WindowSizes { positive: 3, unlabeled: 8, bootstrap_positives: 0 };
+    let sizes = WindowSizes { positive: 3, unlabeled: 8, bootstrap_positives: 0, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 10);
     t.set_time(100.0);
     t.observe("cam-a", &[0.0], false, &at(0, 0), 0.0, 0);
@@ -220,7 +220,7 @@ fn a_kinds_members_are_offered_what_their_siblings_were_onboarded_on() {
 fn onboarding_takes_a_span_of_records_and_ends_on_time() {
     use crate::monitor::clock::Now;
     use crate::monitor::incidents::Decision;
-    let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
+    let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 10);
     let now = crate::wall_clock::unix_now();
     t.set_time(now);
@@ -268,7 +268,7 @@ fn onboarding_takes_a_span_of_records_and_ends_on_time() {
 
 #[test]
 fn an_unmonitored_device_is_reported_once() {
-    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0 };
+    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 10);
     t.observe("a", &[1.0], false, &at(0, 0), 0.0, 0);
     t.observe("b", &[1.0], true, &at(0, 1), 0.0, 0);
@@ -318,7 +318,7 @@ fn classifier(prior: f32) -> TaskState {
 
 #[test]
 fn a_classifier_adapted_on_older_windows_never_replaces_a_newer_one() {
-    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1 };
+    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 2);
     t.observe("a", &[1.0], true, &at(0, 0), 0.0, 0);
     let older = t.take_windows("a").unwrap();
@@ -346,7 +346,7 @@ fn at(partition: i32, offset: i64) -> Source {
 
 #[test]
 fn redelivered_records_do_not_enter_the_windows_twice() {
-    let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0 };
+    let sizes = WindowSizes { positive: 4, unlabeled: 8, bootstrap_positives: 0, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 10);
     for offset in 0..3 {
         assert!(!t.observe("a", &[offset as f32], offset == 0, &at(0, offset), 0.0, 0).replayed);
@@ -371,7 +371,7 @@ fn a_kinds_members_raising_one_behaviour_form_one_fleet_incident_with_one_verdic
     use crate::monitor::feedback::{Feedback, Verdict};
     use crate::monitor::incidents::{fleet_note, Decision, Resolution};
     use crate::traffic::context::Context;
-    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0 };
+    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 10);
     let memory = MemoryRules { remember_ms: 86_400_000, ..MemoryRules::OFF };
     let rules = IncidentRules { memory, fleet_ms: 600_000, ..one_anomaly_opens() };
@@ -449,7 +449,7 @@ fn a_kinds_members_raising_one_behaviour_form_one_fleet_incident_with_one_verdic
 /// restart goes on with the same points.
 #[test]
 fn a_restored_device_keeps_its_time_and_adaptation_points() {
-    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0 };
+    let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 10);
     t.event_clock = true;
     t.observe("a", &[1.0], true, &at(0, 0), 1_000.0, 0);
