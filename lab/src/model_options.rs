@@ -30,6 +30,11 @@ pub struct ModelOptions {
     /// unlabeled support, the task's attacks in the query (0 = the paper's episodes).
     #[arg(long)]
     onset_share: Option<f64>,
+    /// Share of meta-training batches shaped as deployment meets a device: 5–50
+    /// known-normal rows from one stretch of a task's time, 200 unlabeled rows from all
+    /// of it at a prior of 0.9–1, the task's attacks in the query (0 = none).
+    #[arg(long)]
+    deployment_share: Option<f64>,
     /// Scale of the initial weight bounds (1 = Kaiming-uniform; 0.408 = PyTorch's
     /// nn.Linear default).
     #[arg(long)]
@@ -85,10 +90,14 @@ impl ModelOptions {
         if let Some(s) = self.onset_share.filter(|s| !(0.0..=1.0).contains(s)) {
             bail!("--onset-share: {s} is not a share between 0 and 1");
         }
+        if let Some(s) = self.deployment_share.filter(|s| !(0.0..=1.0).contains(s)) {
+            bail!("--deployment-share: {s} is not a share between 0 and 1");
+        }
         let set = |field: &mut f64, value: Option<f64>| *field = value.unwrap_or(*field);
         set(&mut cfg.prior_loss_weight, self.prior_loss_weight);
         set(&mut cfg.true_prior_risk_weight, self.true_prior_risk_weight);
         set(&mut cfg.sampler.onset_share, self.onset_share);
+        set(&mut cfg.sampler.deployment_share, self.deployment_share);
         set(&mut cfg.init_scale, self.init_scale);
         set(&mut cfg.weight_average, self.weight_average);
         if let Some(EpisodePriors(p)) = &self.episode_priors {

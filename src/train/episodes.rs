@@ -30,7 +30,24 @@ pub struct SamplerConfig {
     /// before any of them arrived; the paper's episodes never ask for that, since their
     /// queries come from the support's own mixture. 0 = the paper's sampling.
     pub onset_share: f64,
+    /// Share of batches drawn as deployment meets a device: a support of
+    /// [`DEPLOYMENT_POSITIVES`] known-normal rows taken from one stretch of the task's
+    /// time (an onboarding), beside [`DEPLOYMENT_UNLABELED`] unlabeled rows from all of
+    /// it, mostly normal (a prior drawn from [`DEPLOYMENT_PRIORS`]); the query is drawn
+    /// at that prior, at least one attack in it. A whole batch is of one shape, so that
+    /// short supports are not padded to the long ones. 0 = none (and the draws are
+    /// skipped: the other episodes stay as they were).
+    pub deployment_share: f64,
 }
+
+/// Known-normal rows of a deployment-shaped episode (`metapu onboard` keeps up to 50;
+/// the lab onboards with 10).
+pub const DEPLOYMENT_POSITIVES: (usize, usize) = (5, 50);
+/// Unlabeled rows of a deployment-shaped episode (`windows.unlabeled`).
+pub const DEPLOYMENT_UNLABELED: usize = 200;
+/// The prior of a deployment-shaped episode's unlabeled rows: a device watched is
+/// mostly normal.
+pub const DEPLOYMENT_PRIORS: (f64, f64) = (0.9, 1.0);
 
 impl Default for SamplerConfig {
     fn default() -> Self {
@@ -42,6 +59,7 @@ impl Default for SamplerConfig {
             labeled_fraction: 0.5,
             episode_priors: Vec::new(),
             onset_share: 0.0,
+            deployment_share: 0.0,
         }
     }
 }
@@ -158,18 +176,33 @@ impl EpisodeSampler<'_> {
         let mut qm = vec![0f32; batch * q];
         let mut support_prior = vec![0f32; batch];
         let mut support_prior_known = vec![0f32; batch];
+        let deployment = cfg.deployment_share > 0.0 && rng.gen_bool(cfg.deployment_share.min(1.0));
         for b in 0..batch {
             let src = &sources[rng.gen_range(0..sources.len())];
             let task = &tasks[src.task];
-            let lowest = cfg.min_positives.clamp(1, cfg.max_positives.max(1));
-            let n_pos = rng.gen_range(lowest..=cfg.max_positives.max(lowest)).min(src.positives.len() - 1);
-            let mut shuffled = src.positives.clone();
-            shuffled.shuffle(rng);
-            let (support_pos, rest_pos) = shuffled.split_at(n_pos);
-            let episode_prior = cfg.episode_priors.choose(rng).copied();
-            let n_unl = cfg.support_size.saturating_sub(n_pos);
-            // The draw is skipped when off, so that the paper's episodes stay the same.
-            let onset = cfg.onset_share > 0.0 && rng.gen_bool(cfg.onset_share.min(1.0));
+            let (support_pos, rest_pos, episode_prior, n_unl, onset) = if deployment {
+                let (lo, hi) = DEPLOYMENT_POSITIVES;
+                let n_pos = rng.gen_range(lo..=hi).min(src.positives.len() - 1);
+                // One stretch of the task's time: its positives in row order.
+                let mut ordered = src.positives.clone();
+                ordered.sort_unstable();
+                let start = rng.gen_range(0..=ordered.len() - n_pos);
+                let support: Vec<usize> = ordered.drain(start..start + n_pos).collect();
+                let prior = rng.gen_range(DEPLOYMENT_PRIORS.0..=DEPLOYMENT_PRIORS.1);
+                (support, ordered, Some(prior), DEPLOYMENT_UNLABELED, false)
+            } else {
+                let lowest = cfg.min_positives.clamp(1, cfg.max_positives.max(1));
+                let n_pos =
+                    rng.gen_range(lowest..=cfg.max_positives.max(lowest)).min(src.positives.len() - 1);
+                let mut shuffled = src.positives.clone();
+                shuffled.shuffle(rng);
+                let rest = shuffled.split_off(n_pos);
+                let episode_prior = cfg.episode_priors.choose(rng).copied();
+                // The draw is skipped when off, so that the paper's episodes stay the same.
+                let onset = cfg.onset_share > 0.0 && rng.gen_bool(cfg.onset_share.min(1.0));
+                (shuffled, rest, episode_prior, cfg.support_size.saturating_sub(n_pos), onset)
+            };
+            let (support_pos, rest_pos) = (&support_pos[..], &rest_pos[..]);
             let support_unl = match (episode_prior, &src.hidden) {
                 (_, Some((hidden_pos, _))) if onset && !hidden_pos.is_empty() => pick(hidden_pos, n_unl, rng),
                 (Some(prior), Some((hidden_pos, hidden_neg))) => {
@@ -217,6 +250,70 @@ impl EpisodeSampler<'_> {
             query_mask: to(&qm, &[b, q]),
             support_prior: to(&support_prior, &[b]),
             support_prior_known: to(&support_prior_known, &[b]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+
+    /// One feature, the row's index, so that a support's rows say where they came from;
+    /// 300 normal rows, then 300 attacks.
+    fn task() -> Task {
+        let mut t = Task::new("t");
+        for i in 0..600 {
+            t.x.push(i as f32);
+            t.labels.push(if i < 300 { Label::Positive } else { Label::Negative });
+        }
+        t
+    }
+
+    #[test]
+    fn deployment_batches_give_one_stretch_of_normal_and_a_mostly_normal_window() {
+        let tasks = vec![task()];
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let sources = vec![SourceTask::partition(0, &tasks[0], 0.5, &mut rng).expect("a source")];
+        let cfg = SamplerConfig { deployment_share: 1.0, ..SamplerConfig::default() };
+        let sampler = EpisodeSampler {
+            sources: &sources,
+            tasks: &tasks,
+            dim: 1,
+            cfg: &cfg,
+            kind: Kind::Float,
+            device: Device::Cpu,
+        };
+        for _ in 0..20 {
+            let batch = sampler.sample(4, &mut rng);
+            let (x, mask_p, mask_u) = (&batch.support.x, &batch.support.pos, &batch.support.unl);
+            for b in 0..4 {
+                let rows = Vec::<f32>::try_from(x.get(b).flatten(0, -1)).unwrap();
+                let p = Vec::<f32>::try_from(mask_p.get(b)).unwrap();
+                let u = Vec::<f32>::try_from(mask_u.get(b)).unwrap();
+                let pos: Vec<f32> = rows.iter().zip(&p).filter(|(_, m)| **m > 0.0).map(|(r, _)| *r).collect();
+                let unl: Vec<f32> = rows.iter().zip(&u).filter(|(_, m)| **m > 0.0).map(|(r, _)| *r).collect();
+                assert!(
+                    (DEPLOYMENT_POSITIVES.0..=DEPLOYMENT_POSITIVES.1).contains(&pos.len()),
+                    "{}",
+                    pos.len()
+                );
+                assert!(pos.iter().all(|r| *r < 300.0), "known-normal rows are normal");
+                let labeled_between = sources[0].positives.iter().filter(|&&i| {
+                    (i as f32) >= pos.iter().copied().fold(f32::MAX, f32::min)
+                        && (i as f32) <= pos.iter().copied().fold(f32::MIN, f32::max)
+                });
+                assert_eq!(labeled_between.count(), pos.len(), "one stretch of the task's normal rows");
+                // 150 normal rows are hidden: the window shrinks to what the task has.
+                assert!(unl.len() >= 100 && unl.len() <= DEPLOYMENT_UNLABELED, "{}", unl.len());
+                let attacks = unl.iter().filter(|r| **r >= 300.0).count();
+                assert!(attacks as f64 <= 0.1 * unl.len() as f64 + 1.0, "{attacks} attacks of {}", unl.len());
+            }
+            let q = Vec::<f32>::try_from(batch.query_y.flatten(0, -1)).unwrap();
+            let qm = Vec::<f32>::try_from(batch.query_mask.flatten(0, -1)).unwrap();
+            assert!(q.iter().zip(&qm).any(|(y, m)| *m > 0.0 && *y == 0.0), "attacks in the queries");
         }
     }
 }
