@@ -365,41 +365,66 @@ pub fn encode_span_rows(dim: usize, rows: &[f32], layout: &SpanLayout) -> Option
 
 /// Unlabeled rows as either record holds them, with their layout when written.
 fn decode_span_rows(bytes: &[u8], dim: usize) -> Result<(Vec<f32>, Option<SpanLayout>), SnapshotError> {
-    if bytes.get(..4) != Some(MAGIC_SPAN_ROWS.as_slice()) {
-        return decode_rows(bytes, dim).map(|rows| (rows, None));
+    let RowParts { with_layout, rows, values, rest } = row_parts(bytes, dim)?;
+    if !with_layout {
+        return rows_alone(values, rest).map(|values| (values, None));
     }
-    let mut r = Reader(&bytes[4..]);
-    let mut count = || r.array::<4>().map(|b| u32::from_le_bytes(b) as usize).ok_or(SnapshotError::BadLength);
-    let (stored_dim, rows) = (count()?, count()?);
-    let values = rows.checked_mul(dim).and_then(|v| v.checked_mul(4)).ok_or(SnapshotError::BadLength)?;
-    let values = floats(r.take(values).ok_or(SnapshotError::BadLength)?)?;
+    let mut r = Reader(rest);
     let mut count = || r.array::<4>().map(|b| u32::from_le_bytes(b) as usize).ok_or(SnapshotError::BadLength);
     let (recent, next) = (count()?, count()?);
     // Every row's bucket, the pushes, and a priority for each spread row.
     let tail = rows.checked_sub(recent).and_then(|spread| (rows + 1 + spread).checked_mul(8));
-    if stored_dim != dim || Some(r.0.len()) != tail {
+    if Some(r.0.len()) != tail {
         return Err(SnapshotError::BadLength);
     }
     let mut words = r.0.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
     let buckets = words.by_ref().take(rows).map(|w| w as i64).collect();
     let pushes = words.next().ok_or(SnapshotError::BadLength)?;
     let priorities = words.collect();
-    Ok((values, Some(SpanLayout { recent, next, buckets, pushes, priorities })))
+    Ok((floats(values)?, Some(SpanLayout { recent, next, buckets, pushes, priorities })))
 }
 
-/// Rows of a device whose main record says `dim` features.
+/// Rows of a device whose main record says `dim` features (`MPW1`).
 fn decode_rows(bytes: &[u8], dim: usize) -> Result<Vec<f32>, SnapshotError> {
-    let mut r = Reader(bytes);
-    if r.take(4) != Some(MAGIC_ROWS.as_slice()) {
-        return Err(SnapshotError::BadMagic);
+    match row_parts(bytes, dim)? {
+        RowParts { with_layout: false, values, rest, .. } => rows_alone(values, rest),
+        _ => Err(SnapshotError::BadMagic),
     }
+}
+
+/// A row record read up to the end of its rows.
+struct RowParts<'a> {
+    /// `MPW2` (a layout follows the rows), or `MPW1`.
+    with_layout: bool,
+    rows: usize,
+    /// The rows' bytes, `dim` features a row, and the bytes after them.
+    values: &'a [u8],
+    rest: &'a [u8],
+}
+
+fn row_parts(bytes: &[u8], dim: usize) -> Result<RowParts<'_>, SnapshotError> {
+    let mut r = Reader(bytes);
+    let with_layout = match r.take(4) {
+        Some(m) if m == MAGIC_ROWS => false,
+        Some(m) if m == MAGIC_SPAN_ROWS => true,
+        _ => return Err(SnapshotError::BadMagic),
+    };
     let mut count = || r.array::<4>().map(|b| u32::from_le_bytes(b) as usize).ok_or(SnapshotError::BadLength);
     let (stored_dim, rows) = (count()?, count()?);
     let values = rows.checked_mul(dim).and_then(|v| v.checked_mul(4)).ok_or(SnapshotError::BadLength)?;
-    if stored_dim != dim || r.0.len() != values {
+    if stored_dim != dim {
         return Err(SnapshotError::BadLength);
     }
-    floats(r.0)
+    let values = r.take(values).ok_or(SnapshotError::BadLength)?;
+    Ok(RowParts { with_layout, rows, values, rest: r.0 })
+}
+
+/// An `MPW1` record's values, which must end it.
+fn rows_alone(values: &[u8], rest: &[u8]) -> Result<Vec<f32>, SnapshotError> {
+    if !rest.is_empty() {
+        return Err(SnapshotError::BadLength);
+    }
+    floats(values)
 }
 
 /// Which of a device's records a state-topic key names.

@@ -24,7 +24,7 @@ use super::windows::{next_stamp, SharedRows};
 
 /// How a window's rows lie in its buffer, as the state topic keeps it (`MPW2`): enough
 /// to rebuild the window exactly.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpanLayout {
     /// Rows of the ring (the newest); the rest are the spread sample.
     pub recent: usize,
@@ -165,11 +165,18 @@ impl SpanWindow {
             return;
         }
         let slot = self.next;
-        let data = Arc::make_mut(&mut self.data);
-        let left: Vec<f32> = data[slot * dim..(slot + 1) * dim].to_vec();
-        data[slot * dim..(slot + 1) * dim].copy_from_slice(row);
-        let left_bucket = std::mem::replace(&mut self.buckets[slot], bucket);
         self.next = (slot + 1) % recent;
+        let data = Arc::make_mut(&mut self.data);
+        let span = slot * dim..(slot + 1) * dim;
+        let left_bucket = std::mem::replace(&mut self.buckets[slot], bucket);
+        if self.sizes.spread == 0 {
+            data[span].copy_from_slice(row);
+            return;
+        }
+        // The row leaving the ring is offered to the spread sample (a copy: the sample
+        // may write into the same buffer).
+        let left = data[span.clone()].to_vec();
+        data[span].copy_from_slice(row);
         self.offer(&left, left_bucket);
     }
 
@@ -178,9 +185,6 @@ impl SpanWindow {
     /// priority), or in place of its own bucket's row of highest priority if it ranks
     /// below it.
     fn offer(&mut self, row: &[f32], bucket: i64) {
-        if self.sizes.spread == 0 {
-            return;
-        }
         let q = priority(row, self.pushes);
         let (dim, base) = (self.dim, self.ring_len);
         if self.spread_len() < self.sizes.spread {
@@ -190,16 +194,19 @@ impl SpanWindow {
             return;
         }
         let spread = &self.buckets[base..];
-        let count = |b: i64| spread.iter().filter(|&&x| x == b).count();
-        // The fullest bucket, the oldest among equals.
+        // Rows per bucket, in bucket order: the fullest bucket, the oldest among equals.
+        let mut sorted = spread.to_vec();
+        sorted.sort_unstable();
         let mut fullest = (0usize, i64::MAX);
-        for &b in spread {
-            let c = count(b);
-            if c > fullest.0 || (c == fullest.0 && b < fullest.1) {
-                fullest = (c, b);
+        let mut own = 0;
+        for run in sorted.chunk_by(|a, b| a == b) {
+            if run.len() > fullest.0 {
+                fullest = (run.len(), run[0]);
+            }
+            if run[0] == bucket {
+                own = run.len();
             }
         }
-        let own = count(bucket);
         let victim_bucket = if own < fullest.0 { fullest.1 } else { bucket };
         // The victim bucket's row of highest priority (the first among equals).
         let mut victim = None::<(usize, u64)>;
@@ -239,15 +246,6 @@ impl SpanWindow {
         Arc::clone(&self.data)
     }
 
-    /// Seconds of the device's time the rows span: from the oldest bucket's start to
-    /// the newest's end (0 when empty).
-    pub fn span_s(&self) -> f64 {
-        match (self.buckets.iter().min(), self.buckets.iter().max()) {
-            (Some(lo), Some(hi)) => (hi - lo + 1) as f64 * self.sizes.bucket_s,
-            _ => 0.0,
-        }
-    }
-
     /// How the rows lie, for the state topic.
     pub fn layout(&self) -> SpanLayout {
         SpanLayout {
@@ -259,9 +257,9 @@ impl SpanWindow {
         }
     }
 
-    /// Rebuild from stored rows. With their layout, exactly as written (under these
-    /// sizes: rows beyond them are dropped); without (an older snapshot), as the newest
-    /// rows, all of the time `ts`.
+    /// Rebuild from stored rows. With their layout, exactly as written; without (an
+    /// older snapshot), or with one that does not fit these sizes (the configuration
+    /// changed), as the newest rows, all of the time `ts`.
     pub fn from_rows(
         dim: usize,
         sizes: SpanSizes,
@@ -273,7 +271,6 @@ impl SpanWindow {
         let n = rows.len() / dim.max(1);
         let fits = |l: &SpanLayout| {
             l.buckets.len() == n
-                && l.recent <= n
                 && l.recent == w.recent_capacity().min(n)
                 && (l.recent == 0 || l.next < l.recent)
                 && n - l.recent <= w.sizes.spread
