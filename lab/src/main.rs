@@ -10,6 +10,7 @@
 mod captures;
 mod eval_command;
 mod model_options;
+mod sim_days;
 mod train_command;
 mod week;
 
@@ -49,6 +50,9 @@ enum LabCommand {
     /// the daemon's pipeline: false incidents per device-day, and whether each attack
     /// got an incident.
     Week(week::WeekArgs),
+    /// Simulated devices over days (households: bursts and quiet by the hour), as
+    /// captures `week` reads: devices whose time span matters, to choose on.
+    SimDays(sim_days::SimDaysArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -98,6 +102,7 @@ fn main() -> anyhow::Result<()> {
         LabCommand::RealTraffic(a) => real_traffic(a),
         LabCommand::FleetIncidents(a) => fleet_incidents(a),
         LabCommand::Week(a) => week::run(a),
+        LabCommand::SimDays(a) => sim_days::run(a),
     }
 }
 

@@ -38,6 +38,11 @@ pub struct FleetConfig {
     /// (floods send 100× more packets than a device's benign traffic).
     pub max_rows_per_class: Option<usize>,
     pub start_ts: f64,
+    /// Days of a household rather than minutes of a stationary profile: events follow
+    /// the hour of the day (few at night, most in the evening) and a video device
+    /// streams only in sessions, so a device is bursty and quiet in turns as real ones
+    /// are over days (the week camera). Off for training fleets and the demo.
+    pub diurnal: bool,
 }
 
 impl Default for FleetConfig {
@@ -53,9 +58,28 @@ impl Default for FleetConfig {
             keep_every: 1,
             max_rows_per_class: None,
             start_ts: DEFAULT_START_TS,
+            diurnal: false,
         }
     }
 }
+
+/// A household's activity by hour of the day, as a share of its evening peak.
+fn household_activity(unix_s: f64) -> f64 {
+    match unix_s.rem_euclid(86_400.0) / 3600.0 {
+        h if h < 6.0 => 0.03,
+        h if h < 9.0 => 0.6,
+        h if h < 17.0 => 0.3,
+        h if h < 23.0 => 1.0,
+        _ => 0.2,
+    }
+}
+
+/// In a diurnal fleet, events at the evening peak are this share of the profile's rate
+/// (a day of a webcam's viewing sessions at the profile's rate is 150,000 packets).
+const DIURNAL_EVENT_SHARE: f64 = 0.25;
+/// A video session of an always-on video device in a diurnal fleet lasts this many of
+/// its profile's events.
+const DIURNAL_SESSION_EVENTS: f64 = 12.0;
 
 /// One simulated device and what happens to it.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,6 +135,7 @@ struct Generator {
     mac: u64,
     gateway: Host,
     gateway_mac: u64,
+    diurnal: bool,
     out: Vec<SimPacket>,
 }
 
@@ -279,24 +304,58 @@ impl Generator {
                 t += every * pace * self.uniform(0.9, 1.1);
             }
         }
+        if self.diurnal {
+            return self.diurnal_events(p, pace, size, cloud);
+        }
         if let Some(v) = &p.video {
             self.video(0.0, end, v, size, cloud);
         }
         let mut t = self.exponential(3600.0 / p.events_per_hour * pace);
         while t < end {
             // A TLS-like burst to the cloud, then video while the event lasts.
-            let port = self.ephemeral_port();
-            let mut at = t;
-            for _ in 0..self.rng.gen_range(3..10) {
-                let up = self.uniform(66.0, 600.0) as u32;
-                let down = self.uniform(66.0, 1514.0) as u32;
-                at = self.exchange(at, cloud, port, 443, up, down, TCP, false) + self.uniform(0.005, 0.05);
-            }
+            let at = self.event_burst(t, cloud);
             let lasts = p.event_seconds * self.uniform(0.7, 1.3);
             if let Some(v) = &p.event_video {
                 self.video(at, at + lasts, v, size, cloud);
             }
             t += lasts + self.exponential(3600.0 / p.events_per_hour * pace);
+        }
+    }
+
+    /// A TLS-like burst to the cloud at `t`; returns when it ended.
+    fn event_burst(&mut self, t: f64, cloud: Host) -> f64 {
+        let port = self.ephemeral_port();
+        let mut at = t;
+        for _ in 0..self.rng.gen_range(3..10) {
+            let up = self.uniform(66.0, 600.0) as u32;
+            let down = self.uniform(66.0, 1514.0) as u32;
+            at = self.exchange(at, cloud, port, 443, up, down, TCP, false) + self.uniform(0.005, 0.05);
+        }
+        at
+    }
+
+    /// [`Self::benign`]'s events in a diurnal fleet: drawn at the evening peak's rate and
+    /// kept with the hour's activity; an always-on video device streams only in
+    /// sessions (motion, someone watching).
+    fn diurnal_events(&mut self, p: &Profile, pace: f64, size: f64, cloud: Host) {
+        let mean_gap = 3600.0 / (p.events_per_hour * DIURNAL_EVENT_SHARE) * pace;
+        let mut t = self.exponential(mean_gap);
+        while t < self.end {
+            if self.rng.gen::<f64>() >= household_activity(self.t0 + t) {
+                t += self.exponential(mean_gap);
+                continue;
+            }
+            let at = self.event_burst(t, cloud);
+            let (video, lasts) = match (&p.event_video, &p.video) {
+                (Some(v), _) => (Some(*v), p.event_seconds),
+                (None, Some(v)) => (Some(*v), p.event_seconds * DIURNAL_SESSION_EVENTS),
+                (None, None) => (None, p.event_seconds),
+            };
+            let lasts = lasts * self.uniform(0.7, 1.3);
+            if let Some(v) = video {
+                self.video(at, at + lasts, &v, size, cloud);
+            }
+            t += lasts + self.exponential(mean_gap);
         }
     }
 
@@ -615,6 +674,7 @@ pub fn device_packets(cfg: &FleetConfig, device: &DevicePlan) -> Vec<SimPacket> 
         mac,
         gateway: v4(192, 168, subnet, 1),
         gateway_mac,
+        diurnal: cfg.diurnal,
         out: Vec::new(),
     };
     g.benign(&device.kind.profile(), device.kind);
@@ -787,6 +847,38 @@ mod tests {
                 _ => unreachable!(),
             }
         }
+    }
+
+    #[test]
+    fn a_diurnal_device_streams_in_evening_sessions_and_is_quiet_at_night() {
+        // Two days from midnight UTC: a camera (always-on video in a stationary fleet).
+        let cfg = FleetConfig {
+            devices: 1,
+            types: vec![DeviceType::Camera],
+            duration_s: 2.0 * 86_400.0,
+            attacked_share: 0.0,
+            start_ts: 1_505_606_400.0,
+            diurnal: true,
+            ..FleetConfig::default()
+        };
+        let packets = device_packets(&cfg, &plan(&cfg)[0]);
+        let hour = |p: &SimPacket| (p.packet.ts - cfg.start_ts).rem_euclid(86_400.0) / 3600.0;
+        // Video frames (keep-alives, DNS, NTP and SSDP go on all night).
+        let video = |p: &&SimPacket| p.packet.len > 400 && p.packet.dst_port == 443;
+        let night = packets.iter().filter(video).filter(|p| hour(p) < 6.0).count();
+        let evening = packets.iter().filter(video).filter(|p| (17.0..23.0).contains(&hour(p))).count();
+        assert!(evening > 10 * night.max(1), "evening {evening}, night {night}");
+        // Bursts and quiet: most minutes of the evening hold no video at all.
+        let mut minutes: Vec<u64> = packets
+            .iter()
+            .filter(video)
+            .filter(|p| (17.0..23.0).contains(&hour(p)))
+            .map(|p| ((p.packet.ts - cfg.start_ts) / 60.0) as u64)
+            .collect();
+        minutes.dedup();
+        let stationary = device_packets(&FleetConfig { diurnal: false, ..cfg.clone() }, &plan(&cfg)[0]);
+        assert!(stationary.len() > 3 * packets.len(), "{} vs {}", stationary.len(), packets.len());
+        assert!(minutes.len() < 2 * 6 * 60, "{} of the evenings' minutes", minutes.len());
     }
 
     #[test]
