@@ -123,6 +123,22 @@ pub struct SimPacket {
     pub attack: bool,
 }
 
+/// A TCP packet's flags inside an established connection: a frame of headers alone
+/// (66 bytes with timestamps, or less) acknowledges, a larger one carries data. The
+/// packets that open or refuse connections (SYN, SYN-ACK) set theirs where they are sent.
+fn data_flags(len: u32) -> u8 {
+    if len <= 66 {
+        ACK
+    } else {
+        PSH_ACK
+    }
+}
+
+const SYN: u8 = 0x02;
+const SYN_ACK: u8 = 0x12;
+const ACK: u8 = 0x10;
+const PSH_ACK: u8 = 0x18;
+
 fn v4(a: u8, b: u8, c: u8, d: u8) -> Host {
     host_of_ip(IpAddr::V4(Ipv4Addr::new(a, b, c, d)))
 }
@@ -182,6 +198,7 @@ impl Generator {
         if t >= self.end {
             return;
         }
+        let tcp_flags = if proto == TCP { data_flags(len) } else { 0 };
         let packet = if outbound {
             Packet {
                 ts: self.t0 + t,
@@ -192,7 +209,7 @@ impl Generator {
                 dst_port: peer_port,
                 len,
                 proto,
-                tcp_flags: 0,
+                tcp_flags,
                 arp: None,
             }
         } else {
@@ -205,7 +222,7 @@ impl Generator {
                 dst_port: dev_port,
                 len,
                 proto,
-                tcp_flags: 0,
+                tcp_flags,
                 arp: None,
             }
         };
@@ -248,6 +265,16 @@ impl Generator {
         if proto == TCP {
             self.send(t + rtt + 0.001, true, peer, dev_port, peer_port, 66, TCP, attack);
         }
+        t + rtt
+    }
+
+    /// An attack's TCP connection opened: SYN, the peer's SYN-ACK after a round trip,
+    /// the device's ACK (74, 74 and 66 bytes, timed as [`Self::exchange`] times them).
+    fn handshake(&mut self, t: f64, peer: Host, dev_port: u16, peer_port: u16) -> f64 {
+        let rtt = self.uniform(0.01, 0.08);
+        self.tcp(t, true, peer, dev_port, peer_port, 74, SYN);
+        self.tcp(t + rtt, false, peer, dev_port, peer_port, 74, SYN_ACK);
+        self.tcp(t + rtt + 0.001, true, peer, dev_port, peer_port, 66, ACK);
         t + rtt
     }
 
@@ -415,26 +442,25 @@ impl Generator {
                 let port = if attack == MiraiScan && self.rng.gen_bool(0.1) { 2323 } else { 23 };
                 let len = if attack == MiraiScan { 60 } else { 74 };
                 let sport = self.ephemeral_port();
-                self.send(t, true, target, sport, port, len, TCP, true);
+                self.tcp(t, true, target, sport, port, len, SYN);
                 if self.rng.gen_bool(0.03) {
                     // An open telnet port answers; BASHLITE then tries a login.
                     let rtt = self.uniform(0.02, 0.2);
-                    self.send(
-                        t + rtt,
-                        false,
-                        target,
-                        sport,
-                        port,
-                        if attack == MiraiScan { 60 } else { 74 },
-                        TCP,
-                        true,
-                    );
+                    let answer = if attack == MiraiScan { 60 } else { 74 };
+                    self.tcp(t + rtt, false, target, sport, port, answer, SYN_ACK);
                     if attack != MiraiScan {
                         let login = self.uniform(70.0, 100.0) as u32;
                         self.exchange(t + rtt + 0.001, target, sport, port, login, 66, TCP, true);
                     }
                 }
             } else {
+                // Mirai's SYN and ACK floods set their flag; BASHLITE's TCP flood is sent
+                // as SYNs; junk rides an open connection (data flags).
+                let flags = match attack {
+                    MiraiSyn | GafgytTcp => Some(SYN),
+                    MiraiAck => Some(ACK),
+                    _ => None,
+                };
                 let (sport, dport, len, proto, spoofed) = match attack {
                     MiraiSyn => (self.ephemeral_port(), self.rng.gen(), 74, TCP, false),
                     MiraiAck => (self.ephemeral_port(), self.rng.gen(), 566, TCP, false),
@@ -455,6 +481,8 @@ impl Generator {
                     // BASHLITE's UDP flood forges its source address.
                     let forged = self.public_ip();
                     self.send_forged(forged, t, victim, sport, dport, len, proto);
+                } else if let Some(flags) = flags {
+                    self.tcp(t, true, victim, sport, dport, len, flags);
                 } else {
                     self.send(t, true, victim, sport, dport, len, proto, true);
                 }
@@ -475,7 +503,7 @@ impl Generator {
                 let target = self.public_ip();
                 while t < self.end {
                     let port = self.ephemeral_port();
-                    t = self.exchange(t, target, port, 23, 74, 74, TCP, true);
+                    t = self.handshake(t, target, port, 23);
                     for _ in 0..self.rng.gen_range(2..=3) {
                         let (user, reply) =
                             (self.uniform(70.0, 100.0) as u32, self.uniform(70.0, 120.0) as u32);
@@ -539,7 +567,7 @@ impl Generator {
     }
 
     /// The attacks written as the wire has them, each packet's TCP flags and ARP
-    /// operation set (the other kinds leave flags at 0, which reads as NULL probes).
+    /// operation set, and without a controller's keep-alives.
     fn wire_attack(&mut self, attack: Attack, from: f64) {
         let mut t = from;
         match attack {
@@ -845,6 +873,41 @@ mod tests {
                     assert!(sent.iter().all(|p| p.tcp_flags != 0), "{attack}: no flagless TCP");
                 }
                 _ => unreachable!(),
+            }
+        }
+    }
+
+    #[test]
+    fn every_tcp_packet_carries_the_flags_its_kind_sends() {
+        // A probe to the stealth-scan look: no SYN, ACK or RST, or SYN with FIN.
+        let probe = |f: u8| f & 0x16 == 0 || f & 0x03 == 0x03;
+        let cfg =
+            FleetConfig { devices: 5, duration_s: 120.0, attacked_share: 0.0, ..FleetConfig::default() };
+        for d in plan(&cfg) {
+            let benign = device_packets(&cfg, &d);
+            assert!(
+                benign.iter().filter(|p| p.proto == TCP).all(|p| !probe(p.packet.tcp_flags)),
+                "{}",
+                d.name
+            );
+        }
+        for attack in ATTACKS.iter().chain(&EXTRA_ATTACKS).copied() {
+            let (device, packets) = attack_packets(attack, 5.0, 3);
+            let tcp: Vec<u8> =
+                packets.iter().filter(|p| p.proto == TCP).map(|p| p.packet.tcp_flags).collect();
+            assert!(tcp.iter().all(|&f| !probe(f)), "{attack}: a packet no connection sends");
+            let (mac, _) = device_macs(&device);
+            let syns =
+                packets.iter().filter(|p| p.packet.src_mac == mac && p.packet.tcp_flags == SYN).count();
+            let own = packets.iter().filter(|p| p.packet.src_mac == mac && p.proto == TCP).count();
+            match attack {
+                Attack::MiraiSyn | Attack::GafgytTcp | Attack::MiraiScan | Attack::GafgytScan => {
+                    assert!(syns * 10 > own * 9, "{attack}: {syns} SYNs of {own}")
+                }
+                Attack::MiraiAck => {
+                    assert!(packets.iter().filter(|p| p.packet.tcp_flags == ACK).count() * 10 > own * 9)
+                }
+                _ => {}
             }
         }
     }
