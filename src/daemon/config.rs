@@ -123,6 +123,11 @@ pub struct IncidentsConfig {
     pub flood_packets: u32,
     /// ...or `scan_probes` TCP packets no connection sends (FIN, NULL, Xmas).
     pub scan_probes: u32,
+    /// ...or `login_attempts` connections to one login service (half that on one the
+    /// device never used).
+    pub login_attempts: u32,
+    /// ...or packets sent from `spoofed_sources` source addresses (a forged-source flood).
+    pub spoofed_sources: u32,
     /// A device sending traffic this long without a known-normal record is reported
     /// (once) as unmonitored; 0 = never.
     pub unmonitored_after_s: u64,
@@ -365,6 +370,8 @@ impl DaemonConfig {
                 ports: i.scan_ports.max(1),
                 flood: i.flood_packets.max(1),
                 probes: i.scan_probes.max(1),
+                logins: i.login_attempts.max(1),
+                sources: i.spoofed_sources.max(1),
             },
         }
     }

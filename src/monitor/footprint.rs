@@ -159,6 +159,9 @@ pub struct History {
     pub local_peers: BTreeMap<IpAddr, f64>,
     #[serde(default)]
     pub served: BTreeMap<u16, f64>,
+    /// What it usually attempts on the wire (the fan-out and login looks' thresholds).
+    #[serde(default)]
+    pub fan_out: super::fanout_usual::FanOutUsual,
 }
 
 impl History {

@@ -495,13 +495,18 @@ impl IncidentTracker {
         if d.judged && self.learning_until.is_none() {
             self.learning_until = Some(now_unix + rules.memory.learning_ms as f64 / 1000.0);
         }
-        let finding = d.context.and_then(|c| self.fan_out.observe(c, d.ts, d.source, &rules.fan_out));
+        let in_incident = self.open.is_some();
+        let finding = d.context.and_then(|c| {
+            self.fan_out.observe(c, d.ts, d.source, &rules.fan_out, &self.history.fan_out, in_incident)
+        });
         // Attempts after a finding are the look's anomalies, whatever the model said.
         let mut d = d;
         d.anomalous |= d.context.is_some_and(|c| self.fan_out.is_hot(c, d.ts));
+        let counted = self.fan_out.take_counted();
         if let (false, None, Some(c)) = (d.anomalous, &self.open, d.context) {
             // Normal traffic outside any incident: what the device does.
             self.history.observe(c, d.ts);
+            self.history.fan_out.observe(counted, d.ts, rules.fan_out.window_ms as f64 / 1000.0);
         }
         self.push_decision(d.anomalous, rules);
         let j = Judging { device, rules, kind, siblings, now_ms, now_unix };
@@ -515,6 +520,13 @@ impl IncidentTracker {
             return Some(self.reopen(&d, &j));
         }
         Some(self.open_new(&d, finding, &j))
+    }
+
+    /// What the device did in the window before an incident opened at `ts` may be its
+    /// attack's beginning: the looks' history does not keep it.
+    fn incident_opened(&mut self, ts: f64, rules: &IncidentRules) {
+        self.history.fan_out.incident_opened();
+        self.fan_out.incident_opened(ts, &rules.fan_out);
     }
 
     /// A record at or before the last one seen on its partition: already counted.
@@ -584,6 +596,7 @@ impl IncidentTracker {
     /// or raised as news when the record goes beyond what was remembered of it.
     fn reopen(&mut self, d: &Decision<'_>, j: &Judging<'_>) -> Transition {
         let Judging { device, rules, kind, siblings, now_ms, now_unix } = *j;
+        self.incident_opened(d.ts, rules);
         let mut incident = self.last_closed.take().expect("a closed incident");
         incident.closed_at = None;
         incident.reopened += 1;
@@ -611,6 +624,7 @@ impl IncidentTracker {
     /// sibling's fleet incident of the same behaviour.
     fn open_new(&mut self, d: &Decision<'_>, finding: Option<Finding>, j: &Judging<'_>) -> Transition {
         let Judging { device, rules, kind, siblings, now_ms, now_unix } = *j;
+        self.incident_opened(d.ts, rules);
         let mut incident = Incident::opened(device, d, finding, rules, (now_ms, now_unix));
         incident.note_footprint(d.context, &self.history);
         // A look's finding is raised whatever was dismissed: a scan is no behaviour.

@@ -55,3 +55,80 @@ async fn a_28_packet_stealth_scan_raises_an_incident_of_its_own() {
     assert!(metric(&body, "metapu_incident_events_total{event=\"opened\"}").is_some_and(|n| n >= 1.0));
     daemon.shutdown().await.unwrap();
 }
+
+/// A paced SSH password guesser (`metapu datasets attack --kind ssh.bruteforce`, 27
+/// connections in its minute, a few hundred bytes each) merged into Aria's setup
+/// traffic, extracted as the sensor makes records (the device's MAC known) onto the
+/// broker, and the real `metapu run` process: the login-guessing look raises it in its
+/// own words, where the model alerts on almost none of its records.
+#[test]
+fn a_password_guesser_is_raised_through_metapu_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let guesser = dir.path().join("ssh.pcap");
+    metapu(&[
+        "datasets",
+        "attack",
+        "--kind",
+        "ssh.bruteforce",
+        "--duration",
+        "60",
+        "--out",
+        guesser.to_str().unwrap(),
+    ]);
+    let (benign, mac) = sentinel_device("Aria");
+    let capture = dir.path().join("aria.pcap");
+    infect(&benign, &mac, &guesser, &["--concatenate", "--start", "0.5"], &capture);
+
+    let broker = Broker::start();
+    let boot = broker.bootstrap();
+    let http_port = free_port();
+    let mut cfg = daemon_config(&boot, "guesser");
+    cfg.http.listen = format!("127.0.0.1:{http_port}");
+    cfg.model.path = repo().join("models/iot-default.safetensors");
+    cfg.model.features = 115;
+    // Onboarded by its first records, as a new device may be.
+    cfg.windows.bootstrap_positives = 10;
+    let config = write_config(&cfg, dir.path());
+    let _daemon = KillOnDrop(
+        std::process::Command::new(metapu_binary())
+            .args(["run", "--config"])
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
+    let ready_by = std::time::Instant::now() + Duration::from_secs(60);
+    let ready = || std::net::TcpStream::connect(addr).is_ok() && http_get(addr, "/readyz").0 == 200;
+    while !ready() && std::time::Instant::now() < ready_by {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ready(), "never ready");
+    let input = &cfg.kafka.input_topics[0];
+    metapu(&[
+        "extract",
+        "--pcap",
+        capture.to_str().unwrap(),
+        "--device-mac",
+        &mac,
+        "--topic",
+        input,
+        "--brokers",
+        &boot,
+    ]);
+
+    let raised = |m: &[(Option<String>, Vec<u8>)]| {
+        json_values(m).into_iter().find(|e| e["event"] == "opened" && e["raised_by"] == "login_guessing")
+    };
+    let got = read_topic(&boot, &cfg.kafka.incidents_topic, Duration::from_secs(90), |m| raised(m).is_some());
+    let incident = raised(&got).expect("the guesser raised an incident");
+    let why = incident["look"]["why"].as_str().unwrap();
+    assert!(why.starts_with("login guessing: opened 5 connections to "), "{why}");
+    assert!(why.contains("on 22/tcp (ssh)") && why.contains("a login service it never used"), "{why}");
+    let body = http_get(addr, "/metrics").1;
+    assert!(
+        metric(&body, "metapu_incident_events_total{event=\"opened\"}").is_some_and(|n| n >= 1.0),
+        "{body}"
+    );
+}
