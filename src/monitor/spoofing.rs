@@ -6,38 +6,41 @@
 //! carry the device's MAC, which is how the sensor knows they are its. In memory, as the
 //! rest of the fan-out look's window.
 
-use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
-/// Packets kept per device at most, as the fan-out look keeps its attempts (a window's
-/// worth of a flood is counted, not kept beyond this: the oldest go first).
-const MAX_PACKETS: usize = 8192;
+/// Source addresses remembered at most: beyond, the oldest is forgotten (a forged
+/// flood has a new one every packet; the threshold is far below).
+const MAX_SOURCES: usize = 256;
 
 #[derive(Debug, Default)]
 pub struct Sources {
-    /// (time, source address) of each packet the device sent in the window.
-    sent: VecDeque<(f64, IpAddr)>,
-    counts: HashMap<IpAddr, u32>,
+    /// Each source address the device sent from within the window, and when last. A
+    /// device has one or a few, so a packet costs a scan of a short list.
+    last_sent: Vec<(IpAddr, f64)>,
 }
 
 impl Sources {
     /// One packet the device sent from `source` at device time `ts`: the distinct
     /// source addresses it sent from since `ts - window_s`.
     pub fn observe(&mut self, source: IpAddr, ts: f64, window_s: f64) -> usize {
-        while self.sent.front().is_some_and(|s| s.0 < ts - window_s) || self.sent.len() >= MAX_PACKETS {
-            let Some((_, old)) = self.sent.pop_front() else { break };
-            if let Some(n) = self.counts.get_mut(&old) {
-                *n -= 1;
-                if *n == 0 {
-                    self.counts.remove(&old);
+        let since = ts - window_s;
+        if self.last_sent.len() > 1 {
+            self.last_sent.retain(|s| s.1 >= since);
+        }
+        if source.is_unspecified() {
+            return self.last_sent.iter().filter(|s| s.1 >= since).count();
+        }
+        match self.last_sent.iter_mut().find(|s| s.0 == source) {
+            Some(s) => s.1 = ts,
+            None => {
+                self.last_sent.retain(|s| s.1 >= since);
+                if self.last_sent.len() >= MAX_SOURCES {
+                    self.last_sent.remove(0);
                 }
+                self.last_sent.push((source, ts));
             }
         }
-        if !source.is_unspecified() {
-            self.sent.push_back((ts, source));
-            *self.counts.entry(source).or_default() += 1;
-        }
-        self.counts.len()
+        self.last_sent.len()
     }
 }
 
