@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
+use metapu::traffic::devices::format_mac;
 use metapu::traffic::pcap::PcapWriter;
 use metapu::traffic::profiles::DeviceType;
 use metapu::traffic::simulate::{device_macs, device_packets, plan, FleetConfig};
@@ -27,11 +28,6 @@ pub struct SimDaysArgs {
     /// A folder: NAME.pcap and NAME.mac per device.
     #[arg(long)]
     out: PathBuf,
-}
-
-fn mac_text(mac: u64) -> String {
-    let b = mac.to_be_bytes();
-    b[2..].iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":")
 }
 
 pub fn run(a: SimDaysArgs) -> anyhow::Result<()> {
@@ -59,7 +55,7 @@ pub fn run(a: SimDaysArgs) -> anyhow::Result<()> {
             w.write(&p.packet, to, p.proto)?;
         }
         w.finish()?;
-        std::fs::write(a.out.join(format!("{name}.mac")), mac_text(mac) + "\n")?;
+        std::fs::write(a.out.join(format!("{name}.mac")), format_mac(mac) + "\n")?;
         println!("sim-days: {name}: {} packets over {} days", packets.len(), a.days);
     }
     Ok(())

@@ -230,6 +230,7 @@ impl FanOut {
             return None;
         }
         let window_s = rules.window_ms as f64 / 1000.0;
+        let finding = |look: RaisedBy, why: String| Finding { look, why, by: source.clone() };
         let first = *self.first_ts.get_or_insert(ts);
         self.expire(ts - window_s, window_s);
         let Some((from, Some(peer))) = c.device_and_peer() else { return None };
@@ -243,11 +244,7 @@ impl FanOut {
                     rules.sources,
                     if c.dst_port > 0 { format!(" on {}", service_name((c.dst_port, c.proto))) } else { String::new() },
                 );
-                return self.found(
-                    ts,
-                    window_s,
-                    Finding { look: RaisedBy::SpoofedSources, why, by: source.clone() },
-                );
+                return self.found(ts, window_s, finding(RaisedBy::SpoofedSources, why));
             }
         }
         if is_group(peer) {
@@ -266,11 +263,7 @@ impl FanOut {
         if let Some(g) = self.logins.observe(c, peer, ts, window_s, needed) {
             if ts >= self.hot_until {
                 let why = login_words(&g, needed(g.port), never_used(g.port), rules.window_ms);
-                return self.found(
-                    ts,
-                    window_s,
-                    Finding { look: RaisedBy::LoginGuessing, why, by: source.clone() },
-                );
+                return self.found(ts, window_s, finding(RaisedBy::LoginGuessing, why));
             }
         }
         if c.direction == Some(Direction::Inbound) {
@@ -291,11 +284,7 @@ impl FanOut {
                      the last to {peer} port {}, within {within} (threshold {})",
                     c.dst_port, rules.probes
                 );
-                return self.found(
-                    ts,
-                    window_s,
-                    Finding { look: RaisedBy::StealthScan, why, by: source.clone() },
-                );
+                return self.found(ts, window_s, finding(RaisedBy::StealthScan, why));
             }
             return None;
         }
@@ -310,7 +299,6 @@ impl FanOut {
             // sweep.
             matches!(proto, 0 | 1 | 58) || a.get(&(host, port, proto)).is_none_or(|&t| t < since)
         };
-        let finding = |look: RaisedBy, why: String| Finding { look, why, by: source.clone() };
         let within = window_words(rules.window_ms);
         let hosts_needed = usual.hosts_threshold(service, ts, rules.hosts);
         let hosts_words = || threshold_words(hosts_needed, rules.hosts, usual.usual_hosts(service), &within);

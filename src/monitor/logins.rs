@@ -42,6 +42,9 @@ type Key = (IpAddr, u16, bool);
 struct Tally {
     /// When each connection in the window was opened, oldest first.
     opened: VecDeque<f64>,
+    /// The key's packets in the window, and their bytes: a tally goes with its last
+    /// packet, so a connection's late packets never count against the next tally.
+    packets: u32,
     bytes: u64,
 }
 
@@ -65,8 +68,8 @@ pub struct Logins {
     tallies: HashMap<Key, Tally>,
 }
 
-/// The login connection a packet belongs to: its key, and whether it opens it (the
-/// initiator's SYN).
+/// The login connection a packet belongs to: its login port, whether the peer
+/// connects in, and whether the packet opens it (the initiator's SYN).
 fn login_packet(c: &Context) -> Option<(u16, bool, bool)> {
     if c.proto != 6 {
         return None;
@@ -107,6 +110,7 @@ impl Logins {
         }
         self.packets.push_back((ts, key, opens, c.bytes));
         let t = self.tallies.entry(key).or_default();
+        t.packets += 1;
         t.bytes += u64::from(c.bytes);
         if !opens {
             return None;
@@ -132,11 +136,12 @@ impl Logins {
     fn drop_oldest(&mut self) {
         let Some((_, key, opened, bytes)) = self.packets.pop_front() else { return };
         let Some(t) = self.tallies.get_mut(&key) else { return };
-        t.bytes = t.bytes.saturating_sub(u64::from(bytes));
+        t.packets -= 1;
+        t.bytes -= u64::from(bytes);
         if opened {
             t.opened.pop_front();
         }
-        if t.opened.is_empty() {
+        if t.packets == 0 {
             self.tallies.remove(&key);
         }
     }
@@ -148,5 +153,40 @@ pub fn bytes_words(n: u64) -> String {
         format!("{n} bytes")
     } else {
         format!("{:.1} KiB", n as f64 / 1024.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(outbound: bool, flags: u8, bytes: u32) -> Context {
+        let syn = Context::outbound("203.0.113.7", 22, 6, flags, bytes);
+        if outbound {
+            return syn;
+        }
+        Context {
+            src_ip: syn.dst_ip,
+            dst_ip: syn.src_ip,
+            src_port: syn.dst_port,
+            dst_port: syn.src_port,
+            direction: Some(Direction::Inbound),
+            ..syn
+        }
+    }
+
+    /// A connection's late packets stay in the window after its SYN left it: they are
+    /// its bytes, and leave without taking any from the connections after it.
+    #[test]
+    fn bytes_per_connection_are_those_of_the_window() {
+        let peer: IpAddr = "203.0.113.7".parse().unwrap();
+        let mut l = Logins::default();
+        let mut take = |c: Context, ts: f64| l.observe(&c, peer, ts, 10.0, |_| 1);
+        assert_eq!(take(packet(true, 0x02, 60), 0.0).map(|g| g.bytes_each), Some(60));
+        assert!(take(packet(false, 0x18, 400), 9.0).is_none(), "the server's answer");
+        let g = take(packet(true, 0x02, 60), 11.0).expect("a connection");
+        assert_eq!((g.connections, g.bytes_each), (1, 460), "the first SYN left, its answer not");
+        let g = take(packet(true, 0x02, 60), 19.5).expect("a connection");
+        assert_eq!((g.connections, g.bytes_each, g.span_s), (2, 60, 8.5));
     }
 }

@@ -23,22 +23,15 @@ impl Sources {
     /// One packet the device sent from `source` at device time `ts`: the distinct
     /// source addresses it sent from since `ts - window_s`.
     pub fn observe(&mut self, source: IpAddr, ts: f64, window_s: f64) -> usize {
-        let since = ts - window_s;
-        if self.last_sent.len() > 1 {
-            self.last_sent.retain(|s| s.1 >= since);
-        }
-        if source.is_unspecified() {
-            return self.last_sent.iter().filter(|s| s.1 >= since).count();
-        }
-        match self.last_sent.iter_mut().find(|s| s.0 == source) {
-            Some(s) => s.1 = ts,
-            None => {
-                self.last_sent.retain(|s| s.1 >= since);
-                if self.last_sent.len() >= MAX_SOURCES {
-                    self.last_sent.remove(0);
-                }
-                self.last_sent.push((source, ts));
+        if !source.is_unspecified() {
+            match self.last_sent.iter_mut().find(|s| s.0 == source) {
+                Some(s) => s.1 = ts,
+                None => self.last_sent.push((source, ts)),
             }
+        }
+        self.last_sent.retain(|s| s.1 >= ts - window_s);
+        if self.last_sent.len() > MAX_SOURCES {
+            self.last_sent.remove(0);
         }
         self.last_sent.len()
     }
