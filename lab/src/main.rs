@@ -8,6 +8,7 @@
 //! streams a simulated fleet through the same pipeline.
 
 mod captures;
+mod console;
 mod eval_command;
 mod model_options;
 mod sim_days;
@@ -53,6 +54,8 @@ enum LabCommand {
     /// Simulated devices over days (households: bursts and quiet by the hour), as
     /// captures `week` reads: devices whose time span matters, to choose on.
     SimDays(sim_days::SimDaysArgs),
+    /// The console's pages, read-only, over what a replay published (`week --published`).
+    Console(console::ConsoleArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -103,6 +106,7 @@ fn main() -> anyhow::Result<()> {
         LabCommand::FleetIncidents(a) => fleet_incidents(a),
         LabCommand::Week(a) => week::run(a),
         LabCommand::SimDays(a) => sim_days::run(a),
+        LabCommand::Console(a) => console::run(a),
     }
 }
 

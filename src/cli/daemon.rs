@@ -1,7 +1,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -36,16 +35,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if let Some(m) = a.model {
         cfg.model.path = m;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let result = runtime.block_on(serve(cfg));
-    // Do not wait on blocking tasks that may still hang on an unreachable broker
-    // (closing a consumer, flushing): the shutdown limit has already been applied.
-    runtime.shutdown_timeout(Duration::from_secs(1));
-    result
+    super::run_service(serve(cfg))
 }
 
 async fn serve(cfg: DaemonConfig) -> anyhow::Result<()> {

@@ -4,15 +4,12 @@
 //! configuration, so on a daemon's host they need no flags but the request.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::util::Timeout;
 
 use metapu::daemon::config::{DaemonConfig, Sources};
-use metapu::daemon::kafka;
+use metapu::daemon::kafka::FeedbackWriter;
 use metapu::daemon::{Feedback, FeedbackVerdict as Verdict};
 use metapu::monitor::feedback::{FeedbackMessage, Forget, Onboard};
 
@@ -25,7 +22,7 @@ pub struct FeedbackArgs {
     /// The incident's device.
     #[arg(long)]
     device: String,
-    /// Normal behaviour: its records become known-normal for the device, the incident closes.
+    /// Normal behaviour: the incident closes and its behaviour is remembered (its returns are suppressed).
     #[arg(long, group = "verdict")]
     false_positive: bool,
     /// A real attack: recorded on the incident.
@@ -70,9 +67,9 @@ pub struct FeedbackTopic {
 }
 
 impl FeedbackTopic {
-    /// Send `value` keyed by `device` (so it reaches the daemon that holds the device);
-    /// the topic it went to.
-    fn send(self, device: &str, value: &[u8]) -> anyhow::Result<String> {
+    /// Send `message` (keyed by its device, so it reaches the daemon that holds the
+    /// device); the topic it went to.
+    fn send(self, message: &FeedbackMessage) -> anyhow::Result<String> {
         let mut cfg = DaemonConfig::load(&Sources::standard(self.config))?;
         if let Some(b) = self.brokers {
             cfg.kafka.brokers = b;
@@ -80,20 +77,14 @@ impl FeedbackTopic {
         if let Some(t) = self.topic {
             cfg.kafka.feedback_topic = t;
         }
-        let topic = cfg.kafka.feedback_topic.clone();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         runtime.block_on(async {
-            let producer: FutureProducer = kafka::producer_config(&cfg.kafka)
-                .set("message.timeout.ms", "15000")
-                .create()
-                .context("Kafka producer")?;
-            let record = FutureRecord::to(&topic).key(device).payload(value);
-            producer
-                .send(record, Timeout::After(Duration::from_secs(15)))
-                .await
-                .map_err(|(e, _)| anyhow::anyhow!("not delivered to {topic} at {}: {e}", cfg.kafka.brokers))
-        })?;
-        Ok(topic)
+            let writer = FeedbackWriter::new(&cfg.kafka).context("Kafka producer")?;
+            writer.send(message).await.map_err(|e| {
+                anyhow::anyhow!("not delivered to {} at {}: {e}", writer.topic(), cfg.kafka.brokers)
+            })?;
+            Ok(writer.topic().to_string())
+        })
     }
 }
 
@@ -113,7 +104,7 @@ pub fn forget(a: ForgetArgs) -> anyhow::Result<()> {
     let (by, note) = a.signed.into_parts();
     let device = a.device;
     let request = FeedbackMessage::Forget(Forget { device: device.clone(), by, note });
-    let topic = a.kafka.send(&device, &request.encode())?;
+    let topic = a.kafka.send(&request)?;
     println!("forget {device} sent to {topic}");
     Ok(())
 }
@@ -152,7 +143,7 @@ pub fn onboard(a: OnboardArgs) -> anyhow::Result<()> {
         by,
         note,
     });
-    let topic = a.kafka.send(&device, &request.encode())?;
+    let topic = a.kafka.send(&request)?;
     println!(
         "onboard {} for {} s sent to {topic}; the daemon answers on the incidents topic (event \"onboarding\", \
          then \"onboarded\" when the span ends) or, refusing it, on the dead-letter topic",
@@ -170,7 +161,7 @@ pub fn run(a: FeedbackArgs) -> anyhow::Result<()> {
         by,
         note,
     };
-    let topic = a.kafka.send(&feedback.device, &FeedbackMessage::Verdict(feedback.clone()).encode())?;
+    let topic = a.kafka.send(&FeedbackMessage::Verdict(feedback.clone()))?;
     println!(
         "feedback {} on incident {} of {} sent to {topic}",
         if a.false_positive { "false_positive" } else { "confirmed" },

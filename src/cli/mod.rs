@@ -1,5 +1,6 @@
 //! Subcommands. Each module turns arguments into library calls and prints results.
 
+mod console;
 mod daemon;
 mod datasets;
 mod demo;
@@ -54,6 +55,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Run the streaming daemon: Kafka in; alerts, priors and metrics out.
     Run(daemon::RunArgs),
+    /// The analyst's desk in a browser, and a verdict API for a SOC's tools.
+    Console(console::ConsoleArgs),
     /// Replay recorded feature rows (N-BaIoT or labeled-task CSVs) into Kafka.
     Replay(traffic::ReplayArgs),
     /// Packet capture → N-BaIoT's 115 AfterImage features per packet.
@@ -64,7 +67,8 @@ pub enum Command {
     Simulate(traffic::SimulateArgs),
     /// Validate the daemon configuration and print it (secrets redacted).
     CheckConfig(daemon::CheckConfigArgs),
-    /// An analyst's verdict on an incident: false positive (learn it as normal) or confirmed.
+    /// An analyst's verdict on an incident: false positive (its behaviour is remembered
+    /// and its returns suppressed) or confirmed.
     Feedback(feedback::FeedbackArgs),
     /// Onboard a device: its traffic for the next span (--for 1h) is its known-normal
     /// traffic (recorded on the incidents topic).
@@ -72,6 +76,21 @@ pub enum Command {
     /// Forget a device: its known-normal records, windows and saved state (recorded on
     /// the incidents topic). Idle devices keep theirs; this is how one is let go.
     Forget(feedback::ForgetArgs),
+}
+
+/// Run a long-lived service (`run`, `console`) on two worker threads until `service`
+/// ends. Blocking tasks that may still hang on an unreachable broker (closing a consumer,
+/// flushing) are not waited for: the service applied its own shutdown limit.
+fn run_service(service: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let result = runtime.block_on(service);
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
 }
 
 impl Cli {
@@ -101,6 +120,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Datasets(c) => datasets::run(c),
         Command::Info(a) => info::run(a),
         Command::Run(a) => daemon::run(a),
+        Command::Console(a) => console::run(a),
         Command::Demo(a) => demo::run(a),
         Command::CheckConfig(a) => daemon::check_config(a),
         Command::Feedback(a) => feedback::run(a),

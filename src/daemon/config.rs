@@ -35,6 +35,7 @@ pub struct DaemonConfig {
     pub http: HttpConfig,
     pub shutdown: ShutdownConfig,
     pub sensor: SensorConfig,
+    pub console: ConsoleConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -227,6 +228,19 @@ pub struct HttpConfig {
 #[serde(deny_unknown_fields)]
 pub struct ShutdownConfig {
     pub timeout_s: u64,
+}
+
+/// `metapu console`: the analyst's desk and the verdict API (it shares `[kafka]` with the
+/// daemon).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleConfig {
+    pub listen: String,
+    /// The verdict token, when no systemd credential `console-token` is given.
+    pub token_file: PathBuf,
+    pub read_only: bool,
+    /// Incidents held at most; past it the oldest closed ones go.
+    pub max_incidents: usize,
 }
 
 /// `metapu sense`: the live capture sensor (it shares `[kafka]` with the daemon).

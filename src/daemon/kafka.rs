@@ -274,6 +274,36 @@ pub fn topic_metadata(cfg: &KafkaConfig, topic: &str, timeout: Duration) -> Opti
     Some(TopicMetadata { partitions, brokers: md.brokers().len() })
 }
 
+/// The feedback topic's writer: verdicts, onboardings and forgets keyed by device (so a
+/// message reaches the daemon that holds the device), as `metapu feedback`, `onboard`,
+/// `forget` and the console write them.
+pub struct FeedbackWriter {
+    producer: rdkafka::producer::FutureProducer,
+    topic: String,
+}
+
+impl FeedbackWriter {
+    pub fn new(cfg: &KafkaConfig) -> Result<Self, KafkaError> {
+        let producer = producer_config(cfg).set("message.timeout.ms", "15000").create()?;
+        Ok(Self { producer, topic: cfg.feedback_topic.clone() })
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Send `message`; the broker's error if it was not delivered within 15 s.
+    pub async fn send(&self, message: &crate::monitor::feedback::FeedbackMessage) -> Result<(), KafkaError> {
+        let value = message.encode();
+        let record = rdkafka::producer::FutureRecord::to(&self.topic).key(message.device()).payload(&value);
+        self.producer
+            .send(record, rdkafka::util::Timeout::After(Duration::from_secs(15)))
+            .await
+            .map(|_| ())
+            .map_err(|(e, _)| e)
+    }
+}
+
 /// A changelog reader's context (the state and kinds topics): end-of-partition is what
 /// it waits for, not an error (some brokers report it as a client-level event).
 pub struct ChangelogContext;

@@ -308,9 +308,10 @@ impl Monitor {
             telemetry.event(Event::Prior(adapted.state.prior));
         }
         let installed = self.engine.install(states);
+        let memory = self.driver.memory_rules();
         out.emitted.extend(installed.iter().filter_map(|id| {
             let d = self.engine.devices.get(id)?;
-            d.prior_update(id, &self.version, now.unix).map(Emitted::Prior)
+            d.prior_update(id, &self.version, now.unix, memory).map(Emitted::Prior)
         }));
     }
 

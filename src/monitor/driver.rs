@@ -124,6 +124,11 @@ impl Driver {
         self.pipeline.backlogged()
     }
 
+    /// How long what analysts dismissed and the daemon learned is remembered.
+    pub fn memory_rules(&self) -> &super::behaviours::MemoryRules {
+        &self.pipeline.rules.memory
+    }
+
     pub fn max_message_bytes(&self) -> usize {
         self.max_message_bytes
     }

@@ -39,6 +39,26 @@ pub struct PriorUpdate {
     /// Unix seconds.
     pub time: f64,
     pub model_version: String,
+    /// The device's own time at this adaptation point: its newest record's `ts`.
+    #[serde(default)]
+    pub ts: f64,
+    /// Records of the device scored, and of those anomalous, since this daemon began
+    /// tracking it: counters, begun again by a restart (the console's alerts by day).
+    #[serde(default)]
+    pub scored: u64,
+    #[serde(default)]
+    pub alerted: u64,
+    /// Its kind, as an operator onboarded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The device's times of the first and the newest record it took as known-normal
+    /// since this daemon began tracking it (absent: none since).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_normal_span: Option<(f64, f64)>,
+    /// The behaviours it remembers (dismissed by an analyst, or learned), each with
+    /// `expires_at`: its returns are suppressed until then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remembered: Vec<super::behaviours::Dismissal>,
 }
 
 /// Events on the incidents topic (key = device), told apart by `"event"`.

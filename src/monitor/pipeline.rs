@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use super::behaviours::MemoryRules;
 pub use super::clock::{Clock, Now};
 use super::devices::Device;
 use super::engine::{Engine, Processed, Verdict};
@@ -293,7 +294,14 @@ impl Pipeline {
         telemetry.event(Event::Deferred(self.deferred.len()));
         engine.devices.streams.hold(&earliest_deferred(&self.deferred));
         out.extend(self.eviction_closes(engine, now, model_version, telemetry));
-        prior_updates(engine, &processed.adapted, model_version, now, telemetry, &mut out);
+        prior_updates(
+            engine,
+            &processed.adapted,
+            (model_version, &self.rules.memory),
+            now,
+            telemetry,
+            &mut out,
+        );
         let offsets = releasable_offsets(&done, &self.deferred);
         (out, offsets)
     }
@@ -751,14 +759,14 @@ fn dead_letter(m: &Received, kind: &str, reason: String, time: f64) -> Emitted {
 pub fn prior_updates(
     engine: &Engine,
     devices: &[String],
-    model_version: &str,
+    (model_version, memory): (&str, &MemoryRules),
     now: Now,
     telemetry: &dyn Telemetry,
     out: &mut Vec<Emitted>,
 ) {
     for device in devices {
         if let Some(update) =
-            engine.devices.get(device).and_then(|d| d.prior_update(device, model_version, now.unix))
+            engine.devices.get(device).and_then(|d| d.prior_update(device, model_version, now.unix, memory))
         {
             telemetry.event(Event::Prior(update.prior));
             out.push(Emitted::Prior(update));

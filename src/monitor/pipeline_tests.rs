@@ -450,6 +450,10 @@ fn a_new_device_is_adapted_before_scoring_and_bad_input_is_dead_lettered() {
     assert_eq!(kinds(&outputs)[5..], ["dead letter", "prior"]);
     let Emitted::Prior(update) = &outputs[6] else { panic!("a prior update: {:?}", outputs[6]) };
     assert_eq!((update.device.as_str(), update.positive_window, update.unlabeled_window), ("a", 1, 4));
+    // What the console plots: the device's own time, its records scored so far (the
+    // batch's four) and when its known-normal record was taken.
+    assert_eq!((update.ts, update.scored, update.known_normal_span), (3.0, 4, Some((0.0, 0.0))));
+    assert!(update.alerted <= update.scored);
     assert_eq!(tally.get("adapted"), 1);
     assert_eq!(tally.get("refused/malformed"), 1);
 }

@@ -27,7 +27,10 @@ async fn a_restore_waits_out_its_broker_in_its_group_while_another_daemon_joins(
     }
     let boot = cluster.bootstrap_servers();
     let mut cfg = daemon_config(&boot, tag);
-    cfg.state.restore_stall_s = 1;
+    // Short enough to count a failed restore soon while the broker is down; long enough
+    // for a fresh reader to reach the broker once it is back on a busy machine (at 1 s,
+    // seven restores in a row failed after it came back under a full test run).
+    cfg.state.restore_stall_s = 5;
     // The least librdkafka takes (no less than the session timeout).
     cfg.kafka.consumer_options.insert("max.poll.interval.ms".into(), "7000".into());
     cluster.coordinator(MockCoordinator::Group(cfg.kafka.group_id.clone()), 1).expect("coordinator");

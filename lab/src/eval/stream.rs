@@ -7,6 +7,7 @@
 //! many attack records passed before the first alert; and the incidents the daemon's
 //! rules open on those decisions, on the capture clock.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 
 use metapu::daemon::config::DaemonConfig;
@@ -50,6 +51,10 @@ pub struct StreamConfig {
     /// An analyst calls every incident raised at an attack record `confirmed` once it has
     /// closed, through the daemon's feedback path.
     pub confirm_attacks: bool,
+    /// Where what the daemon would have published (incident events, prior updates) is
+    /// written, a JSON line `{"topic": "incidents" | "priors", "value": …}` each, in the
+    /// order it was emitted (`metapu-lab console` serves it).
+    pub published: Option<std::path::PathBuf>,
 }
 
 impl StreamConfig {
@@ -66,7 +71,7 @@ impl StreamConfig {
         // quiet runs out; here a silent device's time moves only with its next record,
         // which can come days after its incident closed: its verdict is not late.
         core.feedback_max_age_s = u64::MAX / 2;
-        Self { core, labeled, onboard_for_s: None, analyst: false, confirm_attacks: false }
+        Self { core, labeled, onboard_for_s: None, analyst: false, confirm_attacks: false, published: None }
     }
 }
 
@@ -185,14 +190,37 @@ pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<De
     let mut monitor = Monitor::new(&core, model, "lab");
 
     let telemetry = Tally::default();
-    devices
+    let published = RefCell::new(Vec::new());
+    let outcomes = devices
         .iter()
         .enumerate()
         .map(|(partition, d)| {
-            let mut lab = Lab { monitor: &mut monitor, telemetry: &telemetry };
+            let keep = cfg.published.as_ref().map(|_| &published);
+            let mut lab = Lab { monitor: &mut monitor, telemetry: &telemetry, published: keep };
             run_device(&mut lab, d, dim, cfg, partition as i32)
         })
-        .collect()
+        .collect();
+    if let Some(path) = &cfg.published {
+        let mut text = published.into_inner().join("\n");
+        text.push('\n');
+        if let Err(e) = std::fs::write(path, text) {
+            panic!("writing {}: {e}", path.display());
+        }
+    }
+    outcomes
+}
+
+/// What the daemon publishes of `emitted`, as lines for [`StreamConfig::published`].
+fn published_lines(emitted: &[Emitted]) -> impl Iterator<Item = String> + '_ {
+    emitted.iter().filter_map(|e| {
+        let (topic, value) = match e {
+            Emitted::Incident(i) => ("incidents", serde_json::to_value(i)),
+            Emitted::Prior(p) => ("priors", serde_json::to_value(p)),
+            _ => return None,
+        };
+        let value = value.expect("published outputs serialise");
+        Some(serde_json::json!({ "topic": topic, "value": value }).to_string())
+    })
 }
 
 /// The source the lab gives a device's record at `offset`: each device on a partition
@@ -225,11 +253,17 @@ struct RunEvents {
 struct Lab<'a> {
     monitor: &'a mut Monitor,
     telemetry: &'a Tally,
+    /// What the daemon would have published, kept when asked for.
+    published: Option<&'a RefCell<Vec<String>>>,
 }
 
 impl Lab<'_> {
     fn tell(&mut self, input: Input) -> metapu::monitor::Output {
-        self.monitor.handle(input, now(), self.telemetry)
+        let out = self.monitor.handle(input, now(), self.telemetry);
+        if let Some(p) = self.published {
+            p.borrow_mut().extend(published_lines(&out.emitted));
+        }
+        out
     }
 }
 

@@ -26,6 +26,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::signal::unix::{signal, SignalKind};
 
 use metapu::broker::{self, LocalBroker};
+use metapu::console;
 use metapu::daemon;
 use metapu::daemon::config::DaemonConfig;
 use metapu::monitor::record;
@@ -65,6 +66,9 @@ pub struct DemoArgs {
     /// Where the daemon serves /metrics.
     #[arg(long, default_value = "127.0.0.1:9898")]
     http: String,
+    /// Where the console serves the analyst's desk (a free port if taken).
+    #[arg(long, default_value = "127.0.0.1:9899")]
+    console: String,
 }
 
 /// Each device's first benign records labeled normal, as an operator onboards it.
@@ -167,6 +171,7 @@ async fn demo(a: &DemoArgs, bootstrap: String, devices: Vec<DemoDevice>) -> anyh
         "demo: Grafana: point a Prometheus at it (dashboards/prometheus-scrape.yaml), then import \
          dashboards/metapu.json (or provision dashboards/provisioning/)"
     );
+    let console = start_console(a, &cfg).await?;
     let ready = async {
         for _ in 0..600 {
             if matches!(http_get(http, "/readyz"), Ok((200, _))) {
@@ -180,8 +185,8 @@ async fn demo(a: &DemoArgs, bootstrap: String, devices: Vec<DemoDevice>) -> anyh
         ok = ready => if !ok {
             println!("demo: the daemon is not ready after 60 s; sending anyway (it reads from the topic's start)");
         },
-        _ = interrupt.recv() => return stop_early(daemon).await,
-        _ = terminate.recv() => return stop_early(daemon).await,
+        _ = interrupt.recv() => return stop_early(daemon, console).await,
+        _ = terminate.recv() => return stop_early(daemon, console).await,
     }
 
     let mut ledgers: Vec<DeviceLedger> = devices
@@ -322,7 +327,8 @@ async fn demo(a: &DemoArgs, bootstrap: String, devices: Vec<DemoDevice>) -> anyh
     stop.store(true, Ordering::Relaxed);
     let _ = watcher.join();
     daemon.shutdown().await?;
-    println!("demo: daemon stopped");
+    console.stop().await?;
+    println!("demo: daemon and console stopped");
     println!("\n{}", view::table(&ledgers, elapsed_s));
     let card = scorecard(&ledgers, elapsed_s, scored);
     print_scorecard(&card);
@@ -332,10 +338,34 @@ async fn demo(a: &DemoArgs, bootstrap: String, devices: Vec<DemoDevice>) -> anyh
     Ok(())
 }
 
-async fn stop_early(daemon: daemon::Daemon) -> anyhow::Result<()> {
+async fn stop_early(daemon: daemon::Daemon, console: console::Running) -> anyhow::Result<()> {
     println!("demo: stopping before any traffic was sent");
     daemon.shutdown().await?;
+    console.stop().await?;
     Ok(())
+}
+
+/// The console beside the daemon, on its configuration, with a fresh verdict token in
+/// the work folder (printed: the demo's analyst is whoever runs it).
+async fn start_console(a: &DemoArgs, daemon: &DaemonConfig) -> anyhow::Result<console::Running> {
+    use rand::Rng;
+    let mut cfg = daemon.clone();
+    std::fs::create_dir_all(&a.work).with_context(|| format!("creating {}", a.work.display()))?;
+    let token: String = (0..12).map(|_| format!("{:02x}", rand::thread_rng().gen::<u8>())).collect();
+    cfg.console.token_file = a.work.join("console-token");
+    std::fs::write(&cfg.console.token_file, &token).context("writing the console's token")?;
+    cfg.console.listen = if std::net::TcpListener::bind(&a.console).is_ok() {
+        a.console.clone()
+    } else {
+        "127.0.0.1:0".into()
+    };
+    let console = console::start(&cfg, None).await.context("starting the console")?;
+    println!(
+        "demo: console at http://{}/ (incidents, devices, verdicts; the verdict token is {token}, also in {})",
+        console.addr,
+        cfg.console.token_file.display()
+    );
+    Ok(console)
 }
 
 fn print_scorecard(card: &scorecard::Scorecard) {

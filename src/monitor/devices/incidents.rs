@@ -21,6 +21,8 @@ impl DeviceTable {
         now: Now,
     ) -> Option<Transition> {
         let d = self.devices.get_mut(id)?;
+        d.scored += 1;
+        d.alerted += u64::from(decision.anomalous);
         // Traffic declared normal while it is onboarded raises nothing.
         if d.onboarding.is_some() {
             return None;

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::model::TaskState;
 
-use super::behaviours::MemoryRules;
+use super::behaviours::{Dismissal, MemoryRules};
 use super::clock::Now;
 use super::feedback::Feedback;
 use super::incidents::{Applied, Decision, IncidentRules, IncidentTracker, Transition};
@@ -80,6 +80,13 @@ pub struct Device {
     state: Option<TaskState>,
     /// Records seen since the device was first tracked (or restored).
     seen: u64,
+    /// Records scored since it was first tracked by this process, and of those
+    /// anomalous (published with its priors).
+    scored: u64,
+    alerted: u64,
+    /// The device's times of the first and the newest record it took as known-normal
+    /// since this process began tracking it (published with its priors).
+    known_span: Option<(f64, f64)>,
     /// Records since the windows were last handed to adaptation.
     changed: usize,
     /// The handover whose classifier `state` is (see [`AdaptJob::handover`]).
@@ -227,6 +234,9 @@ impl Device {
             unlabeled: SpanWindow::new(dim, sizes.span()),
             state: None,
             seen: 0,
+            scored: 0,
+            alerted: 0,
+            known_span: None,
             changed: 0,
             installed_handover: handovers,
             unsnapshotted: false,
@@ -288,8 +298,17 @@ impl Device {
 
     /// The prior update of a device just adapted, as of `time` (Unix seconds); `None`
     /// if it has no classifier.
-    pub fn prior_update(&self, id: &str, model_version: &str, time: f64) -> Option<PriorUpdate> {
+    pub fn prior_update(
+        &self,
+        id: &str,
+        model_version: &str,
+        time: f64,
+        memory: &MemoryRules,
+    ) -> Option<PriorUpdate> {
         let prior = self.state.as_ref()?.prior;
+        let remembered = (self.incidents.memory.behaviours.iter())
+            .map(|b| Dismissal { expires_at: Some(b.dismissal.expires(memory)), ..b.dismissal.clone() })
+            .collect();
         Some(PriorUpdate {
             device: id.to_string(),
             prior,
@@ -298,6 +317,12 @@ impl Device {
             unlabeled_window: self.unlabeled.len(),
             time,
             model_version: model_version.to_string(),
+            ts: self.clock,
+            scored: self.scored,
+            alerted: self.alerted,
+            kind: self.kind.clone(),
+            known_normal_span: self.known_span,
+            remembered,
         })
     }
 
@@ -537,6 +562,10 @@ impl DeviceTable {
                             self.share_due.insert(id.to_string());
                         }
                     }
+                }
+                if out.taken_as_normal {
+                    let (first, _) = d.known_span.unwrap_or((d.clock, d.clock));
+                    d.known_span = Some((first, d.clock));
                 }
                 d.unlabeled.push(features, now_unix);
                 d.seen += 1;

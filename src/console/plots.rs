@@ -1,0 +1,257 @@
+//! The console's two plots as inline SVG, drawn on the server: a device's days (alert
+//! rate and mean prior by day) and a stretch of its adaptation points (the prior and the
+//! share of records alerted at each), with incidents marked. A page carries them as
+//! markup: no chart library to vendor, nothing for the browser to run.
+
+use std::fmt::Write;
+
+use super::desk::{Day, Point};
+
+const WIDTH: f64 = 760.0;
+const HEIGHT: f64 = 230.0;
+const LEFT: f64 = 48.0;
+const RIGHT: f64 = 48.0;
+const TOP: f64 = 16.0;
+const BOTTOM: f64 = 34.0;
+const DAY_S: f64 = 86_400.0;
+
+/// An incident on a plot: its span (Unix seconds) and how it is labelled.
+#[derive(Debug, Clone)]
+pub struct Mark {
+    pub from: f64,
+    pub until: f64,
+    pub label: String,
+    /// The incident the page is about (drawn stronger).
+    pub current: bool,
+}
+
+struct Frame {
+    x0: f64,
+    x1: f64,
+    /// Alert rate at the top of the left axis (0..1).
+    rate_max: f64,
+}
+
+impl Frame {
+    fn x(&self, t: f64) -> f64 {
+        let span = (self.x1 - self.x0).max(1e-9);
+        LEFT + (t - self.x0) / span * (WIDTH - LEFT - RIGHT)
+    }
+
+    fn y_rate(&self, r: f64) -> f64 {
+        let h = HEIGHT - TOP - BOTTOM;
+        TOP + h - (r / self.rate_max).clamp(0.0, 1.0) * h
+    }
+
+    fn y_prior(p: f64) -> f64 {
+        let h = HEIGHT - TOP - BOTTOM;
+        TOP + h - p.clamp(0.0, 1.0) * h
+    }
+}
+
+/// A rate axis that shows small rates: the next of 1, 2, 5 % … 100 % above `max`.
+fn rate_ceiling(max: f64) -> f64 {
+    [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0].into_iter().find(|c| max <= *c).unwrap_or(1.0)
+}
+
+fn open(svg: &mut String, title: &str, f: &Frame) {
+    let _ = write!(
+        svg,
+        r#"<svg class="plot" role="img" viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg"><title>{}</title>"#,
+        escape(title)
+    );
+    let (yb, yt) = (HEIGHT - BOTTOM, TOP);
+    let _ = write!(
+        svg,
+        r##"<rect x="{LEFT}" y="{yt}" width="{}" height="{}" fill="#fbfbfd" stroke="#ccd"/>"##,
+        WIDTH - LEFT - RIGHT,
+        yb - yt
+    );
+    // Left axis: alert rate; right axis: the prior.
+    for frac in [0.0, 0.5, 1.0] {
+        let y = TOP + (1.0 - frac) * (yb - yt);
+        let _ = write!(
+            svg,
+            r##"<text x="{}" y="{:.1}" font-size="10" text-anchor="end" fill="#a33">{}</text><text x="{}" y="{:.1}" font-size="10" fill="#236">{:.1}</text>"##,
+            LEFT - 4.0,
+            y + 3.0,
+            percent(frac * f.rate_max),
+            WIDTH - RIGHT + 4.0,
+            y + 3.0,
+            frac
+        );
+    }
+    let _ = write!(
+        svg,
+        r##"<text x="{LEFT}" y="{}" font-size="10" fill="#a33">alerted</text><text x="{}" y="{}" font-size="10" text-anchor="end" fill="#236">prior π̂</text>"##,
+        TOP - 4.0,
+        WIDTH - RIGHT,
+        TOP - 4.0
+    );
+}
+
+fn percent(r: f64) -> String {
+    if r < 0.1 {
+        format!("{:.1}%", 100.0 * r)
+    } else {
+        format!("{:.0}%", 100.0 * r)
+    }
+}
+
+fn marks(svg: &mut String, f: &Frame, marks: &[Mark]) {
+    for m in marks {
+        let (a, b) = (f.x(m.from.max(f.x0)), f.x(m.until.min(f.x1)));
+        if b < LEFT || a > WIDTH - RIGHT {
+            continue;
+        }
+        let (fill, opacity) = if m.current { ("#e58", 0.35) } else { ("#e58", 0.25) };
+        let _ = write!(
+            svg,
+            r#"<rect class="incident" x="{a:.1}" y="{TOP}" width="{:.1}" height="{}" fill="{fill}" fill-opacity="{opacity}"><title>{}</title></rect>"#,
+            (b - a).max(3.0),
+            HEIGHT - TOP - BOTTOM,
+            escape(&m.label)
+        );
+    }
+}
+
+fn time_ticks(svg: &mut String, f: &Frame) {
+    for i in 0..=4 {
+        let t = f.x0 + (f.x1 - f.x0) * f64::from(i) / 4.0;
+        let iso = crate::monitor::output::iso8601(t);
+        let label = match f.x1 - f.x0 {
+            s if s > 3.0 * DAY_S => iso[..10].to_string(),
+            s if s > 2.0 * 3_600.0 => iso[5..16].replace('T', " "),
+            _ => iso[11..19].to_string(),
+        };
+        let _ = write!(
+            svg,
+            r##"<text x="{:.1}" y="{}" font-size="10" text-anchor="middle" fill="#555">{label}</text>"##,
+            f.x(t),
+            HEIGHT - BOTTOM + 14.0
+        );
+    }
+}
+
+/// A device's days: bars of the share of its scored records alerted each day, its mean
+/// prior as a line, its incidents as bands. `days`: days since the epoch (UTC).
+pub fn by_day(title: &str, days: &[(i64, Day)], incidents: &[Mark]) -> String {
+    let mut svg = String::new();
+    let Some((&(first, _), &(last, _))) = days.first().zip(days.last()) else {
+        return no_data(title);
+    };
+    let (x0, x1) = (first as f64 * DAY_S, (last + 1) as f64 * DAY_S);
+    let max = days.iter().filter_map(|(_, d)| d.alert_rate()).fold(0.0, f64::max);
+    let f = Frame { x0, x1, rate_max: rate_ceiling(max) };
+    open(&mut svg, title, &f);
+    marks(&mut svg, &f, incidents);
+    let bar = (f.x(DAY_S + x0) - f.x(x0)) * 0.7;
+    let mut line = Vec::new();
+    for (day, d) in days {
+        let mid = f.x((*day as f64 + 0.5) * DAY_S);
+        if let Some(r) = d.alert_rate() {
+            let y = f.y_rate(r);
+            let _ = write!(
+                svg,
+                r##"<rect class="day" x="{:.1}" y="{y:.1}" width="{bar:.1}" height="{:.1}" fill="#c44"><title>{}: {} of {} records alerted ({})</title></rect>"##,
+                mid - bar / 2.0,
+                HEIGHT - BOTTOM - y,
+                &crate::monitor::output::iso8601(*day as f64 * DAY_S)[..10],
+                d.alerted,
+                d.scored,
+                percent(r)
+            );
+        }
+        if let Some(p) = d.mean_prior() {
+            line.push((mid, Frame::y_prior(p)));
+        }
+    }
+    polyline(&mut svg, &line);
+    time_ticks(&mut svg, &f);
+    svg.push_str("</svg>");
+    svg
+}
+
+/// A stretch of adaptation points from `from` to `until` (Unix seconds): the share of
+/// records alerted since each point before as bars, the prior as a line, incidents as
+/// bands.
+pub fn timeline(title: &str, points: &[Point], (from, until): (f64, f64), incidents: &[Mark]) -> String {
+    let shown: Vec<&Point> = points.iter().filter(|p| p.ts >= from && p.ts <= until).collect();
+    if shown.is_empty() {
+        return no_data(title);
+    }
+    let rate = |p: &Point| p.alerted as f64 / p.scored.max(1) as f64;
+    let max = shown.iter().map(|p| rate(p)).fold(0.0, f64::max);
+    let f = Frame { x0: from, x1: until.max(from + 1.0), rate_max: rate_ceiling(max) };
+    let mut svg = String::new();
+    open(&mut svg, title, &f);
+    marks(&mut svg, &f, incidents);
+    let mut line = Vec::with_capacity(shown.len());
+    for p in &shown {
+        let x = f.x(p.ts);
+        if p.alerted > 0 {
+            let _ = write!(
+                svg,
+                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{}" y2="{:.1}" stroke="#c44" stroke-width="2"/>"##,
+                HEIGHT - BOTTOM,
+                f.y_rate(rate(p))
+            );
+        }
+        line.push((x, Frame::y_prior(f64::from(p.prior))));
+    }
+    polyline(&mut svg, &line);
+    time_ticks(&mut svg, &f);
+    svg.push_str("</svg>");
+    svg
+}
+
+fn polyline(svg: &mut String, points: &[(f64, f64)]) {
+    if points.is_empty() {
+        return;
+    }
+    svg.push_str(r##"<polyline class="prior" fill="none" stroke="#236" stroke-width="1.5" points=""##);
+    for (x, y) in points {
+        let _ = write!(svg, "{x:.1},{y:.1} ");
+    }
+    svg.push_str(r#""/>"#);
+}
+
+fn no_data(title: &str) -> String {
+    format!(
+        r##"<svg class="plot" viewBox="0 0 {WIDTH} 40" xmlns="http://www.w3.org/2000/svg"><title>{0}</title><text x="8" y="24" font-size="12" fill="#666">{0}: no prior updates yet</text></svg>"##,
+        escape(title)
+    )
+}
+
+/// Text for SVG markup.
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plot_draws_a_bar_per_day_and_escapes_its_labels() {
+        let day = Day { scored: 100, alerted: 3, prior_sum: 1.8, points: 2 };
+        let mark = Mark {
+            from: 20_000.0 * DAY_S,
+            until: 20_000.0 * DAY_S + 60.0,
+            label: "<i1>".into(),
+            current: true,
+        };
+        let svg = by_day("cam", &[(20_000, day), (20_002, day)], &[mark]);
+        assert_eq!(svg.matches(r#"class="day""#).count(), 2);
+        assert!(svg.contains("3 of 100 records alerted (3.0%)"), "{svg}");
+        assert!(svg.contains("&lt;i1&gt;") && !svg.contains("<i1>"));
+        assert!(by_day("cam", &[], &[]).contains("no prior updates yet"));
+    }
+
+    #[test]
+    fn a_timeline_shows_only_its_stretch() {
+        let p = |ts, alerted| Point { ts, prior: 0.9, scored: 10, alerted };
+        let svg = timeline("cam", &[p(1.0, 1), p(50.0, 2), p(500.0, 3)], (0.0, 100.0), &[]);
+        assert_eq!(svg.matches("<line").count(), 2);
+    }
+}
