@@ -25,7 +25,7 @@ pub struct FeedbackArgs {
     /// Normal behaviour: the incident closes and its behaviour is remembered (its returns are suppressed).
     #[arg(long, group = "verdict")]
     false_positive: bool,
-    /// A real attack: recorded on the incident.
+    /// A real attack: recorded on the incident; what was remembered of its behaviour is forgotten.
     #[arg(long, group = "verdict")]
     confirmed: bool,
     #[command(flatten)]

@@ -91,9 +91,11 @@ pub struct Onboard {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// Normal behaviour: its records become known-normal and the incident closes.
+    /// Normal behaviour: the incident closes and its behaviour is remembered, so that its
+    /// returns are suppressed; the device's known-normal records stay as they were.
     FalsePositive,
-    /// A real attack: recorded on the incident; nothing else changes.
+    /// A real attack: recorded on the incident; what the daemon remembered of its
+    /// behaviour (learned, or dismissed before) is forgotten.
     Confirmed,
 }
 
