@@ -12,11 +12,11 @@ use tokio::sync::mpsc;
 
 use super::config::DaemonConfig;
 pub use super::control::{Control, DaemonError};
-use super::detector::{load_model, Detector, LoadedModel};
 use super::health::Health;
 use super::http::{self, HttpState};
 use super::kafka::{self, Assignment, DaemonContext, TopicSpec};
 use super::metrics::Metrics;
+use super::model_host::{load_model, LoadedModel, ModelHost};
 use super::outbox::{Outbox, Topics};
 use super::service::Service;
 use super::sinks::Sinks;
@@ -255,7 +255,7 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     }
     let service = Service {
         monitor,
-        detector: Detector::new(adapting, settings.adaptation_batch),
+        model_host: ModelHost::new(adapting, settings.adaptation_batch),
         outbox: Outbox::new(
             Topics::of(&cfg.kafka),
             producer.clone(),

@@ -13,7 +13,7 @@
 //!   and its work to:
 //!   - `outbox` — put each emitted value on its topic; store offsets after
 //!     acknowledgement (`delivery`); `sinks` — webhook and syslog copies
-//!   - `detector` — the engine, the background `adapter`, model reloads
+//!   - `model_host` — the engine, the background `adapter`, model reloads
 //!   - `state` — snapshots to and restore from the state topic
 //!   - `health` — readiness flag, gauge and broker state in one type
 //! - `kafka` — client configuration, rebalance callbacks, the changelog reader
@@ -26,13 +26,13 @@ pub mod adapter;
 pub mod config;
 mod control;
 mod delivery;
-mod detector;
 mod events;
 mod handle;
 mod health;
 pub(crate) mod http;
 pub mod kafka;
 pub(crate) mod metrics;
+mod model_host;
 pub mod notify;
 mod outbox;
 mod secrets;

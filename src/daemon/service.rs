@@ -2,7 +2,7 @@
 //! results, partition assignments, the kinds topic, housekeeping ticks, the batch
 //! deadline and consumed messages — hands each to the [`Monitor`] as an [`Input`] with
 //! the time, and carries out what comes back: [`Outbox`] (publish, store offsets after
-//! acknowledgement), [`Detector`] (the adapter thread, reloads), [`StateStore`] (state
+//! acknowledgement), [`ModelHost`] (the adapter thread, reloads), [`StateStore`] (state
 //! records, restores) and [`Health`]. It decides nothing itself.
 
 use std::sync::Arc;
@@ -16,11 +16,11 @@ use tokio::sync::mpsc;
 
 use super::config::DaemonConfig;
 use super::control::{Control, DaemonError};
-use super::detector::{self, Detector};
 use super::events;
 use super::health::Health;
 use super::kafka::{AssignmentEvent, ChangelogContext, DaemonContext};
 use super::metrics::Metrics;
+use super::model_host::{self, ModelHost};
 use super::notify;
 use super::outbox::Outbox;
 use super::state::StateStore;
@@ -35,7 +35,7 @@ const HOUSEKEEPING: Duration = Duration::from_millis(100);
 pub(crate) struct Service {
     pub(crate) cfg: DaemonConfig,
     pub(crate) monitor: Monitor,
-    pub(crate) detector: Detector,
+    pub(crate) model_host: ModelHost,
     pub(crate) outbox: Outbox,
     pub(crate) state: StateStore,
     pub(crate) health: Arc<Health>,
@@ -112,14 +112,14 @@ impl Service {
                 biased;
                 c = control.recv() => match c {
                     Some(Control::Reload) => {
-                        if let Some(input) = detector::reload(&self.cfg.model.path, self.cfg.adaptation.solver_threads, self.monitor.dim(), &self.metrics) {
+                        if let Some(input) = model_host::reload(&self.cfg.model.path, self.cfg.adaptation.solver_threads, self.monitor.dim(), &self.metrics) {
                             let out = self.tell(input);
                             self.carry_out(out).await;
                         }
                     }
                     Some(Control::Shutdown) | None => break,
                 },
-                done = self.detector.adapted() => {
+                done = self.model_host.adapted() => {
                     let out = self.tell(done.ok_or(DaemonError::AdapterGone)?);
                     self.carry_out(out).await;
                 }
@@ -203,7 +203,7 @@ impl Service {
             // Outside a micro-batch: delivered with the next one, as surely.
             self.outbox.add(&emitted);
         }
-        for command in self.detector.carry_out(commands) {
+        for command in self.model_host.carry_out(commands) {
             if let Command::WriteState { records, wait } = command {
                 let failed = self.state.write(records, wait).await;
                 if !failed.is_empty() {

@@ -1,4 +1,4 @@
-//! The daemon's core without Kafka: windows in, verdicts out. One micro-batch of
+//! The daemon's core without Kafka: windows in, record outcomes out. One micro-batch of
 //! records updates the device windows and is scored in one forward; adaptation jobs
 //! are cut from changed devices and their results installed.
 
@@ -18,7 +18,7 @@ use super::solver::{InlineSolver, Solved, Solver};
 
 /// Outcome for one record.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Verdict {
+pub enum RecordOutcome {
     /// The device has no adapted classifier yet (no known-normal record so far).
     Unknown,
     Scored {
@@ -39,7 +39,7 @@ pub enum Verdict {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Processed {
     /// One per input record, in order.
-    pub verdicts: Vec<Verdict>,
+    pub outcomes: Vec<RecordOutcome>,
     /// Devices evicted to make room for new ones.
     pub evicted: usize,
     /// Redelivered records scored again but kept out of the windows.
@@ -202,7 +202,7 @@ impl Engine {
         let kept = self.within_share(records);
         let (plan, devices) = self.plan(records, stamps, &kept);
         let mut out = Processed {
-            verdicts: vec![Verdict::Deferred; records.len()],
+            outcomes: vec![RecordOutcome::Deferred; records.len()],
             clocks: vec![f64::NAN; records.len()],
             ..Processed::default()
         };
@@ -410,10 +410,10 @@ impl Engine {
             .extend(self.adapt_unready(admitted.iter().map(|&(k, _)| records[kept[k]].0.device.as_str())));
         let scored = self.score(admitted.iter().map(|&(k, _)| records[kept[k]].0));
         for (&(k, taken), mut v) in admitted.iter().zip(scored) {
-            if let Verdict::Scored { taken_as_normal, .. } = &mut v {
+            if let RecordOutcome::Scored { taken_as_normal, .. } = &mut v {
                 *taken_as_normal = taken;
             }
-            out.verdicts[kept[k]] = v;
+            out.outcomes[kept[k]] = v;
         }
     }
 
@@ -490,15 +490,15 @@ impl Engine {
     }
 
     /// Score records under their devices' current classifiers.
-    pub fn score<'a>(&self, records: impl Iterator<Item = &'a FeatureRecord>) -> Vec<Verdict> {
+    pub fn score<'a>(&self, records: impl Iterator<Item = &'a FeatureRecord>) -> Vec<RecordOutcome> {
         let mut slot: HashMap<&str, usize> = HashMap::new();
         let mut states: Vec<&TaskState> = Vec::new();
         let mut task = Vec::new();
         let mut rows = Vec::new();
-        let mut verdicts = Vec::new();
+        let mut outcomes = Vec::new();
         let mut scored_at = Vec::new();
         for (i, r) in records.enumerate() {
-            verdicts.push(Verdict::Unknown);
+            outcomes.push(RecordOutcome::Unknown);
             let Some(state) = self.devices.get(&r.device).and_then(|d| d.classifier()) else { continue };
             let next = states.len();
             let s = *slot.entry(r.device.as_str()).or_insert_with(|| {
@@ -510,12 +510,12 @@ impl Engine {
             scored_at.push(i);
         }
         if scored_at.is_empty() {
-            return verdicts;
+            return outcomes;
         }
         match self.model.score(&states, &task, &rows, self.threshold) {
             Ok(scores) => {
                 for ((&i, &posterior), &t) in scored_at.iter().zip(&scores.posterior).zip(&task) {
-                    verdicts[i] = Verdict::Scored {
+                    outcomes[i] = RecordOutcome::Scored {
                         posterior,
                         anomalous: posterior < self.threshold,
                         prior: states[t].prior,
@@ -528,7 +528,7 @@ impl Engine {
             // (e.g. just after a reload) and leaves the records unknown.
             Err(e) => tracing::warn!(error = %e, "scoring failed; records left unknown"),
         }
-        verdicts
+        outcomes
     }
 
     /// Up to `max` devices whose windows changed by at least `min_changed` records.
@@ -643,12 +643,12 @@ mod tests {
         let (r1, r2, r3) = (rec("p", 0.1, true), rec("p", 0.3, false), rec("q", 0.2, false));
         let processed =
             e.process(&[(&r1, &at(0, 0)), (&r2, &at(0, 1)), (&r3, &at(0, 2))], &[0.0; 3], Now::at(0, 0.0));
-        let v = processed.verdicts;
+        let v = processed.outcomes;
         assert!(
-            v[..2].iter().all(|v| matches!(v, Verdict::Scored { .. })),
+            v[..2].iter().all(|v| matches!(v, RecordOutcome::Scored { .. })),
             "p adapted before scoring: {v:?}"
         );
-        assert_eq!(v[2], Verdict::Unknown, "q has no positive: no classifier");
+        assert_eq!(v[2], RecordOutcome::Unknown, "q has no positive: no classifier");
         assert_eq!(processed.adapted, ["p"]);
         assert!(e.adaptation_jobs(1, 100).is_empty(), "p's windows were just adapted; q has no positive");
         let r4 = rec("p", 0.5, false);
@@ -664,9 +664,13 @@ mod tests {
         assert_eq!(e.adapt_now(["p"]), ["p"]);
         assert!(e.install(run_adaptation(&e.model, &held_by_the_adapter, 8)).is_empty(), "stale classifier");
         let v = e.score([&r2, &r3].into_iter());
-        assert!(matches!(v[0], Verdict::Scored { posterior, .. } if (0.0..=1.0).contains(&posterior)));
-        assert_eq!(v[1], Verdict::Unknown);
+        assert!(matches!(v[0], RecordOutcome::Scored { posterior, .. } if (0.0..=1.0).contains(&posterior)));
+        assert_eq!(v[1], RecordOutcome::Unknown);
         e.replace_model(model(), None);
-        assert_eq!(e.score([&r2].into_iter()), [Verdict::Unknown], "states of the old model are dropped");
+        assert_eq!(
+            e.score([&r2].into_iter()),
+            [RecordOutcome::Unknown],
+            "states of the old model are dropped"
+        );
     }
 }

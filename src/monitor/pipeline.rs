@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use super::behaviours::MemoryRules;
 pub use super::clock::{Clock, Now};
 use super::devices::Device;
-use super::engine::{Engine, Processed, Verdict};
+use super::engine::{Engine, Processed, RecordOutcome};
 use super::explain::{feature_changes, FeatureChange};
 use super::feedback::{Feedback, FeedbackMessage, Forget, Onboard};
 use super::incidents::{Applied, Decision, Incident, IncidentRules, Transition};
@@ -186,11 +186,11 @@ pub fn releasable_offsets(batch: &[Consumed], deferred: &[Consumed]) -> Vec<Part
     offsets
 }
 
-/// A valid record, its verdict and its device's clock at it.
+/// A valid record, its outcome and its device's clock at it.
 struct Decided<'a> {
     record: &'a FeatureRecord,
     source: &'a Source,
-    verdict: Verdict,
+    outcome: RecordOutcome,
     clock: f64,
 }
 
@@ -270,17 +270,17 @@ impl Pipeline {
         batch.extend(fresh);
         let processed = self.process(engine, &batch, now, telemetry);
         let mut out = Vec::new();
-        let mut verdicts = processed.verdicts.into_iter().zip(processed.clocks);
+        let mut outcomes = processed.outcomes.into_iter().zip(processed.clocks);
         let mut done = Vec::with_capacity(batch.len());
         for c in batch {
             match &c.decoded {
-                Ok(r) => match verdicts.next().expect("one verdict per valid record") {
-                    (Verdict::Deferred, _) => {
+                Ok(r) => match outcomes.next().expect("one outcome per valid record") {
+                    (RecordOutcome::Deferred, _) => {
                         self.deferred.push(c);
                         continue;
                     }
                     (v, clock) => {
-                        let decided = Decided { record: r, source: c.source(), verdict: v, clock };
+                        let decided = Decided { record: r, source: c.source(), outcome: v, clock };
                         self.decided(engine, decided, now, model_version, telemetry, &mut out)
                     }
                 },
@@ -344,8 +344,10 @@ impl Pipeline {
         telemetry: &dyn Telemetry,
         out: &mut Vec<Emitted>,
     ) {
-        self.record_outputs(d.record, d.source, d.verdict, model_version, telemetry, out);
-        let Verdict::Scored { posterior, anomalous, prior, taken_as_normal } = d.verdict else { return };
+        self.record_outputs(d.record, d.source, d.outcome, model_version, telemetry, out);
+        let RecordOutcome::Scored { posterior, anomalous, prior, taken_as_normal } = d.outcome else {
+            return;
+        };
         let device = &d.record.device;
         let now = match self.clock {
             Clock::Service => now,
@@ -695,17 +697,17 @@ impl Pipeline {
         &self,
         r: &FeatureRecord,
         source: &Source,
-        verdict: Verdict,
+        outcome: RecordOutcome,
         model_version: &str,
         telemetry: &dyn Telemetry,
         out: &mut Vec<Emitted>,
     ) {
-        let (score, decision) = match verdict {
-            Verdict::Unknown | Verdict::Deferred => {
+        let (score, decision) = match outcome {
+            RecordOutcome::Unknown | RecordOutcome::Deferred => {
                 telemetry.event(Event::Unknown);
                 (None, "unknown")
             }
-            Verdict::Scored { posterior, anomalous, prior, .. } => {
+            RecordOutcome::Scored { posterior, anomalous, prior, .. } => {
                 telemetry.event(Event::Scored { alert: anomalous && self.outputs.alerts });
                 if anomalous && self.outputs.alerts {
                     out.push(Emitted::Alert(Alert {

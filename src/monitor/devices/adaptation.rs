@@ -49,7 +49,7 @@ impl DeviceTable {
     pub fn install(&mut self, id: &str, handover: u64, state: TaskState) -> bool {
         match self.devices.get_mut(id) {
             Some(d) if handover > d.installed_handover => {
-                d.state = Some(state);
+                d.classifier = Some(state);
                 d.installed_handover = handover;
                 true
             }
@@ -102,7 +102,7 @@ impl DeviceTable {
             (d.next_adapt_ts, d.records_since_adaptation) = (p.next, p.since);
             // And the same classifiers, if adapted on this model.
             if let Some(c) = p.classifiers.as_ref().filter(|c| c.model == model) {
-                d.state = Some(c.scoring.clone());
+                d.classifier = Some(c.scoring.clone());
                 d.changed = p.since;
                 kept = match &c.next {
                     // A handover no job had, installed at the device's next point as a
@@ -149,7 +149,7 @@ impl DeviceTable {
     /// Forget every adapted state (after a model reload), keeping windows.
     pub fn invalidate_states(&mut self) {
         for d in self.devices.values_mut() {
-            d.state = None;
+            d.classifier = None;
             d.changed = d.changed.max(1);
         }
     }

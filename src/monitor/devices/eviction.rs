@@ -32,7 +32,7 @@ impl DeviceTable {
             d.incidents.close_evicted(if event_clock { d.clock } else { table_time });
         }
         d.unlabeled = SpanWindow::new(self.dim, self.sizes.span());
-        d.state = None;
+        d.classifier = None;
         // A classifier the adapter still works on is stale now.
         d.installed_handover = self.handovers;
         d.changed = 0;

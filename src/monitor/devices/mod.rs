@@ -1,9 +1,9 @@
 //! Per-device state: the positive and unlabeled windows, the adapted classifier and
 //! bookkeeping; the device table, the one owner of that state. Here: a device, the
 //! table, and what it admits of each record (`observe`: the one admission rule). Its
-//! other jobs, each in its own file: `onboarding`, `kinds`, `eviction` (capacity,
-//! idleness, forgetting, moved partitions, unmonitored devices), `adaptation` (due
-//! devices, handovers, installs, restores) and `incidents` (routing to a device's
+//! other jobs, each in its own file: `onboarding_spans`, `kind_membership`, `eviction`
+//! (capacity, idleness, forgetting, moved partitions, unmonitored devices), `adaptation`
+//! (due devices, handovers, installs, restores) and `incident_routing` (to a device's
 //! tracker).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -27,9 +27,9 @@ mod adaptation;
 pub use adaptation::{records_needed, Kept};
 pub use state_topic::Classifiers;
 mod eviction;
-mod incidents;
-mod kinds;
-mod onboarding;
+mod incident_routing;
+mod kind_membership;
+mod onboarding_spans;
 mod state_topic;
 #[cfg(test)]
 mod tests;
@@ -77,7 +77,7 @@ pub struct Device {
     /// Its newest rows and a sample of its earlier time (`span_window.rs`).
     unlabeled: SpanWindow,
     /// The adapted classifier, once the device has a positive and was adapted.
-    state: Option<TaskState>,
+    classifier: Option<TaskState>,
     /// Records seen since the device was first tracked (or restored).
     seen: u64,
     /// Records scored since it was first tracked by this process, and of those
@@ -176,7 +176,7 @@ impl Device {
 
     /// Its adapted classifier.
     pub fn classifier(&self) -> Option<&TaskState> {
-        self.state.as_ref()
+        self.classifier.as_ref()
     }
 
     /// Its unlabeled window holds as many rows as it can: its classifier is adapted on
@@ -216,7 +216,7 @@ impl Device {
             seen: self.seen,
             known_normal: self.positive.rows().to_vec(),
             unlabeled: self.unlabeled.rows().to_vec(),
-            prior: self.state.as_ref().map(|s| s.prior),
+            prior: self.classifier.as_ref().map(|s| s.prior),
             heap_bytes: self.heap_bytes(),
         }
     }
@@ -232,7 +232,7 @@ impl Device {
         Self {
             positive: RowWindow::new(dim, sizes.positive),
             unlabeled: SpanWindow::new(dim, sizes.span()),
-            state: None,
+            classifier: None,
             seen: 0,
             scored: 0,
             alerted: 0,
@@ -278,7 +278,7 @@ impl Device {
     /// Something to adapt on and no classifier yet: adapted at once, before its
     /// records are scored.
     pub fn awaits_first_classifier(&self) -> bool {
-        self.state.is_none() && self.adaptable()
+        self.classifier.is_none() && self.adaptable()
     }
 
     /// The known-normal rows it is adapted on: its own, then as many of those its kind
@@ -305,7 +305,7 @@ impl Device {
         time: f64,
         memory: &MemoryRules,
     ) -> Option<PriorUpdate> {
-        let prior = self.state.as_ref()?.prior;
+        let prior = self.classifier.as_ref()?.prior;
         let remembered = (self.incidents.memory.behaviours.iter())
             .map(|b| Dismissal { expires_at: Some(b.dismissal.expires(memory)), ..b.dismissal.clone() })
             .collect();
@@ -329,7 +329,7 @@ impl Device {
     pub fn heap_bytes(&self) -> usize {
         self.positive.heap_bytes()
             + self.unlabeled.heap_bytes()
-            + self.state.as_ref().map_or(0, |s| 4 * (s.z_p.len() + s.z_u.len() + s.w.len()))
+            + self.classifier.as_ref().map_or(0, |s| 4 * (s.z_p.len() + s.z_u.len() + s.w.len()))
     }
 }
 
@@ -368,7 +368,8 @@ pub struct DeviceTable {
     devices: HashMap<String, Device>,
     /// lru key → device id; the smallest key is the least recently seen.
     recency: BTreeMap<u64, String>,
-    clock: u64,
+    /// The last lru key handed out (counts touches; not a time).
+    last_lru_key: u64,
     /// Windows handed to adaptation so far (see [`AdaptJob::handover`]).
     handovers: u64,
     /// Devices evicted (capacity or idle) with an incident open: their incidents must
@@ -413,7 +414,7 @@ impl DeviceTable {
             max_tracked,
             devices: HashMap::new(),
             recency: BTreeMap::new(),
-            clock: 0,
+            last_lru_key: 0,
             handovers: 0,
             evicted_with_incidents: Vec::new(),
             forgotten: Vec::new(),
@@ -490,14 +491,14 @@ impl DeviceTable {
     /// the recency order: they hold no unlabeled window and do not count in
     /// `max_tracked`).
     fn touch(&mut self, id: &str, now_ms: u64) {
-        self.clock += 1;
-        let clock = self.clock;
+        self.last_lru_key += 1;
+        let key = self.last_lru_key;
         if let Some(d) = self.devices.get_mut(id) {
             self.recency.remove(&d.lru_key);
-            d.lru_key = clock;
+            d.lru_key = key;
             d.last_seen_ms = now_ms;
             if !d.idle {
-                self.recency.insert(clock, id.to_string());
+                self.recency.insert(key, id.to_string());
             }
         }
     }

@@ -97,7 +97,7 @@ fn an_idle_device_keeps_its_known_normal_records() {
     let cam = t.get("cam").expect("an onboarded device stays");
     assert_eq!(cam.positive.rows(), [1.0], "its known-normal records kept");
     assert!(cam.unlabeled.is_empty() && cam.unlabeled.heap_bytes() == 0, "its unlabeled window freed");
-    assert!(cam.state.is_none() && cam.idle && cam.unsnapshotted);
+    assert!(cam.classifier.is_none() && cam.idle && cam.unsnapshotted);
     assert!(t.get("plug").is_none(), "never onboarded: forgotten");
     assert_eq!(t.take_forgotten(), [("plug".to_string(), 0, None)], "and its snapshot with it");
     assert!(t.evict_idle(5000, 500).is_empty(), "idle once");
@@ -328,13 +328,13 @@ fn a_classifier_adapted_on_older_windows_never_replaces_a_newer_one() {
     // one, still running on the adapter thread, finishes after it.
     assert!(t.install("a", newer.handover, classifier(0.7)));
     assert!(!t.install("a", older.handover, classifier(0.2)), "stale classifier installed");
-    assert_eq!(t.get("a").unwrap().state.as_ref().unwrap().prior, 0.7);
+    assert_eq!(t.get("a").unwrap().classifier.as_ref().unwrap().prior, 0.7);
     // A job handed out before the device went idle cannot land after it.
     let evicted = t.take_windows("a").unwrap();
     assert_eq!(t.evict_idle(1000, 500).len(), 1);
     t.observe("a", &[3.0], true, &at(0, 2), 0.0, 1000);
     assert!(!t.install("a", evicted.handover, classifier(0.3)));
-    assert!(t.get("a").unwrap().state.is_none());
+    assert!(t.get("a").unwrap().classifier.is_none());
     let fresh = t.take_windows("a").unwrap();
     assert!(t.install("a", fresh.handover, classifier(0.9)));
     assert!(!t.install("gone", fresh.handover + 1, classifier(0.9)), "untracked device");
@@ -470,7 +470,7 @@ fn a_restored_device_keeps_its_time_and_adaptation_points() {
     // Its classifiers come back with it: the one scoring, and its next point's.
     let kept = restored.restore("a", &snapshot, 0, 0, 99, "m1");
     assert!(matches!(&kept, Kept::Next { state: s, .. } if *s == state(2.0)), "{kept:?}");
-    assert_eq!(restored.get("a").unwrap().state, Some(state(1.0)));
+    assert_eq!(restored.get("a").unwrap().classifier, Some(state(1.0)));
     let point = restored.adaptation_point("a");
     assert_eq!((point.clock, point.next, point.since), (1_002.0, Some(1_030.0), 2));
     assert_eq!(restored.now_of("a", 99).unix, 1_002.0, "its partition's time starts at its own");
@@ -478,5 +478,5 @@ fn a_restored_device_keeps_its_time_and_adaptation_points() {
     let mut other = DeviceTable::new(1, sizes, 10);
     other.event_clock = true;
     assert_eq!(other.restore("a", &snapshot, 0, 0, 99, "m2"), Kept::Nothing);
-    assert_eq!(other.get("a").unwrap().state, None);
+    assert_eq!(other.get("a").unwrap().classifier, None);
 }

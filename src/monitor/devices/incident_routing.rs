@@ -33,7 +33,7 @@ impl DeviceTable {
         // A raise, or a join, is its kind's to hear (the fleet incident and its members):
         // its siblings here at once, the others through its share.
         if let (Some(kind), Some(Transition::Opened(i) | Transition::Joined(i))) = (&d.kind, &t) {
-            if let Some(r) = super::kinds::raised(id, i, self.dim) {
+            if let Some(r) = super::kind_membership::raised(id, i, self.dim) {
                 self.kinds.hear_raised(kind, r);
             }
             self.share_due.insert(id.to_string());

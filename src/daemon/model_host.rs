@@ -11,17 +11,17 @@ use super::adapter::{Adapter, Finished};
 use super::events;
 use super::metrics::Metrics;
 
-pub(crate) struct Detector {
+pub(crate) struct ModelHost {
     adapter: Adapter,
 }
 
-impl Detector {
+impl ModelHost {
     /// The adapter solves in batches of `batch_size` devices.
     pub(crate) fn new(adapting: Model, batch_size: usize) -> Self {
         Self { adapter: Adapter::spawn(adapting, 0, batch_size) }
     }
 
-    /// Carry out the monitor's adaptation commands; the others are not the detector's
+    /// Carry out the monitor's adaptation commands; the others are not the model_host's
     /// and are handed back.
     pub(crate) fn carry_out(&mut self, commands: Vec<Command>) -> Vec<Command> {
         let mut rest = Vec::new();
