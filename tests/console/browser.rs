@@ -114,15 +114,7 @@ async fn an_analyst_dismisses_an_incident_in_the_browser_and_sees_its_return_sup
     let console_port = free_port();
     cfg.console.listen = format!("127.0.0.1:{console_port}");
     let config = write_config(&cfg, dir.path());
-    let _console = KillOnDrop(
-        std::process::Command::new(metapu_binary())
-            .args(["console", "--config"])
-            .arg(&config)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _console = metapu_with_config("console", &config);
     let base = format!("http://127.0.0.1:{console_port}");
 
     // A camera onboarded, its normal traffic, then an upload to its cloud: an incident.

@@ -89,15 +89,7 @@ fn a_password_guesser_is_raised_through_metapu_run() {
     // Onboarded by its first records, as a new device may be.
     cfg.windows.bootstrap_positives = 10;
     let config = write_config(&cfg, dir.path());
-    let _daemon = KillOnDrop(
-        std::process::Command::new(metapu_binary())
-            .args(["run", "--config"])
-            .arg(&config)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _daemon = metapu_with_config("run", &config);
     let addr: std::net::SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
     let ready_by = std::time::Instant::now() + Duration::from_secs(60);
     let ready = || std::net::TcpStream::connect(addr).is_ok() && http_get(addr, "/readyz").0 == 200;

@@ -548,6 +548,20 @@ pub fn signal(pid: u32, sig: &str) {
 }
 
 /// A child process killed when dropped, so a failing test leaves no daemon behind.
+/// `metapu COMMAND --config CONFIG` as its own process, its output dropped, killed when
+/// the handle goes (the daemon, `run`; the console, `console`).
+pub fn metapu_with_config(command: &str, config: &Path) -> KillOnDrop {
+    KillOnDrop(
+        std::process::Command::new(metapu_binary())
+            .args([command, "--config"])
+            .arg(config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("metapu {command} starts: {e}")),
+    )
+}
+
 pub struct KillOnDrop(pub std::process::Child);
 
 impl Drop for KillOnDrop {
