@@ -22,11 +22,13 @@
 //!   itself), the second look on packets, what an incident changed
 //! - `record`, `feedback` — the input and feedback topics' formats; `snapshot` — the
 //!   state topic's
-//! - `solver` — where the event clock's adaptation jobs are solved (inline, or on a
+//! - `adapt_jobs` — a device's windows to its classifier, in batched solves;
+//!   `solver` — where the event clock's adaptation jobs are solved (inline, or on a
 //!   thread of their own while scoring goes on)
 //! - `stream_time` — each input partition's time, the event clock's
 //! - `telemetry` — the events the core reports; `settings` — what it decides with
 
+mod adapt_jobs;
 mod api;
 pub mod behaviours;
 pub mod clock;
@@ -55,8 +57,9 @@ mod stream_time;
 pub mod telemetry;
 mod windows;
 
+pub use adapt_jobs::{run_adaptation, run_adaptation_cached, Adapted};
 pub use api::{Command, Input, Monitor, Output, Restore, Restored};
 pub use devices::{AdaptJob, DeviceView, WindowSizes};
-pub use engine::{run_adaptation, run_adaptation_cached, Adapted, EventCadence};
+pub use engine::EventCadence;
 pub use pipeline::{Consumed, Emitted, PartitionOffset, Received, RecordOutputs};
 pub use settings::StateSchedule;

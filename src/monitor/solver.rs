@@ -13,7 +13,8 @@
 use std::collections::VecDeque;
 use std::sync::mpsc;
 
-use super::engine::{run_adaptation_cached, AdaptJob, Adapted};
+use super::adapt_jobs::{run_adaptation_cached, Adapted};
+use super::devices::AdaptJob;
 use crate::model::{Model, RowCache};
 
 /// One submission's results, under the model generation it was submitted with.
