@@ -20,7 +20,12 @@ pub const EVENTS_HEAD: usize = EVENTS_KEPT / 4;
 /// Adaptation points kept per device for the plots around an incident.
 const POINTS_KEPT: usize = 2_048;
 /// Seconds in a day (alerts by day are by UTC day of the device's time).
-const DAY_S: f64 = 86_400.0;
+pub const DAY_S: f64 = 86_400.0;
+
+/// A day's date (`2021-03-08`), from its number of days since the epoch.
+pub fn day_date(day: i64) -> String {
+    crate::monitor::output::iso8601(day as f64 * DAY_S)[..10].to_string()
+}
 
 /// Where an incident stands, as the analyst reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -103,6 +108,14 @@ impl Case {
         } else {
             format!("dismissed in incident {} by {}", d.incident_id, d.by)
         })
+    }
+
+    /// Its span on a plot: from its first record to its last anomalous one (a quiet
+    /// close on the device's clock can come hours later, at its next record).
+    pub fn span(&self) -> (f64, f64) {
+        let f = &self.report.figures;
+        let from = f.opened_at.min(f.first_ts);
+        (from, f.last_ts.max(from))
     }
 
     /// The peers of its traffic, by name where the device looked one up.

@@ -76,7 +76,7 @@ pub fn incidents(desk: &Desk, filter: &Filter, read_only: bool) -> Markup {
             label { "severity "
                 select name="severity" {
                     option value="" { "any" }
-                    @for s in ["low", "medium", "high", "critical"] {
+                    @for s in super::views::SEVERITIES {
                         option value=(s) selected[filter.severity.as_deref() == Some(s)] { (s) }
                     }
                 }
@@ -127,15 +127,14 @@ pub fn incident(desk: &Desk, case: &Case, read_only: bool) -> Markup {
     let r = &case.report;
     let row = IncidentRow::of(case);
     let device = desk.device(&r.device);
-    let from = r.figures.opened_at.min(r.figures.first_ts);
-    let end = r.figures.last_ts.max(from);
+    let (from, end) = case.span();
     let around = (end - from).clamp(AROUND_S.0, AROUND_S.1);
     let window = (from - around, end + around);
     let plot = device.map_or_else(String::new, |d| {
         let marks = incident_marks(desk, d, Some(&r.incident_id));
         plots::timeline(
             &format!("{}: alerts and prior around incident {}", r.device, r.incident_id),
-            &d.points.iter().copied().collect::<Vec<_>>(),
+            &d.points,
             window,
             &marks,
         )
@@ -199,7 +198,7 @@ pub fn incident(desk: &Desk, case: &Case, read_only: bool) -> Markup {
                         tr {
                             td { (when(e.time)) }
                             td { (e.event) @if let Some(res) = &e.resolution { " (" (res) ")" } }
-                            td { (severity_badge(severity_name(e.severity))) }
+                            td { (severity_badge(e.severity.as_str())) }
                             td {
                                 (e.summary)
                                 @if let Some(n) = &e.news { div.news { "news: " (n) } }
@@ -214,16 +213,6 @@ pub fn incident(desk: &Desk, case: &Case, read_only: bool) -> Markup {
     layout(&format!("Incident {}", r.incident_id), read_only, body)
 }
 
-pub fn severity_name(s: crate::monitor::incident_traffic::Severity) -> &'static str {
-    use crate::monitor::incident_traffic::Severity::*;
-    match s {
-        Low => "low",
-        Medium => "medium",
-        High => "high",
-        Critical => "critical",
-    }
-}
-
 /// A device's incidents as bands on its plots.
 fn incident_marks(desk: &Desk, d: &DeviceCase, current: Option<&str>) -> Vec<Mark> {
     d.incidents
@@ -231,12 +220,10 @@ fn incident_marks(desk: &Desk, d: &DeviceCase, current: Option<&str>) -> Vec<Mar
         .filter_map(|id| desk.case(id))
         .map(|c| {
             let r = &c.report;
-            // From its first record to its last anomalous one: a quiet close on the
-            // device's clock can come hours later, at its next record.
-            let from = r.figures.opened_at.min(r.figures.first_ts);
+            let (from, until) = c.span();
             Mark {
                 from,
-                until: r.figures.last_ts.max(from),
+                until,
                 label: format!("incident {} ({})", r.incident_id, standing(c.standing)),
                 current: current == Some(r.incident_id.as_str()),
             }
@@ -273,10 +260,9 @@ pub fn device(desk: &Desk, id: &str, d: &DeviceCase, read_only: bool) -> Markup 
     let marks = incident_marks(desk, d, None);
     let days: Vec<_> = d.days.iter().map(|(k, v)| (*k, *v)).collect();
     let by_day = plots::by_day(&format!("{id}: alerted records and mean prior by day"), &days, &marks);
-    let points: Vec<_> = d.points.iter().copied().collect();
-    let span = points.first().zip(points.last()).map(|(a, b)| (a.ts, b.ts.max(a.ts + 1.0)));
+    let span = d.points.front().zip(d.points.back()).map(|(a, b)| (a.ts, b.ts.max(a.ts + 1.0)));
     let over_time = span.map_or_else(String::new, |span| {
-        plots::timeline(&format!("{id}: prior and alerts at each adaptation"), &points, span, &marks)
+        plots::timeline(&format!("{id}: prior and alerts at each adaptation"), &d.points, span, &marks)
     });
     let siblings = d.kind.as_deref().map(|k| desk.siblings(id, k)).unwrap_or_default();
     let latest = d.latest.as_ref();

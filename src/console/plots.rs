@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::desk::{Day, Point};
+use super::desk::{day_date, Day, Point, DAY_S};
 
 const WIDTH: f64 = 760.0;
 const HEIGHT: f64 = 230.0;
@@ -13,7 +13,6 @@ const LEFT: f64 = 48.0;
 const RIGHT: f64 = 48.0;
 const TOP: f64 = 16.0;
 const BOTTOM: f64 = 34.0;
-const DAY_S: f64 = 86_400.0;
 
 /// An incident on a plot: its span (Unix seconds) and how it is labelled.
 #[derive(Debug, Clone)]
@@ -156,7 +155,7 @@ pub fn by_day(title: &str, days: &[(i64, Day)], incidents: &[Mark]) -> String {
                 r##"<rect class="day" x="{:.1}" y="{y:.1}" width="{bar:.1}" height="{:.1}" fill="#c44"><title>{}: {} of {} records alerted ({})</title></rect>"##,
                 mid - bar / 2.0,
                 HEIGHT - BOTTOM - y,
-                &crate::monitor::output::iso8601(*day as f64 * DAY_S)[..10],
+                day_date(*day),
                 d.alerted,
                 d.scored,
                 percent(r)
@@ -175,8 +174,13 @@ pub fn by_day(title: &str, days: &[(i64, Day)], incidents: &[Mark]) -> String {
 /// A stretch of adaptation points from `from` to `until` (Unix seconds): the share of
 /// records alerted since each point before as bars, the prior as a line, incidents as
 /// bands.
-pub fn timeline(title: &str, points: &[Point], (from, until): (f64, f64), incidents: &[Mark]) -> String {
-    let shown: Vec<&Point> = points.iter().filter(|p| p.ts >= from && p.ts <= until).collect();
+pub fn timeline<'a>(
+    title: &str,
+    points: impl IntoIterator<Item = &'a Point>,
+    (from, until): (f64, f64),
+    incidents: &[Mark],
+) -> String {
+    let shown: Vec<&Point> = points.into_iter().filter(|p| p.ts >= from && p.ts <= until).collect();
     if shown.is_empty() {
         return no_data(title);
     }

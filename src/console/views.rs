@@ -1,13 +1,16 @@
 //! What the API answers and the pages list, read off the desk: an incident's row, a
 //! device's figures, and the filter both take.
 
+use std::collections::VecDeque;
+
 use serde::{Deserialize, Serialize};
 
 use super::desk::{
-    verdict_name, Case, Day, Desk, DeviceCase, EventLine, Onboarding, Point, Standing, VerdictNote,
+    day_date, verdict_name, Case, Day, Desk, DeviceCase, EventLine, Onboarding, Point, Standing, VerdictNote,
 };
 use crate::monitor::behaviours::Dismissal;
 use crate::monitor::feedback::{Feedback, Verdict};
+use crate::monitor::incident_traffic::Severity;
 use crate::monitor::output::{iso8601, IncidentReport, PriorUpdate};
 
 /// What can raise an incident (`raised_by`): the model, or one of the looks.
@@ -21,6 +24,10 @@ pub const RAISED_BY: &[&str] = &[
     "login_guessing",
     "spoofed_sources",
 ];
+
+/// Severities, least first, as incidents name them.
+pub const SEVERITIES: [&str; 4] =
+    [Severity::Low.as_str(), Severity::Medium.as_str(), Severity::High.as_str(), Severity::Critical.as_str()];
 
 /// Which incidents to list. An empty field (a form's) means any.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -51,9 +58,7 @@ impl Filter {
         if let Some(k) = self.kind.as_deref().filter(|k| !RAISED_BY.contains(k)) {
             return Err(format!("unknown kind {k:?}: one of {}", RAISED_BY.join(", ")));
         }
-        if let Some(s) =
-            self.severity.as_deref().filter(|s| !["low", "medium", "high", "critical"].contains(s))
-        {
+        if let Some(s) = self.severity.as_deref().filter(|s| !SEVERITIES.contains(s)) {
             return Err(format!("unknown severity {s:?}: low, medium, high or critical"));
         }
         if let Some(s) = self.state.as_deref().filter(|s| !["open", "all"].contains(s)) {
@@ -129,7 +134,7 @@ impl IncidentRow {
             device: r.device.clone(),
             standing: c.standing,
             first_event: c.first_event,
-            severity: text_of(&r.severity),
+            severity: r.severity.as_str().to_string(),
             raised_by: text_of(&r.raised_by),
             opened_at: r.figures.opened_at,
             opened: iso8601(r.figures.opened_at),
@@ -192,7 +197,7 @@ pub struct DeviceDetail<'a> {
     /// Its newest prior update as published.
     pub latest: Option<&'a PriorUpdate>,
     pub days: Vec<DayRow>,
-    pub points: Vec<Point>,
+    pub points: &'a VecDeque<Point>,
     pub remembered: &'a [Dismissal],
     pub onboarding: Option<&'a Onboarding>,
     /// When its known-normal records were taken: first, newest.
@@ -216,7 +221,7 @@ impl<'a> DeviceDetail<'a> {
             .days
             .iter()
             .map(|(k, day): (&i64, &Day)| DayRow {
-                day: iso8601(*k as f64 * 86_400.0)[..10].to_string(),
+                day: day_date(*k),
                 scored: day.scored,
                 alerted: day.alerted,
                 alert_rate: day.alert_rate(),
@@ -229,12 +234,29 @@ impl<'a> DeviceDetail<'a> {
             siblings: d.kind.as_deref().map(|k| desk.siblings(id, k)).unwrap_or_default(),
             latest: d.latest.as_ref(),
             days,
-            points: d.points.iter().copied().collect(),
+            points: &d.points,
             remembered: d.remembered(),
             onboarding: d.onboarding.as_ref(),
             known_normal_span: d.known_normal_span,
             unmonitored: d.unmonitored.as_deref(),
             incidents: &d.incidents,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::monitor::fanout::RaisedBy;
+
+    /// The filter's list names what `raised_by` can say, each once.
+    #[test]
+    fn every_kind_a_filter_offers_is_one_an_incident_can_be_raised_by() {
+        for k in RAISED_BY {
+            let parsed: RaisedBy = serde_json::from_value(serde_json::json!(k)).expect(k);
+            assert_eq!(text_of(&parsed), *k);
+        }
+        let distinct: std::collections::BTreeSet<_> = RAISED_BY.iter().collect();
+        assert_eq!(distinct.len(), RAISED_BY.len());
     }
 }

@@ -21,7 +21,7 @@ impl ModelHost {
         Self { adapter: Adapter::spawn(adapting, 0, batch_size) }
     }
 
-    /// Carry out the monitor's adaptation commands; the others are not the model_host's
+    /// Carry out the monitor's adaptation commands; the others are not the model host's
     /// and are handed back.
     pub(crate) fn carry_out(&mut self, commands: Vec<Command>) -> Vec<Command> {
         let mut rest = Vec::new();

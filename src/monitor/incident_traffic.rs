@@ -299,7 +299,7 @@ impl Severity {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Severity::Low => "low",
             Severity::Medium => "medium",
