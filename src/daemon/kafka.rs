@@ -121,6 +121,22 @@ fn partitions(list: &TopicPartitionList) -> Vec<(String, i32)> {
     list.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect()
 }
 
+/// Whether librdkafka's statistics list brokers and none of them is connected
+/// (`(source, state)` a broker; its internal pseudo-broker does not count).
+fn no_broker_up<'a>(brokers: impl Iterator<Item = (&'a str, &'a str)>) -> bool {
+    let mut listed = false;
+    for (source, state) in brokers {
+        if source == "internal" {
+            continue;
+        }
+        if state == "UP" || state == "UPDATE" {
+            return false;
+        }
+        listed = true;
+    }
+    listed
+}
+
 impl ClientContext for DaemonContext {
     fn stats(&self, statistics: Statistics) {
         let lag: i64 = statistics
@@ -131,6 +147,12 @@ impl ClientContext for DaemonContext {
             .map(|p| p.consumer_lag)
             .sum();
         self.health.set_lag(lag);
+        // librdkafka raises AllBrokersDown only when every broker is down at one
+        // moment; with reconnects staggered under load that moment may never come.
+        // The statistics say each broker's state every interval: none up is an outage.
+        if no_broker_up(statistics.brokers.values().map(|b| (b.source.as_str(), b.state.as_str()))) {
+            self.health.brokers_down();
+        }
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
@@ -424,6 +446,15 @@ mod tests {
     use super::*;
     use crate::daemon::config::DaemonConfig;
     use crate::monitor::snapshot::Snapshot;
+
+    #[test]
+    fn statistics_with_no_broker_up_mean_an_outage() {
+        let up = [("internal", "UP"), ("configured", "INIT"), ("learned", "UP")];
+        assert!(!no_broker_up(up.into_iter()));
+        let reconnecting = [("internal", "UP"), ("configured", "DOWN"), ("learned", "TRY_CONNECT")];
+        assert!(no_broker_up(reconnecting.into_iter()), "only the internal broker is up");
+        assert!(!no_broker_up([("internal", "UP")].into_iter()), "no broker listed yet is not an outage");
+    }
 
     /// A restore reads every snapshot to the partitions' end, the last value per device
     /// (a tombstone deletes); with the broker gone it fails, naming what it could not
