@@ -7,11 +7,10 @@ use std::time::Instant;
 
 use metapu::daemon::adapter::Adapter;
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
-use metapu::monitor::clock::{Clock, Now};
+use metapu::monitor::clock::Clock;
 use metapu::monitor::output::Source;
 use metapu::monitor::record::{decode, encode, encode_binary, FeatureRecord};
-use metapu::monitor::telemetry::Tally;
-use metapu::monitor::{run_adaptation, AdaptJob, Adapted, Command, Input, Monitor, Received, WindowSizes};
+use metapu::monitor::{run_adaptation, AdaptJob, Adapted, Command, Input, Received, TestDriver, WindowSizes};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -117,7 +116,6 @@ fn main() {
     println!("| devices | fill windows (records scored, first classifiers) | RSS per device | devices per GiB | re-adapt all | scoring (records/s, 4096-record batches) | share of the scoring bound | decode JSON (records/s) | 256-record batch latency p50 / p99 during a full re-adaptation |");
     println!("|---|---|---|---|---|---|---|---|---|");
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let telemetry = Tally::default();
     for devices in [100usize, 1_000, 10_000] {
         let mut bench = Bench::new(devices);
         let rss_before = rss_bytes();
@@ -125,24 +123,24 @@ fn main() {
         let t = Instant::now();
         for round in 0..200 {
             let records: Vec<FeatureRecord> = (0..devices).map(|d| record(&mut rng, d, round < 50)).collect();
-            bench.run(&records, &telemetry);
+            bench.run(&records);
         }
         let fill = t.elapsed().as_secs_f64();
         let per_device = (rss_bytes().saturating_sub(rss_before)) as f64 / devices as f64;
 
         // Every device changed since its first classifier: the next round takes them all.
         let t = Instant::now();
-        let jobs = bench.adaptation_round(&telemetry);
+        let jobs = bench.adaptation_round();
         let states = run_adaptation(&bench.adapting, &jobs.1, adaptation_batch());
-        bench.installed(jobs.0, states, &telemetry);
+        bench.installed(jobs.0, states);
         let adapt = t.elapsed().as_secs_f64();
 
         let batch: Vec<FeatureRecord> = (0..4096).map(|i| record(&mut rng, i % devices, false)).collect();
-        bench.run(&batch, &telemetry); // warm-up
+        bench.run(&batch); // warm-up
         let rounds = 10;
         let t = Instant::now();
         for _ in 0..rounds {
-            bench.run(&batch, &telemetry);
+            bench.run(&batch);
         }
         let scoring = (rounds * batch.len()) as f64 / t.elapsed().as_secs_f64();
 
@@ -153,12 +151,12 @@ fn main() {
             (0..256).map(|i| record(&mut rng, (i * 37) % devices, false)).collect();
         let mut latencies = Vec::new();
         let t_adapt = Instant::now();
-        let (generation, jobs) = bench.adaptation_round(&telemetry);
+        let (generation, jobs) = bench.adaptation_round();
         adapter.submit(generation, jobs);
         let mut adapted = false;
         while !adapted && t_adapt.elapsed().as_secs() < 300 {
             let t = Instant::now();
-            bench.run(&small, &telemetry);
+            bench.run(&small);
             latencies.push(t.elapsed().as_secs_f64() * 1e3);
             adapted = adapter.results.try_recv().is_ok();
         }
@@ -191,11 +189,12 @@ fn main() {
 /// (adaptation runs when the benchmark says), windows 50 + 200, no per-device cap, no
 /// per-record outputs; time moves an hour at each adaptation round.
 struct Bench {
-    monitor: Monitor,
+    /// The monitor, with no adapting model of its own: adaptation runs where the
+    /// benchmark says.
+    driver: TestDriver,
     /// The adapter's copy of the model.
     adapting: Model,
     offset: i64,
-    now_ms: u64,
 }
 
 impl Bench {
@@ -207,32 +206,29 @@ impl Bench {
         (s.max_tracked, s.threshold, s.max_per_device, s.max_batch) = (devices, 0.5, 0, 1 << 20);
         (s.trust_input_labels, s.state, s.unmonitored_after_ms, s.idle_timeout_ms) = (true, None, 0, 0);
         s.adaptation_batch = adaptation_batch();
-        Self { monitor: Monitor::new(&s, model(), "bench"), adapting: model(), offset: 0, now_ms: 0 }
-    }
-
-    fn now(&self) -> Now {
-        Now::at(self.now_ms, 1.7e9)
+        Self {
+            driver: TestDriver::new(&s, model(), None, "bench", Some(1.7e9)),
+            adapting: model(),
+            offset: 0,
+        }
     }
 
     /// Records as one micro-batch, fresh offsets each (every record enters its windows
     /// as in service).
-    fn run(&mut self, records: &[FeatureRecord], telemetry: &Tally) {
+    fn run(&mut self, records: &[FeatureRecord]) {
         for r in records {
             self.offset += 1;
             let source = Source::new("iot.features", 0, self.offset);
             let payload = encode_binary(&r.device, r.ts, &r.features, r.known_normal, None);
-            let message = Received { source, key: None, payload };
-            self.monitor.handle(Input::Arrived { message, at_ms: self.now_ms }, self.now(), telemetry);
+            self.driver.pipe(Received { source, key: None, payload });
         }
-        while self.monitor.has_work() {
-            self.monitor.handle(Input::Run, self.now(), telemetry);
-        }
+        self.driver.run();
     }
 
-    /// The next adaptation round the monitor schedules: its generation and jobs.
-    fn adaptation_round(&mut self, telemetry: &Tally) -> (u64, Vec<AdaptJob>) {
-        self.now_ms += 3_600_000;
-        let out = self.monitor.handle(Input::Tick, self.now(), telemetry);
+    /// The next adaptation round the monitor schedules, an hour on: its generation and
+    /// jobs.
+    fn adaptation_round(&mut self) -> (u64, Vec<AdaptJob>) {
+        let out = self.driver.advance_time(3_600_000);
         let mut round = (0, Vec::new());
         for command in out.commands {
             if let Command::Adapt { generation, jobs } = command {
@@ -242,9 +238,8 @@ impl Bench {
         round
     }
 
-    fn installed(&mut self, generation: u64, states: Vec<Adapted>, telemetry: &Tally) {
-        let done = Input::Adapted { generation, states, seconds_per_batch: 0.0 };
-        self.monitor.handle(done, self.now(), telemetry);
+    fn installed(&mut self, generation: u64, states: Vec<Adapted>) {
+        self.driver.tell(Input::Adapted { generation, states, seconds_per_batch: 0.0 });
     }
 }
 

@@ -368,13 +368,12 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, wire: Wire, s
     let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
     let m = &daemon.metrics;
     let limit = Instant::now() + Duration::from_secs(120);
-    while (m.records_consumed.get() < warm as u64 || m.adaptations.get() < labeled_devices as u64)
+    while (m.records_consumed() < warm as u64 || m.adaptations() < labeled_devices as u64)
         && Instant::now() < limit
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let (consumed0, incidents0) =
-        (m.records_consumed.get(), m.incidents.with_label_values(&["opened"]).get());
+    let (consumed0, incidents0) = (m.records_consumed(), m.incidents_opened());
     let (produced, first, last, peak_rss) = std::thread::scope(|s| {
         let producing = s.spawn(|| {
             let t = Instant::now();
@@ -384,8 +383,8 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, wire: Wire, s
         let mut first: Option<Instant> = None;
         let mut peak_rss: f64 = 0.0;
         let limit = Instant::now() + Duration::from_secs(600);
-        while m.records_consumed.get() < consumed0 + RECORDS as u64 && Instant::now() < limit {
-            if first.is_none() && m.records_consumed.get() > consumed0 {
+        while m.records_consumed() < consumed0 + RECORDS as u64 && Instant::now() < limit {
+            if first.is_none() && m.records_consumed() > consumed0 {
                 first = Some(Instant::now());
             }
             peak_rss = peak_rss.max(rss_mib(std::process::id()));
@@ -393,10 +392,10 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, wire: Wire, s
         }
         (producing.join().ok(), first, Instant::now(), peak_rss)
     });
-    let consumed = m.records_consumed.get() - consumed0;
+    let consumed = m.records_consumed() - consumed0;
     let overall = first.map_or(f64::NAN, |f| consumed as f64 / (last - f).as_secs_f64());
     let produce = produced.unwrap_or(f64::NAN);
-    let incidents = m.incidents.with_label_values(&["opened"]).get() - incidents0;
+    let incidents = m.incidents_opened() - incidents0;
     drop(live);
 
     // Restarted on a backlog: stop, produce while the daemon is down, start again.
@@ -408,13 +407,13 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, wire: Wire, s
     let m = &daemon.metrics;
     // The rate counts from the first micro-batch seen, without its records.
     let (mut first_again, limit) = (None, Instant::now() + Duration::from_secs(600));
-    while m.records_consumed.get() < RECORDS as u64 && Instant::now() < limit {
-        if first_again.is_none() && m.records_consumed.get() > 0 {
-            first_again = Some((Instant::now(), m.records_consumed.get()));
+    while m.records_consumed() < RECORDS as u64 && Instant::now() < limit {
+        if first_again.is_none() && m.records_consumed() > 0 {
+            first_again = Some((Instant::now(), m.records_consumed()));
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let (again, last_again) = (m.records_consumed.get(), Instant::now());
+    let (again, last_again) = (m.records_consumed(), Instant::now());
     let restarted =
         first_again.map_or(f64::NAN, |(t, n)| (again - n) as f64 / (last_again - t).as_secs_f64());
     let shortfall = |n: u64| {

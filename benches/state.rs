@@ -129,12 +129,12 @@ async fn bytes_per_device_hour(root: &Path, pool: &[&[f32]], unlabeled_every_s: 
     p.flush(Duration::from_secs(30)).expect("flushed");
     let m = &d.metrics;
     let limit = Instant::now() + Duration::from_secs(60);
-    while m.records_consumed.get() < (10 * DEVICES) as u64 && Instant::now() < limit {
+    while m.records_consumed() < (10 * DEVICES) as u64 && Instant::now() < limit {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // The onboarding's first writes settle; then an hour, 60-fold.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (bytes0, records0) = (m.state_bytes.get(), m.snapshots.get());
+    let (bytes0, records0) = (m.state_bytes(), m.snapshots());
     let started = Instant::now();
     let run = Duration::from_secs(3600 / SCALE);
     let mut k = 10;
@@ -148,8 +148,8 @@ async fn bytes_per_device_hour(root: &Path, pool: &[&[f32]], unlabeled_every_s: 
         tokio::time::sleep(Duration::from_millis(1000 / RATE as u64).saturating_sub(tick.elapsed())).await;
     }
     let hours = DEVICES as f64 * started.elapsed().as_secs_f64() * SCALE as f64 / 3600.0;
-    let bytes = (m.state_bytes.get() - bytes0) as f64 / hours;
-    let records = (m.snapshots.get() - records0) as f64 / hours;
+    let bytes = (m.state_bytes() - bytes0) as f64 / hours;
+    let records = (m.snapshots() - records0) as f64 / hours;
     d.shutdown().await.ok();
     drop(broker);
     format!("| {} min | {records:.0} | {:.2} MB |", unlabeled_every_s / 60, bytes / 1e6)
@@ -199,14 +199,12 @@ async fn restore(root: &Path, pool: &[&[f32]], devices: usize, active: bool) -> 
     let d = daemon::start(cfg.clone()).await.expect("daemon starts");
     let m = &d.metrics;
     let limit = Instant::now() + Duration::from_secs(1800);
-    while (m.state_restored_devices.get() < devices as u64 || m.state_restoring.get() != 0)
-        && Instant::now() < limit
-    {
+    while (m.state_restored_devices() < devices as u64 || m.state_restoring()) && Instant::now() < limit {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let ready = started.elapsed().as_secs_f64();
     let (restored, seconds, rss) =
-        (m.state_restored_devices.get(), m.state_restore_seconds.get(), rss_mib(std::process::id()));
+        (m.state_restored_devices(), m.state_restore_seconds(), rss_mib(std::process::id()));
     d.shutdown().await.ok();
     drop(broker);
     let shortfall = if restored < devices as u64 { format!(" ({restored} restored)") } else { String::new() };

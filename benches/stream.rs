@@ -15,11 +15,9 @@ use std::time::Instant;
 use metapu::daemon::DaemonConfig;
 use metapu::data::{csv_tasks, Label};
 use metapu::model::{default_device, file};
-use metapu::monitor::clock::Now;
 use metapu::monitor::output::Source;
 use metapu::monitor::record::{encode, encode_binary};
-use metapu::monitor::telemetry::Tally;
-use metapu::monitor::{Emitted, Input, Monitor, Output, Received, RecordOutputs};
+use metapu::monitor::{Emitted, Received, RecordOutputs, TestDriver};
 
 const LABELED: usize = 10;
 
@@ -87,11 +85,10 @@ fn run(model_path: &Path, payloads: Vec<Vec<u8>>) -> (Vec<f32>, f64) {
     settings.outputs = RecordOutputs { scores: true, alerts: false };
     settings.trust_input_labels = true;
     settings.state = None;
-    let mut monitor = Monitor::new(&settings, model, "bench");
-    let telemetry = Tally::default();
+    let mut driver = TestDriver::new(&settings, model, None, "bench", Some(metapu::wall_clock::unix_now()));
     let mut scores = vec![0.5f32; payloads.len()];
-    let mut take = |out: Output| {
-        for e in out.emitted {
+    let mut take = |emitted: Vec<Emitted>| {
+        for e in emitted {
             if let Emitted::Score(s) = e {
                 if let Some(posterior) = s.score {
                     scores[s.source.offset as usize] = 1.0 - posterior;
@@ -100,21 +97,13 @@ fn run(model_path: &Path, payloads: Vec<Vec<u8>>) -> (Vec<f32>, f64) {
         }
     };
     let n = payloads.len();
-    let wall = metapu::wall_clock::unix_now();
     let started = Instant::now();
     for (k, payload) in payloads.into_iter().enumerate() {
         let source = Source::new("bench", 0, k as i64);
-        let now = Now::at(0, wall);
-        monitor.handle(
-            Input::Arrived { message: Received { source, key: None, payload }, at_ms: 0 },
-            now,
-            &telemetry,
-        );
+        driver.pipe(Received { source, key: None, payload });
         // A full batch runs, and what it defers after it; the last record runs the rest.
-        if monitor.batch_full() || k + 1 == n {
-            while monitor.has_work() {
-                take(monitor.handle(Input::Run, now, &telemetry));
-            }
+        if driver.monitor().batch_full() || k + 1 == n {
+            take(driver.run());
         }
     }
     (scores, n as f64 / started.elapsed().as_secs_f64())

@@ -15,12 +15,12 @@ pub use super::control::{Control, DaemonError};
 use super::health::Health;
 use super::http::{self, HttpState};
 use super::kafka::{self, Assignment, DaemonContext, TopicSpec};
-use super::metrics::Metrics;
 use super::model_host::{load_model, LoadedModel, ModelHost};
 use super::outbox::{Outbox, Topics};
 use super::service::Service;
 use super::sinks::Sinks;
 use super::state::StateStore;
+use super::Metrics;
 use crate::monitor::clock::Clock;
 use crate::monitor::solver::ThreadSolver;
 use crate::monitor::Monitor;
@@ -196,7 +196,8 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         return Err(DaemonError::FeatureCount { path, found, expected });
     }
     let metrics = Arc::new(Metrics::new());
-    metrics.set_model(&version, scoring.dim(), scoring.net.config.task_dim);
+    let (features, task_dim) = (scoring.dim(), scoring.net.config.task_dim);
+    metrics.emit(super::internal_events::ModelLoaded { version: &version, features, task_dim });
     let health = Arc::new(Health::new(Arc::clone(&metrics)));
     let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (http_addr, _http_task) = http::serve(

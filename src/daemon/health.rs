@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use rdkafka::producer::{FutureProducer, Producer};
 
-use super::metrics::Metrics;
+use super::internal_events::{LagMeasured, Readiness, Rebalanced};
+use super::Metrics;
 
 pub(crate) struct Health {
     ready: AtomicBool,
@@ -24,7 +25,7 @@ pub(crate) struct Health {
 impl Health {
     /// Not ready until the service loop starts consuming.
     pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
-        metrics.ready.set(0.0);
+        metrics.emit(Readiness(false));
         Self {
             ready: AtomicBool::new(false),
             brokers_down: AtomicBool::new(false),
@@ -37,12 +38,7 @@ impl Health {
     /// The consumer group assigned or revoked partitions; `assigned`: what this daemon
     /// holds now (topic, partition).
     pub(crate) fn rebalanced(&self, change: &str, assigned: &[(String, i32)]) {
-        self.metrics.rebalances.with_label_values(&[change]).inc();
-        // Topics no longer held read 0, not their last count.
-        self.metrics.partitions_assigned.reset();
-        for (topic, _) in assigned {
-            self.metrics.partitions_assigned.with_label_values(&[topic]).inc();
-        }
+        self.metrics.emit(Rebalanced { change, assigned });
     }
 
     pub(crate) fn is_ready(&self) -> bool {
@@ -51,7 +47,7 @@ impl Health {
 
     fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Relaxed);
-        self.metrics.ready.set(if ready { 1.0 } else { 0.0 });
+        self.metrics.emit(Readiness(ready));
     }
 
     /// The service loop is consuming: ready once its first assignment is restored.
@@ -89,7 +85,7 @@ impl Health {
 
     /// The consumer lag from librdkafka's statistics.
     pub(crate) fn set_lag(&self, lag: i64) {
-        self.metrics.consumer_lag.set(lag);
+        self.metrics.emit(LagMeasured(lag));
     }
 
     /// Re-derive readiness. With the brokers reported down and no message for a second
@@ -122,8 +118,10 @@ mod tests {
         rdkafka::ClientConfig::new().set("bootstrap.servers", "127.0.0.1:1").create().expect("a producer")
     }
 
+    /// `metapu_ready` as /metrics exports it.
     fn gauge(m: &Metrics) -> f64 {
-        m.ready.get()
+        let line = m.render().lines().find(|l| l.starts_with("metapu_ready ")).map(str::to_string);
+        line.and_then(|l| l["metapu_ready ".len()..].trim().parse().ok()).expect("metapu_ready is exported")
     }
 
     #[test]

@@ -12,7 +12,7 @@ use axum::Router;
 use crate::endpoints::{healthz, prometheus_text, serve_router};
 
 use super::health::Health;
-use super::metrics::Metrics;
+use super::Metrics;
 
 #[derive(Clone)]
 pub(crate) struct HttpState {

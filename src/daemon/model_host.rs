@@ -8,8 +8,8 @@ use crate::model::{file, Model};
 use crate::monitor::{Command, Input};
 
 use super::adapter::{Adapter, Finished};
-use super::events;
-use super::metrics::Metrics;
+use super::internal_events::{ModelLoaded, ModelReloadFailed, ModelReloaded};
+use super::Metrics;
 
 pub(crate) struct ModelHost {
     adapter: Adapter,
@@ -52,18 +52,19 @@ pub(crate) fn reload(path: &Path, solvers: usize, dim: usize, metrics: &Metrics)
     let loaded = match load_model(path, solvers) {
         Ok(loaded) => loaded,
         Err(e) => {
-            events::model_reload_failed(metrics, &e);
+            metrics.emit(ModelReloadFailed(&e));
             return None;
         }
     };
     let found = loaded.scoring.dim();
     if found != dim {
         let reason = format!("the new model takes {found} features, the running one {dim}");
-        events::model_reload_failed(metrics, &reason);
+        metrics.emit(ModelReloadFailed(&reason));
         return None;
     }
     let LoadedModel { scoring, adapting, solving, version } = loaded;
-    events::model_reloaded(metrics, &version, scoring.dim(), scoring.net.config.task_dim);
+    let (features, task_dim) = (scoring.dim(), scoring.net.config.task_dim);
+    metrics.emit(ModelReloaded(ModelLoaded { version: &version, features, task_dim }));
     Some(Input::Model { scoring: Box::new(scoring), adapting: Box::new(adapting), solving, version })
 }
 

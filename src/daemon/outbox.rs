@@ -13,11 +13,11 @@ use rdkafka::producer::{FutureProducer, Producer};
 
 use super::config::KafkaConfig;
 use super::delivery::{Deliveries, KafkaSink, Output, PartitionOffset};
-use super::events;
 use super::health::Health;
+use super::internal_events::DeliveriesFailed;
 use super::kafka::{Assignment, DaemonContext};
-use super::metrics::Metrics;
 use super::sinks::Sinks;
+use super::Metrics;
 use crate::monitor::Emitted;
 
 /// Where each kind of emitted value is published.
@@ -125,13 +125,19 @@ impl Outbox {
         }
         let settled = self.deliveries.poll();
         if settled.failed > 0 {
-            events::deliveries_failed(&self.metrics, &self.health, settled.failed);
+            self.metrics.emit(DeliveriesFailed(settled.failed));
+            self.health.brokers_down();
         }
         self.store_offsets(consumer, &settled.offsets);
         while self.deliveries.full() || (all && self.deliveries.in_flight() > 0) {
             let (metrics, health) = (&self.metrics, &self.health);
-            let offsets =
-                self.deliveries.wait_oldest(|n| events::deliveries_failed(metrics, health, n)).await;
+            let offsets = self
+                .deliveries
+                .wait_oldest(|n| {
+                    metrics.emit(DeliveriesFailed(n));
+                    health.brokers_down();
+                })
+                .await;
             self.store_offsets(consumer, &offsets);
         }
     }

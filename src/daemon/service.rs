@@ -16,14 +16,14 @@ use tokio::sync::mpsc;
 
 use super::config::DaemonConfig;
 use super::control::{Control, DaemonError};
-use super::events;
 use super::health::Health;
+use super::internal_events::{BatchScored, ConsumeFailed, MessageConsumed};
 use super::kafka::{AssignmentEvent, ChangelogContext, DaemonContext};
-use super::metrics::Metrics;
 use super::model_host::{self, ModelHost};
 use super::notify;
 use super::outbox::Outbox;
 use super::state::StateStore;
+use super::Metrics;
 use crate::monitor::clock::Now;
 use crate::monitor::output::Source;
 use crate::monitor::{Command, Input, Monitor, Output, Received};
@@ -130,7 +130,7 @@ impl Service {
                         self.carry_out(out).await;
                     }
                     Err(e) => {
-                        events::consume_failed(&e);
+                        self.metrics.emit(ConsumeFailed(&e));
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 },
@@ -146,7 +146,7 @@ impl Service {
                         while !self.monitor.batch_full() {
                             match self.consumer.recv().now_or_never() {
                                 Some(Ok(m)) => self.arrived(received(&m)),
-                                Some(Err(e)) => { events::consume_failed(&e); break; }
+                                Some(Err(e)) => { self.metrics.emit(ConsumeFailed(&e)); break; }
                                 None => break,
                             }
                         }
@@ -155,7 +155,7 @@ impl Service {
                         }
                     }
                     Err(e) => {
-                        events::consume_failed(&e);
+                        self.metrics.emit(ConsumeFailed(&e));
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 },
@@ -171,7 +171,7 @@ impl Service {
     }
 
     fn arrived(&mut self, message: Received) {
-        events::message_consumed(&self.metrics);
+        self.metrics.emit(MessageConsumed);
         let at_ms = self.now_ms();
         self.tell(Input::Arrived { message, at_ms });
     }
@@ -187,7 +187,7 @@ impl Service {
         let started = Instant::now();
         let out = self.tell(Input::Run);
         if out.ran {
-            events::batch_scored(&self.metrics, started.elapsed().as_secs_f64());
+            self.metrics.emit(BatchScored { seconds: started.elapsed().as_secs_f64() });
         }
         self.carry_out(out).await;
         self.outbox.settle(&self.consumer, false).await;
@@ -246,7 +246,7 @@ impl Service {
                 r = &mut reading => break r,
                 m = self.consumer.recv() => match m {
                     Ok(m) => held.push(received(&m)),
-                    Err(e) => events::consume_failed(&e),
+                    Err(e) => self.metrics.emit(ConsumeFailed(&e)),
                 },
             }
         };

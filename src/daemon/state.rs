@@ -12,11 +12,11 @@ use tokio::sync::mpsc;
 
 use super::config::{DaemonConfig, KafkaConfig};
 use super::delivery::send_all;
-use super::events;
 use super::health::Health;
+use super::internal_events::{Restoring, SnapshotsSent, StateRead, StateRestoreFailed};
 use super::kafka;
-use super::metrics::Metrics;
 use super::notify;
+use super::Metrics;
 use crate::monitor::snapshot::{StateRecord, WriteFailed};
 use crate::monitor::{Restore, Restored};
 
@@ -120,7 +120,8 @@ impl StateStore {
         &self,
         parts: &[(String, i32)],
     ) -> impl std::future::Future<Output = Reading> + 'static {
-        events::restore_started(&self.metrics, &self.health);
+        self.metrics.emit(Restoring(true));
+        self.health.restoring(true);
         let (kafka, metrics, stall) = (self.kafka.clone(), Arc::clone(&self.metrics), self.restore_stall);
         let (state_partitions, known) = (self.partitions, self.input_partitions);
         let parts = parts.to_vec();
@@ -174,13 +175,14 @@ impl StateStore {
             };
             snapshots.push(Restore { device, home, snapshot, partition });
         }
-        events::state_read(&self.metrics, changelog.bytes, started.elapsed().as_secs_f64());
+        self.metrics.emit(StateRead { bytes: changelog.bytes, seconds: started.elapsed().as_secs_f64() });
         Restored { snapshots, input_partitions: self.input_partitions as u32, clear_parked: moved }
     }
 
     /// The monitor has put a restore in place: ready again.
     pub(crate) fn restored(&self) {
-        events::restore_finished(&self.metrics, &self.health);
+        self.metrics.emit(Restoring(false));
+        self.health.restoring(false);
     }
 }
 
@@ -221,7 +223,7 @@ async fn read_to_end(
         };
         match result {
             Ok(Ok(changelog)) => return changelog,
-            Ok(Err(e)) => events::state_restore_failed(metrics, &e.to_string(), pause),
+            Ok(Err(e)) => metrics.emit(StateRestoreFailed { reason: &e.to_string(), retry_in: pause }),
             // The reader panicked: a bug, not a broker's state.
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         }
@@ -256,7 +258,11 @@ async fn send(
     .collect();
     let bytes: usize =
         records.iter().map(|e| e.record.key.len() + e.record.value.as_ref().map_or(0, Vec::len)).sum();
-    events::snapshots_sent(metrics, records.len() - failed.len(), bytes as u64, failed.len());
+    metrics.emit(SnapshotsSent {
+        written: records.len() - failed.len(),
+        bytes: bytes as u64,
+        failed: failed.len(),
+    });
     failed
 }
 

@@ -10,12 +10,15 @@
 use std::collections::HashMap;
 
 use super::clock::{Clock, Now};
+use super::decode::{decode_batch, highest_offsets};
 use super::devices::DeviceView;
-use super::driver::Driver;
 use super::engine::{AdaptJob, Adapted, Engine};
+use super::gathering::Gathering;
 use super::incidents::Incident;
+use super::output::Emitted;
 use super::output::IncidentEvent;
-use super::pipeline::{decode_batch, Emitted, PartitionOffset, Received};
+use super::pipeline::{PartitionOffset, Pipeline, Received};
+use super::record;
 use super::settings::{CoreSettings, StateSchedule};
 use super::snapshot::{Snapshot, StateRecord, WriteFailed};
 use super::solver::Solver;
@@ -109,11 +112,15 @@ const SWEEP_EVERY_MS: u64 = 1_000;
 /// Snapshots per pass at least, however small the fleet.
 const MIN_SNAPSHOTS_PER_PASS: usize = 16;
 
-/// The core: the engine and the device table, the batch being gathered, and the books
-/// its schedules keep.
+/// The core: the engine and the device table, the pipeline that turns a batch into
+/// outputs, the batch being gathered, and the books its schedules keep.
 pub struct Monitor {
     engine: Engine,
-    driver: Driver,
+    pipeline: Pipeline,
+    gathering: Gathering<Received>,
+    /// Messages on this topic are the feedback topic's (verdicts, onboardings, forgets).
+    feedback_topic: String,
+    max_message_bytes: usize,
     clock: Clock,
     version: String,
     /// Bumped at each new model; adaptation results of older models are dropped.
@@ -147,7 +154,10 @@ impl Monitor {
         let cadence = settings.cadence;
         Self {
             engine: settings.engine(model),
-            driver: Driver::new(settings),
+            pipeline: settings.pipeline(),
+            gathering: Gathering::new(settings.max_batch, settings.max_wait_ms),
+            feedback_topic: settings.feedback_topic.clone(),
+            max_message_bytes: settings.max_message_bytes,
             clock: settings.clock,
             version: version.to_string(),
             generation: 0,
@@ -179,15 +189,18 @@ impl Monitor {
         let mut out = Output::default();
         match input {
             Input::Arrived { message, at_ms } => {
-                self.driver.gather(message, at_ms);
+                // A batch message holds up to sensor.batch_records records: counted as
+                // messages, one micro-batch would hold that many times max_batch.
+                let records = record::records_in(&message.payload);
+                self.gathering.push(message, records, at_ms);
             }
             Input::Run => self.run(now, telemetry, &mut out),
             Input::Feedback(message) => {
                 out.emitted =
-                    self.driver.feedback(&mut self.engine, &[message], now, &self.version, telemetry)
+                    self.pipeline.feedback(&mut self.engine, &[message], now, &self.version, telemetry)
             }
             Input::Shares(messages) => {
-                out.emitted = self.driver.shares(&mut self.engine, &messages, now, &self.version, telemetry)
+                out.emitted = self.pipeline.shares(&mut self.engine, &messages, now, &self.version, telemetry)
             }
             Input::JoinKind { device, kind, at } => {
                 out.refused = self.engine.devices.join_kind(&device, &kind, at).err();
@@ -219,12 +232,13 @@ impl Monitor {
 
     /// The next micro-batch, with parked windows of its devices placed first.
     fn run(&mut self, now: Now, telemetry: &dyn Telemetry, out: &mut Output) {
-        let messages = self.driver.take();
-        if messages.is_empty() && !self.driver.has_deferred() {
+        let messages = self.gathering.take();
+        if messages.is_empty() && !self.pipeline.has_deferred() {
             return;
         }
-        let (feedback, records) = self.driver.split_feedback(messages);
-        let batch = decode_batch(records, self.engine.model.dim(), self.driver.max_message_bytes());
+        let (feedback, records): (Vec<_>, Vec<_>) =
+            messages.into_iter().partition(|m| m.source.topic == self.feedback_topic);
+        let batch = decode_batch(records, self.engine.model.dim(), self.max_message_bytes);
         let unbatched = batch.iter().filter(|c| c.message.source.index > 0).count();
         if unbatched > 0 {
             telemetry.event(Event::Unbatched(unbatched));
@@ -238,8 +252,20 @@ impl Monitor {
                 .collect();
             self.promote(&arrived, now, telemetry);
         }
-        let step = self.driver.run(&mut self.engine, batch, feedback, now, &self.version, telemetry);
-        (out.emitted, out.offsets, out.ran) = (step.emitted, step.offsets, true);
+        // The records first, then the feedback gathered with them.
+        let (mut emitted, mut offsets) =
+            self.pipeline.run(&mut self.engine, batch, now, &self.version, telemetry);
+        if !feedback.is_empty() {
+            emitted.extend(self.pipeline.feedback(
+                &mut self.engine,
+                &feedback,
+                now,
+                &self.version,
+                telemetry,
+            ));
+            offsets.extend(highest_offsets(feedback.iter().map(|m| &m.source)));
+        }
+        (out.emitted, out.offsets, out.ran) = (emitted, offsets, true);
     }
 
     fn tick(&mut self, now: Now, telemetry: &dyn Telemetry, out: &mut Output) {
@@ -254,7 +280,7 @@ impl Monitor {
             self.evict_idle(now, telemetry);
             self.report_unmonitored(now, telemetry, out);
         }
-        out.emitted.extend(self.driver.tick(&mut self.engine, now, &self.version, telemetry));
+        out.emitted.extend(self.pipeline.incident_ticks(&mut self.engine, now, &self.version, telemetry));
         telemetry.event(Event::Tracked(self.engine.devices.len()));
     }
 
@@ -308,7 +334,7 @@ impl Monitor {
             telemetry.event(Event::Prior(adapted.state.prior));
         }
         let installed = self.engine.install(states);
-        let memory = self.driver.memory_rules();
+        let memory = &self.pipeline.rules.memory;
         out.emitted.extend(installed.iter().filter_map(|id| {
             let d = self.engine.devices.get(id)?;
             d.prior_update(id, &self.version, now.unix, memory).map(Emitted::Prior)
@@ -388,7 +414,7 @@ impl Monitor {
         telemetry: &dyn Telemetry,
         out: &mut Output,
     ) {
-        self.driver.drop_deferred(partitions);
+        self.pipeline.drop_deferred(partitions);
         self.engine.devices.streams.forget(partitions);
         let leaving = self.engine.devices.on_partitions(gone);
         let records = self.state_records(&leaving, now.ms, true);
@@ -459,28 +485,31 @@ impl Monitor {
     /// When the gathered batch is due (ms on the gathering's clock): at its deadline, at
     /// once when it is full or deferred records wait; never when nothing waits.
     pub fn due_ms(&self, now_ms: u64) -> Option<u64> {
-        self.driver.due_ms(now_ms)
+        if self.gathering.full() {
+            return Some(now_ms);
+        }
+        self.gathering.deadline_ms().or_else(|| self.pipeline.has_deferred().then_some(now_ms))
     }
 
     /// The gathered batch holds as many messages as a batch does.
     pub fn batch_full(&self) -> bool {
-        self.driver.full()
+        self.gathering.full()
     }
 
     /// Whether a message arriving at `at_ms` comes after the started batch's wait: a
     /// driver with no timer of its own (the lab) runs that batch first.
     pub fn expired(&self, at_ms: u64) -> bool {
-        self.driver.expired(at_ms)
+        self.gathering.deadline_ms().is_some_and(|d| at_ms > d)
     }
 
     /// As many records wait as a batch holds: take no more messages until they ran.
     pub fn backlogged(&self) -> bool {
-        self.driver.backlogged()
+        self.pipeline.backlogged()
     }
 
     /// Records or messages wait to be run.
     pub fn has_work(&self) -> bool {
-        self.driver.due_ms(0).is_some()
+        self.due_ms(0).is_some()
     }
 
     /// The feature count the model takes.
@@ -495,7 +524,7 @@ impl Monitor {
 
     /// A device's open incident, as its tracker holds it.
     pub fn open_incident(&self, device: &str) -> Option<&Incident> {
-        self.engine.devices.get(device)?.incidents().open.as_ref()
+        self.engine.devices.get(device)?.incidents().open()
     }
 
     /// What a device holds now (tests and benches look; nothing decides on it).

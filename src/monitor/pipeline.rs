@@ -9,16 +9,14 @@ use std::collections::HashMap;
 
 use super::behaviours::MemoryRules;
 pub use super::clock::{Clock, Now};
-use super::devices::Device;
+use super::decode::releasable_offsets;
+use super::devices::{Device, DeviceTable};
 use super::engine::{Engine, Processed, RecordOutcome};
 use super::explain::{feature_changes, FeatureChange};
-use super::feedback::{Feedback, FeedbackMessage, Forget, Onboard};
-use super::incidents::{Applied, Decision, Incident, IncidentRules, Transition};
+use super::feedback::{Applying, FeedbackMessage};
+use super::incidents::{Decision, Incident, IncidentRules, Transition};
 use super::kinds::Share;
-use super::onboarding::Onboarding;
-use super::output::{
-    self, Alert, DeadLetter, IncidentEvent, IncidentReport, PriorUpdate, ScoreRecord, Source,
-};
+use super::output::{self, Alert, DeadLetter, Emitted, IncidentEvent, IncidentReport, ScoreRecord, Source};
 use super::record::{self, FeatureRecord};
 use super::telemetry::{Event, Telemetry};
 use crate::model::Model;
@@ -53,33 +51,9 @@ impl Consumed {
         Self::new(Received { source, key: None, payload: Vec::new() }, Ok(record))
     }
 
-    fn source(&self) -> &Source {
+    pub(super) fn source(&self) -> &Source {
         &self.message.source
     }
-}
-
-/// What the pipeline emits, in the order it decided it. The daemon's outbox puts each
-/// on its topic (key: the device, or the message's own key for a dead letter).
-// An incident event (~376 bytes, with a fleet's members) is 224 bytes larger than a
-// score record: over clippy's 200. Boxing it would touch every consumer of `Emitted`
-// for the scores' sake, whose batches are short-lived; left for the One Monitor issue's
-// output type.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq)]
-pub enum Emitted {
-    /// Every record's decision (when scores are published).
-    Score(ScoreRecord),
-    /// An anomalous record (when alerts are published).
-    Alert(Alert),
-    Incident(IncidentEvent),
-    Prior(PriorUpdate),
-    /// What a member shares with its kind (the kinds topic, key `kind/device`).
-    Share(Share),
-    /// A refused message, under its own key.
-    DeadLetter {
-        key: Option<String>,
-        letter: DeadLetter,
-    },
 }
 
 /// Which per-record outputs are built: both are off in production (incidents are what
@@ -110,80 +84,6 @@ fn earliest_deferred(deferred: &[Consumed]) -> HashMap<(&str, i32), f64> {
         *t = t.min(c.stamp);
     }
     held
-}
-
-/// Below this many messages a micro-batch is decoded on the service thread alone.
-const PARALLEL_DECODE_FROM: usize = 512;
-
-/// Decode a micro-batch, on two threads when it is large: decoding (JSON above all)
-/// costs as much as scoring, and the scoring forward is not running meanwhile.
-pub fn decode_batch(messages: Vec<Received>, dim: usize, max_bytes: usize) -> Vec<Consumed> {
-    let decode_all = |messages: Vec<Received>| {
-        let mut out = Vec::with_capacity(messages.len());
-        for m in messages {
-            decode_message(m, dim, max_bytes, &mut out);
-        }
-        out
-    };
-    if messages.len() < PARALLEL_DECODE_FROM {
-        return decode_all(messages);
-    }
-    let mut first = messages;
-    let second = first.split_off(first.len() / 2);
-    std::thread::scope(|s| {
-        let other = s.spawn(|| decode_all(second));
-        let mut out: Vec<Consumed> = decode_all(first);
-        // Decoding does not panic on any input (fuzzed). Should it, the panic goes on
-        // as it would have on one thread, rather than half the batch going missing.
-        out.extend(other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
-        out
-    })
-}
-
-/// One message's records onto `out`: the message itself, or each record of a batch
-/// message under its place in the batch ([`Source::index`]), keeping its own bytes only
-/// when it is refused (for its dead letter).
-fn decode_message(message: Received, dim: usize, max_bytes: usize, out: &mut Vec<Consumed>) {
-    let parts = match record::records_of(&message.payload, max_bytes) {
-        record::Records::Batch(parts) => parts,
-        record::Records::Refused(refused) => return out.push(Consumed::new(message, Err(refused))),
-        record::Records::One => {
-            let decoded = record::decode(message.key.as_deref(), &message.payload, dim, max_bytes);
-            return out.push(Consumed::new(message, decoded));
-        }
-    };
-    for (index, part) in parts.into_iter().enumerate() {
-        let decoded = record::decode(message.key.as_deref(), part, dim, max_bytes);
-        let source = Source { index: index as u32, ..message.source.clone() };
-        let payload = if decoded.is_err() { part.to_vec() } else { Vec::new() };
-        out.push(Consumed::new(Received { source, key: message.key.clone(), payload }, decoded));
-    }
-}
-
-/// Highest offset per partition of fully processed messages.
-pub fn highest_offsets<'a>(sources: impl IntoIterator<Item = &'a Source>) -> Vec<PartitionOffset> {
-    let mut highest: HashMap<(&str, i32), i64> = HashMap::new();
-    for s in sources {
-        let e = highest.entry((s.topic.as_str(), s.partition)).or_insert(s.offset);
-        *e = (*e).max(s.offset);
-    }
-    highest.into_iter().map(|((t, p), o)| (t.to_string(), p, o)).collect()
-}
-
-/// The offsets a processed micro-batch releases: per input partition its highest
-/// offset, but below every record still deferred on that partition (a deferred record
-/// is scored by a later batch, and its offset must not be committed before).
-pub fn releasable_offsets(batch: &[Consumed], deferred: &[Consumed]) -> Vec<PartitionOffset> {
-    let mut offsets = highest_offsets(batch.iter().map(Consumed::source));
-    for (topic, partition, offset) in &mut offsets {
-        for c in
-            deferred.iter().map(Consumed::source).filter(|c| c.topic == *topic && c.partition == *partition)
-        {
-            *offset = (*offset).min(c.offset - 1);
-        }
-    }
-    offsets.retain(|(_, _, o)| *o >= 0);
-    offsets
 }
 
 /// A valid record, its outcome and its device's clock at it.
@@ -424,7 +324,7 @@ impl Pipeline {
     /// Now for `device` on the pipeline's clock, Unix seconds: the wall clock, or on the
     /// event clock the device's own (an analyst's verdict or an onboarding takes effect
     /// at its newest record).
-    fn time(&self, engine: &Engine, device: &str, now: Now) -> f64 {
+    pub(super) fn time(&self, engine: &Engine, device: &str, now: Now) -> f64 {
         match self.clock {
             Clock::Service => now.unix,
             Clock::Event => engine.devices.get(device).map_or_else(|| engine.devices.time(), |d| d.clock()),
@@ -453,12 +353,9 @@ impl Pipeline {
         }
     }
 
-    /// Apply the feedback topic's messages. An analyst's verdict: a false positive closes
-    /// the incident and its behaviour is remembered (`behaviours.rs`); the device's
-    /// classifier is left as it was, so a verdict cannot make the device noisier.
-    /// An operator's request to forget a device: it goes, snapshot and all. Every
-    /// accepted message is emitted as an incident event, a refused one as a dead letter
-    /// with the reason.
+    /// Apply the feedback topic's messages, each a command of its own (`feedback/`):
+    /// what an accepted one did is emitted as incident events, a refused one is a dead
+    /// letter with the reason.
     pub fn feedback(
         &self,
         engine: &mut Engine,
@@ -470,64 +367,11 @@ impl Pipeline {
         self.follow_service_clock(engine, now);
         let mut out = Vec::new();
         for m in messages {
-            match self.apply_feedback(engine, &m.payload, now) {
-                Ok(Accepted::Forgot(f, known_normal)) => {
-                    telemetry.event(Event::Forgotten { device: &f.device, known_normal, by: &f.by });
-                    out.extend(self.eviction_closes(engine, now, model_version, telemetry));
-                    out.push(Emitted::Incident(IncidentEvent::Forgotten {
-                        device: f.device,
-                        known_normal,
-                        by: f.by,
-                        note: f.note,
-                        time: now.unix,
-                    }));
-                }
-                Ok(Accepted::Onboarding(request, o)) => {
-                    telemetry.event(Event::Onboarding {
-                        device: &request.device,
-                        event: "onboarding",
-                        records: 0,
-                        known_normal: 0,
-                    });
-                    out.push(Emitted::Incident(IncidentEvent::Onboarding {
-                        device: request.device,
-                        kind: request.kind,
-                        from: o.from,
-                        until: o.until,
-                        by: o.by,
-                        note: o.note,
-                        time: now.unix,
-                    }));
-                }
-                Ok(Accepted::Verdict(fb, applied)) => {
-                    let (transition, result) = match *applied {
-                        Applied::Confirmed(t) => (t, "confirmed"),
-                        Applied::Dismissed(t) => (t, "false_positive"),
-                        Applied::Unlearned => {
-                            telemetry.event(Event::Feedback { device: &fb.device, result: "confirmed" });
-                            telemetry.event(Event::Unlearned {
-                                device: &fb.device,
-                                incident: &fb.incident_id,
-                                by: &fb.by,
-                            });
-                            out.push(Emitted::Incident(IncidentEvent::Unlearned {
-                                time: self.time(engine, &fb.device, now),
-                                device: fb.device,
-                                incident_id: fb.incident_id,
-                                by: fb.by,
-                                note: fb.note,
-                            }));
-                            continue;
-                        }
-                    };
-                    telemetry.event(Event::Feedback { device: &fb.device, result });
-                    telemetry.event(Event::Incident { device: &fb.device, transition: &transition });
-                    out.push(self.incident_output(engine, &fb.device, &transition, model_version, now));
-                }
-                Err(reason) => {
-                    telemetry.event(Event::Feedback { device: "", result: "refused" });
-                    out.push(dead_letter(m, "bad_feedback", reason, now.unix));
-                }
+            let mut to =
+                Commands { pipeline: self, engine, now, version: model_version, telemetry, out: &mut out };
+            if let Err(reason) = FeedbackMessage::decode(&m.payload).and_then(|f| f.apply(&mut to)) {
+                telemetry.event(Event::Feedback { device: "", result: "refused" });
+                out.push(dead_letter(m, "bad_feedback", reason, now.unix));
             }
         }
         out.extend(engine.devices.take_shares().into_iter().map(Emitted::Share));
@@ -571,35 +415,6 @@ impl Pipeline {
         }
         telemetry.event(Event::Kinds(&engine.devices.kind_counts()));
         out
-    }
-
-    fn apply_feedback(&self, engine: &mut Engine, payload: &[u8], now: Now) -> Result<Accepted, String> {
-        match FeedbackMessage::decode(payload)? {
-            FeedbackMessage::Onboard(request) => {
-                let o = engine.devices.start_onboarding(
-                    &request.device,
-                    request.onboard_for_s,
-                    request.kind.as_deref(),
-                    request.by.clone(),
-                    request.note.clone(),
-                    self.time(engine, &request.device, now),
-                )?;
-                Ok(Accepted::Onboarding(request, o))
-            }
-            FeedbackMessage::Forget(f) => {
-                let known_normal = engine
-                    .devices
-                    .forget(&f.device)
-                    .ok_or_else(|| format!("unknown device {}: not tracked by this daemon", f.device))?;
-                Ok(Accepted::Forgot(f, known_normal))
-            }
-            FeedbackMessage::Verdict(fb) => {
-                let at = self.time(engine, &fb.device, now);
-                let applied =
-                    engine.devices.apply_feedback(&fb, at, self.feedback_max_age_s, &self.rules.memory)?;
-                Ok(Accepted::Verdict(fb, Box::new(applied)))
-            }
-        }
     }
 
     /// The incident's anomalous records against the device's known-normal window. Until
@@ -686,7 +501,7 @@ impl Pipeline {
         }
         let still = open
             .iter()
-            .filter(|d| engine.devices.get(d).is_some_and(|d| d.incidents().open.is_some()))
+            .filter(|d| engine.devices.get(d).is_some_and(|d| d.incidents().open().is_some()))
             .count();
         telemetry.event(Event::IncidentsOpen(still));
         out
@@ -735,12 +550,55 @@ impl Pipeline {
     }
 }
 
-/// A feedback-topic message applied.
-enum Accepted {
-    Verdict(Feedback, Box<Applied>),
-    /// A device forgotten, with the known-normal records it had.
-    Forgot(Forget, usize),
-    Onboarding(Onboard, Onboarding),
+/// What the feedback topic's commands act on (`feedback/`): the engine's device table,
+/// this pipeline's rules and clock, and the batch's outputs.
+struct Commands<'a> {
+    pipeline: &'a Pipeline,
+    engine: &'a mut Engine,
+    now: Now,
+    version: &'a str,
+    telemetry: &'a dyn Telemetry,
+    out: &'a mut Vec<Emitted>,
+}
+
+impl Applying for Commands<'_> {
+    fn devices(&mut self) -> &mut DeviceTable {
+        &mut self.engine.devices
+    }
+
+    fn now(&self) -> Now {
+        self.now
+    }
+
+    fn time(&self, device: &str) -> f64 {
+        self.pipeline.time(self.engine, device, self.now)
+    }
+
+    fn feedback_max_age_s(&self) -> u64 {
+        self.pipeline.feedback_max_age_s
+    }
+
+    fn memory(&self) -> MemoryRules {
+        self.pipeline.rules.memory
+    }
+
+    fn telemetry(&self) -> &dyn Telemetry {
+        self.telemetry
+    }
+
+    fn incident(&mut self, device: &str, transition: &Transition) {
+        self.telemetry.event(Event::Incident { device, transition });
+        self.out.push(self.pipeline.incident_output(self.engine, device, transition, self.version, self.now));
+    }
+
+    fn eviction_closes(&mut self) {
+        let closes = self.pipeline.eviction_closes(self.engine, self.now, self.version, self.telemetry);
+        self.out.extend(closes);
+    }
+
+    fn emit(&mut self, emitted: Emitted) {
+        self.out.push(emitted);
+    }
 }
 
 /// A refused message (record or feedback) as a dead letter, under its own key.

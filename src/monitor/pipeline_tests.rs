@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
+use crate::monitor::decode::{decode_batch, releasable_offsets};
 use crate::monitor::devices::{DeviceTable, WindowSizes};
 use crate::monitor::telemetry::Tally;
 

@@ -1,6 +1,6 @@
 //! What the core tells whoever watches it, as values: the pipeline reports each
 //! event to a [`Telemetry`], and the shell's implementation logs and counts it
-//! (`daemon/events.rs`), so the core needs no metrics library and a test can count
+//! (`daemon/internal_events/`), so the core needs no metrics library and a test can count
 //! what happened ([`Tally`]).
 
 use std::cell::RefCell;

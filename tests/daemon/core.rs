@@ -6,19 +6,16 @@ use crate::support::*;
 use metapu::daemon::config::DaemonConfig;
 use metapu::data::Label;
 use metapu::model::file;
-use metapu::monitor::clock::Now;
 use metapu::monitor::feedback::{Feedback, FeedbackMessage, Verdict};
 use metapu::monitor::incidents::IncidentRules;
 use metapu::monitor::output::{IncidentEvent, Source};
 use metapu::monitor::record;
-use metapu::monitor::telemetry::Tally;
-use metapu::monitor::{Emitted, Input, Monitor, Received, RecordOutputs};
+use metapu::monitor::{Emitted, Input, Received, RecordOutputs, TestDriver};
 
 /// The daemon's monitor on the test model, with quick incidents.
 struct Core {
-    monitor: Monitor,
+    driver: TestDriver,
     feedback_topic: String,
-    telemetry: Tally,
     offset: i64,
 }
 
@@ -42,15 +39,10 @@ impl Core {
         settings.outputs = RecordOutputs { scores: true, alerts: false };
         settings.trust_input_labels = true;
         Self {
-            monitor: Monitor::new(&settings, model, "v"),
+            driver: TestDriver::new(&settings, model, None, "v", None),
             feedback_topic: settings.feedback_topic.clone(),
-            telemetry: Tally::default(),
             offset: 0,
         }
-    }
-
-    fn tell(&mut self, input: Input) -> metapu::monitor::Output {
-        self.monitor.handle(input, Now::at(0, metapu::wall_clock::unix_now()), &self.telemetry)
     }
 
     /// The device's records, a second apart, arriving at once: one micro-batch, run
@@ -58,21 +50,10 @@ impl Core {
     fn feed(&mut self, rows: &[Vec<f32>], known: bool) -> Vec<Emitted> {
         for row in rows {
             self.offset += 1;
-            let message = Received {
-                source: Source::new("in", 0, self.offset),
-                key: None,
-                payload: record::encode("cam", self.offset as f64, row, known),
-            };
-            self.tell(Input::Arrived { message, at_ms: 0 });
+            let payload = record::encode("cam", self.offset as f64, row, known);
+            self.driver.pipe_payload("in", self.offset, payload);
         }
-        let mut emitted = Vec::new();
-        loop {
-            let out = self.tell(Input::Run);
-            if !out.ran {
-                return emitted;
-            }
-            emitted.extend(out.emitted);
-        }
+        self.driver.run()
     }
 
     fn verdict(&mut self, incident: &str, verdict: Verdict) -> Vec<Emitted> {
@@ -89,8 +70,8 @@ impl Core {
             payload: FeedbackMessage::Verdict(fb).encode(),
         };
         // On the feedback topic: applied after the batch's records.
-        self.tell(Input::Arrived { message: m, at_ms: 0 });
-        self.tell(Input::Run).emitted
+        self.driver.pipe(m);
+        self.driver.tell(Input::Run).emitted
     }
 }
 
@@ -135,7 +116,7 @@ fn a_false_positive_verdict_is_remembered_and_leaves_the_classifier_as_it_was() 
     assert_eq!(ids.len(), 1, "the new behaviour opens one incident: {:?}", anomalous(&first));
 
     let device = |core: &Core| {
-        let d = core.monitor.device("cam").unwrap();
+        let d = core.driver.monitor().device("cam").unwrap();
         (d.known_normal, d.prior)
     };
     let before = device(&core);
@@ -170,7 +151,7 @@ fn a_false_positive_verdict_is_remembered_and_leaves_the_classifier_as_it_was() 
     let [r] = suppressed[..] else { panic!("one suppressed incident: {after:?}") };
     assert_eq!(r.suppressed.as_ref().map(|d| d.incident_id.as_str()), Some(ids[0].as_str()));
     assert!(r.summary.contains("suppressed: the behaviour dismissed in incident"), "{}", r.summary);
-    let open = core.monitor.open_incident("cam").cloned().expect("recorded as open");
+    let open = core.driver.monitor().open_incident("cam").cloned().expect("recorded as open");
     assert!(open.suppressed.is_some() && open.news.is_none());
 
     // It goes on past three times its length: news, under the same id.

@@ -5,35 +5,35 @@ use crate::support::fixture;
 use metapu::daemon::config::DaemonConfig;
 use metapu::data::Label;
 use metapu::model::file;
-use metapu::monitor::clock::{Clock, Now};
+use metapu::monitor::clock::Clock;
 use metapu::monitor::output::Source;
 use metapu::monitor::record;
 use metapu::monitor::settings::CoreSettings;
-use metapu::monitor::telemetry::Tally;
-use metapu::monitor::{run_adaptation, Command, Emitted, Input, Monitor, Output, Received, RecordOutputs};
+use metapu::monitor::{Emitted, Input, Output, Received, RecordOutputs, TestDriver};
 
-/// The daemon's monitor on the service clock (the adapter runs when the test says),
+/// The daemon's monitor on the service clock (the adapter runs when time passes),
 /// every record's score published, labels trusted; `max_per_device` as given.
-fn monitor(max_per_device: usize) -> Monitor {
+fn monitor(max_per_device: usize) -> TestDriver {
     monitor_with(max_per_device, |_| {})
 }
 
-fn monitor_with(max_per_device: usize, change: impl FnOnce(&mut CoreSettings)) -> Monitor {
+fn monitor_with(max_per_device: usize, change: impl FnOnce(&mut CoreSettings)) -> TestDriver {
     let mut s = DaemonConfig::defaults().core_settings();
     change(&mut s);
     (s.clock, s.max_per_device, s.max_tracked, s.max_batch) = (Clock::Service, max_per_device, 1000, 10_000);
     (s.outputs, s.trust_input_labels, s.state) = (RecordOutputs { scores: true, alerts: false }, true, None);
     s.sizes.bootstrap_positives = 0;
-    Monitor::new(&s, file::load(&fixture().model_path, tch::Device::Cpu).unwrap(), "v")
-}
-
-fn now() -> Now {
-    Now::at(0, metapu::wall_clock::unix_now())
+    let model = || file::load(&fixture().model_path, tch::Device::Cpu).unwrap();
+    TestDriver::new(&s, model(), Some(model()), "v", None)
 }
 
 /// Records with consecutive offsets on partition 0, one micro-batch: what it scored
 /// (device, decision, score), in order; deferred records are not among them.
-fn feed(m: &mut Monitor, records: &[(&str, &[f32], bool)], first_offset: i64) -> Vec<(String, String, f32)> {
+fn feed(
+    m: &mut TestDriver,
+    records: &[(&str, &[f32], bool)],
+    first_offset: i64,
+) -> Vec<(String, String, f32)> {
     for (i, (device, row, known)) in records.iter().enumerate() {
         let offset = first_offset + i as i64;
         let message = Received {
@@ -41,9 +41,9 @@ fn feed(m: &mut Monitor, records: &[(&str, &[f32], bool)], first_offset: i64) ->
             key: None,
             payload: record::encode(device, 0.0, row, *known),
         };
-        m.handle(Input::Arrived { message, at_ms: 0 }, now(), &Tally::default());
+        m.pipe(message);
     }
-    scored(&m.handle(Input::Run, now(), &Tally::default()))
+    scored(&m.tell(Input::Run))
 }
 
 fn scored(out: &Output) -> Vec<(String, String, f32)> {
@@ -56,18 +56,10 @@ fn scored(out: &Output) -> Vec<(String, String, f32)> {
         .collect()
 }
 
-/// Time passes on the service clock: the adaptation round it schedules, run as the
-/// adapter thread runs it, and its result handed back.
-fn adapt_all(m: &mut Monitor) {
-    let later = Now::at(3_600_000, metapu::wall_clock::unix_now());
-    let out = m.handle(Input::Tick, later, &Tally::default());
-    let adapting = file::load(&fixture().model_path, tch::Device::Cpu).unwrap();
-    for command in out.commands {
-        if let Command::Adapt { generation, jobs } = command {
-            let states = run_adaptation(&adapting, &jobs, 64);
-            m.handle(Input::Adapted { generation, states, seconds_per_batch: 0.0 }, later, &Tally::default());
-        }
-    }
+/// An hour passes on the service clock: the adaptation round it schedules, solved
+/// and installed.
+fn adapt_all(m: &mut TestDriver) {
+    m.advance_time(3_600_000);
 }
 
 #[test]
@@ -84,11 +76,11 @@ fn a_window_of_nothing_but_attack_still_gives_a_finite_prior_and_alerts() {
     // known-normal record out of it.
     stream.extend(attack.iter().cycle().take(200).map(|r| ("victim", &r[..], false)));
     feed(&mut m, &stream, 0);
-    let unlabeled = m.device("victim").unwrap().unlabeled;
+    let unlabeled = m.monitor().device("victim").unwrap().unlabeled;
     assert!(unlabeled.chunks(dim).all(|r| attack.iter().any(|a| a == r)), "window is all attack");
     // Adapted on that window: at once (its first classifier), and again by any round.
     adapt_all(&mut m);
-    let prior = m.device("victim").unwrap().prior.expect("adapted");
+    let prior = m.monitor().device("victim").unwrap().prior.expect("adapted");
     assert!(prior.is_finite() && (0.0..=1.0).contains(&prior), "prior {prior}");
 
     let probes: Vec<(&str, &[f32], bool)> =
@@ -131,7 +123,7 @@ fn a_flooding_device_gets_its_share_of_a_batch_and_no_more() {
     let quiet_scored = scored.iter().filter(|(d, decision, _)| d != "flood" && decision != "unknown").count();
     assert_eq!(flood_taken, 8, "the flooding device is capped at its share");
     assert_eq!(quiet_scored, 50, "every quiet device's record is scored");
-    let flood = m.device("flood").unwrap();
+    let flood = m.monitor().device("flood").unwrap();
     assert_eq!(flood.unlabeled.len() / dim, 8, "shed records stay out of the windows");
     // No limit: everything is taken.
     let mut unlimited = monitor(0);

@@ -66,7 +66,7 @@ async fn known_normal_then_mixed_traffic_gives_alerts() {
     let ids: HashSet<&str> = alerts.iter().map(|a| a["alert_id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), alerts.len());
     assert!(alerts.iter().any(|a| a["source"]["index"].as_u64().is_some_and(|i| i > 0)), "{alerts:?}");
-    assert_eq!(daemon.metrics.records_consumed.get(), 8 + 30 + 30, "records, not messages");
+    assert_eq!(daemon.metrics.records_consumed(), 8 + 30 + 30, "records, not messages");
     daemon.shutdown().await.unwrap();
 }
 

@@ -1,8 +1,9 @@
 //! A device's traffic as the daemon would live it: records in capture order, each
-//! arriving at its capture time, through the daemon's driver (micro-batches cut by size
-//! and wait, deferred records, the engine's windows, batched scoring and threshold), re-adapted at the adaptation points the daemon's event clock
-//! sets on capture time (`EventCadence`); the first `labeled` benign records are marked
-//! known-normal, as an operator onboards a device. What an analyst would have seen: alerts on benign
+//! arriving at its capture time, through the daemon's monitor on the monitor's
+//! [`TestDriver`] (micro-batches cut by size and wait, deferred records, the windows,
+//! batched scoring and threshold), re-adapted at the adaptation points the daemon's
+//! event clock sets on capture time (`EventCadence`); the first `labeled` benign records
+//! are marked known-normal, as an operator onboards a device. What an analyst would have seen: alerts on benign
 //! traffic (false positive rate), on attack traffic (true positive rate), and how
 //! many attack records passed before the first alert; and the incidents the daemon's
 //! rules open on those decisions, on the capture clock.
@@ -13,14 +14,13 @@ use std::collections::HashSet;
 use metapu::daemon::config::DaemonConfig;
 use metapu::data::{Label, Task};
 use metapu::model::Model;
-use metapu::monitor::clock::{Clock, Now};
+use metapu::monitor::clock::Clock;
 use metapu::monitor::feedback::{Feedback, FeedbackMessage, Onboard, Verdict as FeedbackVerdict};
 use metapu::monitor::kinds::Share;
 use metapu::monitor::output::{IncidentEvent, Source};
 use metapu::monitor::record::{self, Context};
 use metapu::monitor::settings::CoreSettings;
-use metapu::monitor::telemetry::Tally;
-use metapu::monitor::{Emitted, Input, Monitor, Received, RecordOutputs};
+use metapu::monitor::{Emitted, Input, Monitor, Received, RecordOutputs, TestDriver};
 
 /// One device's labeled records in capture order (the task's id names the device).
 pub struct DeviceStream {
@@ -179,7 +179,7 @@ impl DeviceOutcome {
     }
 }
 
-/// Every device through one engine and the daemon's driver, one device after the
+/// Every device through one monitor, one device after the
 /// other, each on its own capture clock (the captures come from different years).
 pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<DeviceOutcome> {
     let dim = model.dim();
@@ -187,16 +187,16 @@ pub fn run(model: Model, devices: &[DeviceStream], cfg: &StreamConfig) -> Vec<De
     // where the daemon's event clock adapts it.
     // No state topic in the lab.
     let core = CoreSettings { max_tracked: devices.len().max(1), state: None, ..cfg.core.clone() };
-    let mut monitor = Monitor::new(&core, model, "lab");
-
-    let telemetry = Tally::default();
+    // The service clock stands still (each device runs on its capture's time); the
+    // real wall clock only stamps events.
+    let mut driver = TestDriver::new(&core, model, None, "lab", None);
     let published = RefCell::new(Vec::new());
     let outcomes = devices
         .iter()
         .enumerate()
         .map(|(partition, d)| {
             let keep = cfg.published.as_ref().map(|_| &published);
-            let mut lab = Lab { monitor: &mut monitor, telemetry: &telemetry, published: keep };
+            let mut lab = Lab { driver: &mut driver, published: keep };
             run_device(&mut lab, d, dim, cfg, partition as i32)
         })
         .collect();
@@ -234,12 +234,6 @@ pub fn source(partition: i32, offset: i64) -> Source {
 /// The topic name of [`source`].
 pub const STREAM_TOPIC: &str = "stream";
 
-/// The service clock stands still (each device runs on its capture's time); the wall
-/// clock only stamps events.
-fn now() -> Now {
-    Now::at(0, metapu::wall_clock::unix_now())
-}
-
 /// What one run of the pipeline showed, by record (see `DeviceRun::read_events`).
 struct RunEvents {
     verdicts: Vec<Option<bool>>,
@@ -251,15 +245,14 @@ struct RunEvents {
 
 /// The monitor as the lab drives it.
 struct Lab<'a> {
-    monitor: &'a mut Monitor,
-    telemetry: &'a Tally,
+    driver: &'a mut TestDriver,
     /// What the daemon would have published, kept when asked for.
     published: Option<&'a RefCell<Vec<String>>>,
 }
 
 impl Lab<'_> {
     fn tell(&mut self, input: Input) -> metapu::monitor::Output {
-        let out = self.monitor.handle(input, now(), self.telemetry);
+        let out = self.driver.tell(input);
         if let Some(p) = self.published {
             p.borrow_mut().extend(published_lines(&out.emitted));
         }
@@ -325,9 +318,9 @@ fn run_device(
         attack_incidents: HashSet::new(),
         news_seen: HashSet::new(),
     };
-    run.open = run.open_now(lab.monitor);
+    run.open = run.open_now(lab.driver.monitor());
     // Each record arrives at its capture time, as the daemon's consumer would see it
-    // live: the driver cuts the micro-batches (size and wait) and runs deferred records.
+    // live: the monitor cuts the micro-batches (size and wait) and runs deferred records.
     for i in 0..n {
         let message = Received {
             source: source(partition, i as i64),
@@ -341,11 +334,11 @@ fn run_device(
             ),
         };
         let arrival_ms = (d.ts[i].max(0.0) * 1000.0) as u64;
-        if lab.monitor.expired(arrival_ms) {
+        if lab.driver.monitor().expired(arrival_ms) {
             run.drain(lab);
         }
         lab.tell(Input::Arrived { message, at_ms: arrival_ms });
-        if lab.monitor.batch_full() {
+        if lab.driver.monitor().batch_full() {
             run.drain(lab);
         }
     }
@@ -359,7 +352,7 @@ impl DeviceRun<'_> {
         monitor.open_incident(&self.d.task.id).is_some_and(|i| !i.quiet())
     }
 
-    /// Run what the driver holds, one run of the pipeline at a time, until nothing waits.
+    /// Run what the monitor holds, one run of the pipeline at a time, until nothing waits.
     fn drain(&mut self, lab: &mut Lab<'_>) {
         loop {
             let out = lab.tell(Input::Run);
@@ -617,7 +610,7 @@ impl DeviceRun<'_> {
         // What the device shares with its kind comes back as the kinds topic would
         // bring it (every daemon reads it, this one included).
         share_back(lab, shares);
-        self.open = self.open_now(lab.monitor);
+        self.open = self.open_now(lab.driver.monitor());
     }
 
     /// The device is tracked from its first run on: onboard it from there (`metapu

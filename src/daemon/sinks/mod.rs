@@ -20,7 +20,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use super::metrics::Metrics;
+use super::internal_events::{
+    SinkDelivered, SinkDequeued, SinkDropped, SinkQueued, SinkRejected, SinkRetried,
+};
+use super::Metrics;
 use crate::monitor::output::{payload_excerpt, DeadLetter, IncidentEvent, Source};
 use crate::monitor::Emitted;
 use crate::wall_clock::unix_now;
@@ -122,9 +125,9 @@ impl Sinks {
             let Emitted::Incident(event) = e else { continue };
             for (name, queue) in &self.queues {
                 match queue.try_send(event.clone()) {
-                    Ok(()) => self.metrics.sink_queued.with_label_values(&[name]).inc(),
+                    Ok(()) => self.metrics.emit(SinkQueued(name)),
                     Err(_) => {
-                        self.metrics.sink_events.with_label_values(&[name, "dropped"]).inc();
+                        self.metrics.emit(SinkDropped(name));
                         let reason = format!(
                             "the {name} sink's queue is full (its receiver has not taken events for a while): \
                              this event was not forwarded; it is on the incidents topic"
@@ -175,29 +178,23 @@ async fn forward<R: Receiver>(
         loop {
             match receiver.send(&event).await {
                 Ok(()) => {
-                    metrics.sink_events.with_label_values(&[name, "delivered"]).inc();
-                    if std::mem::take(&mut told_down) {
-                        tracing::info!(sink = name, "sink delivers again");
-                    }
+                    metrics.emit(SinkDelivered { sink: name, recovered: std::mem::take(&mut told_down) });
                     break;
                 }
                 Err(Failure::Refused(reason)) => {
-                    metrics.sink_events.with_label_values(&[name, "rejected"]).inc();
-                    tracing::warn!(sink = name, %reason, "sink refused an incident event; dead-lettered");
+                    metrics.emit(SinkRejected { sink: name, reason: &reason });
                     let _ = dead.send(dead_letter(name, &event, "sink_rejected", reason));
                     break;
                 }
                 Err(Failure::Retry(reason)) => {
-                    metrics.sink_events.with_label_values(&[name, "retried"]).inc();
-                    if !std::mem::replace(&mut told_down, true) {
-                        tracing::warn!(sink = name, %reason, "sink unreachable; retrying with backoff");
-                    }
+                    let first = !std::mem::replace(&mut told_down, true);
+                    metrics.emit(SinkRetried { sink: name, reason: &reason, first });
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(30));
                 }
             }
         }
-        metrics.sink_queued.with_label_values(&[name]).dec();
+        metrics.emit(SinkDequeued(name));
     }
 }
 

@@ -87,7 +87,7 @@ impl DeviceTable {
         d.incidents = snapshot.incidents.clone();
         // An open incident's quiet period runs on from its last anomalous record on the
         // event clock (a restart changes no incident), from now on the service's.
-        let last_ts = d.incidents.open.as_ref().map(|i| i.figures.last_ts).filter(|_| self.event_clock);
+        let last_ts = d.incidents.open().map(|i| i.figures.last_ts).filter(|_| self.event_clock);
         d.incidents = match last_ts {
             Some(ts) => {
                 d.clock = ts;

@@ -26,7 +26,7 @@ impl DeviceTable {
         if d.positive.is_empty() && d.kind.is_none() {
             return false;
         }
-        if d.incidents.open.is_some() {
+        if d.incidents.open().is_some() {
             // Closed as evicted, explained on the windows it had.
             self.evicted_with_incidents.push((id.to_string(), d.clone()));
             d.incidents.close_evicted(if event_clock { d.clock } else { table_time });
@@ -46,7 +46,7 @@ impl DeviceTable {
     /// incident is closed.
     pub(super) fn forget_evicted(&mut self, id: &str, d: Device) {
         self.forgotten.push((id.to_string(), d.partition, d.home));
-        if d.incidents.open.is_some() {
+        if d.incidents.open().is_some() {
             self.evicted_with_incidents.push((id.to_string(), d));
         }
     }

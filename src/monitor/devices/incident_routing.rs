@@ -7,7 +7,7 @@ impl DeviceTable {
     /// and awaits its verdict (a silent device's time still passes for it).
     pub fn with_open_incidents(&self) -> Vec<String> {
         let awaits =
-            |d: &Device| d.incidents.open.is_some() || d.incidents.awaiting_fleet_verdict().is_some();
+            |d: &Device| d.incidents.open().is_some() || d.incidents.awaiting_fleet_verdict().is_some();
         self.devices.iter().filter(|(_, d)| awaits(d)).map(|(id, _)| id.clone()).collect()
     }
 

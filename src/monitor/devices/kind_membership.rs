@@ -5,7 +5,7 @@ use super::*;
 use crate::monitor::behaviours::{Behaviour, Dismissal};
 use crate::monitor::footprint::Footprint;
 use crate::monitor::incidents::Incident;
-use crate::monitor::kinds::Raised;
+use crate::monitor::incidents::Raised;
 
 /// What the kind hears of an incident at hand: one raised to an analyst on its own (not
 /// by a look or for an attack's footprint on the device: those are raised on each
@@ -44,7 +44,7 @@ impl DeviceTable {
             return Ok(());
         }
         d.unsnapshotted = true;
-        if d.rows_accepted || !d.incidents.memory.is_empty() {
+        if d.rows_accepted || !d.incidents.memory().is_empty() {
             self.share_due.insert(id.to_string());
         }
         if let Some(old) = d.kind.replace(kind.to_string()) {
@@ -63,7 +63,7 @@ impl DeviceTable {
         // What people dismissed, not what the daemon learned by itself.
         let behaviours = d
             .incidents
-            .memory
+            .memory()
             .behaviours
             .iter()
             .filter(|b| !b.dismissal.learned)
@@ -73,7 +73,7 @@ impl DeviceTable {
                 b
             })
             .collect();
-        let raised = [&d.incidents.last_closed, &d.incidents.open]
+        let raised = [d.incidents.last_closed(), d.incidents.open()]
             .into_iter()
             .flatten()
             .filter_map(|i| raised(id, i, self.dim))
@@ -145,22 +145,8 @@ impl DeviceTable {
     /// them; an update if it is open and raised, so the analyst hears of its fleet.
     fn name_members(&mut self, id: &str, joins: &[(String, String)]) -> Option<Transition> {
         let d = self.devices.get_mut(id)?;
-        let mut update = None;
-        for incident in [&mut d.incidents.open, &mut d.incidents.last_closed].into_iter().flatten() {
-            let new: Vec<&String> = joins
-                .iter()
-                .filter(|(fleet, sibling)| *fleet == incident.id && !incident.members.contains(sibling))
-                .map(|(_, sibling)| sibling)
-                .collect();
-            if new.is_empty() {
-                continue;
-            }
-            incident.members.extend(new.into_iter().cloned());
-            d.unsnapshotted = true;
-            if incident.closed_at.is_none() && !incident.quiet() {
-                update = Some(Transition::Updated(incident.clone()));
-            }
-        }
+        let (changed, update) = d.incidents.name_members(joins);
+        d.unsnapshotted |= changed;
         update
     }
 

@@ -1,10 +1,19 @@
-//! Per-device state: the positive and unlabeled windows, the adapted classifier and
-//! bookkeeping; the device table, the one owner of that state. Here: a device, the
-//! table, and what it admits of each record (`observe`: the one admission rule). Its
-//! other jobs, each in its own file: `onboarding_spans`, `kind_membership`, `eviction`
-//! (capacity, idleness, forgetting, moved partitions, unmonitored devices), `adaptation`
-//! (due devices, handovers, installs, restores) and `incident_routing` (to a device's
-//! tracker).
+//! The devices layer: each device's state and its adaptation. The device table is the
+//! one owner of a device's state (its windows, classifier, onboarding, kind and
+//! incident tracker); the engine takes a micro-batch's records into it, scores them and
+//! adapts the devices on the event clock's cadence.
+//!
+//! Here: a device, the table, and what it admits of each record (`observe`: the one
+//! admission rule). The table's other jobs, each in its own file: `onboarding_spans`,
+//! `kind_membership`, `eviction` (capacity, idleness, forgetting, moved partitions,
+//! unmonitored devices), `adaptation` (due devices, handovers, installs, restores),
+//! `state_topic` (snapshots) and `incident_routing` (to a device's tracker).
+//!
+//! Beside it: `engine` (records in, outcomes out), `windows` and `span_window` (the
+//! windows), `onboarding` and `kinds` (known-normal traffic an operator gives a device
+//! or its kind), `stream_time` (each input partition's time, the event clock's),
+//! `adapt_jobs` (windows to classifiers, in batched solves), `adapt_worker` (the one
+//! adaptation thread) and `solver` (where the event clock's jobs are solved).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -12,16 +21,27 @@ use crate::model::TaskState;
 
 use super::behaviours::{Dismissal, MemoryRules};
 use super::clock::Now;
-use super::feedback::Feedback;
+use super::incidents::Feedback;
 use super::incidents::{Applied, Decision, IncidentRules, IncidentTracker, Transition};
-use super::kinds::{KindError, Kinds, Share};
-use super::onboarding::{seed_of, Onboarding, MAX_SPAN_S};
 use super::output::PriorUpdate;
 use super::record::Source;
-use super::snapshot::Snapshot;
-use super::span_window::{SpanSizes, SpanWindow};
-use super::stream_time::StreamClocks;
-use super::windows::{RowWindow, SharedRows};
+use kinds::{KindError, Kinds, Share};
+use onboarding::{seed_of, Onboarding, MAX_SPAN_S};
+use snapshot::Snapshot;
+use span_window::{SpanSizes, SpanWindow};
+use stream_time::StreamClocks;
+use windows::{RowWindow, SharedRows};
+
+pub(super) mod adapt_jobs;
+pub(super) mod adapt_worker;
+pub(super) mod engine;
+pub mod kinds;
+pub mod onboarding;
+pub mod snapshot;
+pub mod solver;
+pub mod span_window;
+pub(super) mod stream_time;
+pub(super) mod windows;
 
 mod adaptation;
 pub use adaptation::{records_needed, Kept};
@@ -32,6 +52,7 @@ mod kind_membership;
 mod onboarding_spans;
 mod state_topic;
 #[cfg(test)]
+#[path = "table_tests.rs"]
 mod tests;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -306,7 +327,7 @@ impl Device {
         memory: &MemoryRules,
     ) -> Option<PriorUpdate> {
         let prior = self.classifier.as_ref()?.prior;
-        let remembered = (self.incidents.memory.behaviours.iter())
+        let remembered = (self.incidents.memory().behaviours.iter())
             .map(|b| Dismissal { expires_at: Some(b.dismissal.expires(memory)), ..b.dismissal.clone() })
             .collect();
         Some(PriorUpdate {

@@ -2,11 +2,11 @@
 //! due a snapshot, their records (rows only when they changed), and writes that failed
 //! marked to be made again. The shell sends the records; the books are kept here.
 
-use super::*;
-use crate::model::TaskState;
-use crate::monitor::snapshot::{
+use super::snapshot::{
     encode_rows, encode_span_rows, Part, SavedClassifiers, SavedPoints, StateRecord, WriteFailed,
 };
+use super::*;
+use crate::model::TaskState;
 
 /// What a snapshot keeps of the devices' classifiers on the event clock: the model they
 /// belong to, and each device's classifier waiting for its next point.

@@ -1,4 +1,4 @@
-//! Tests of `incidents.rs`.
+//! Tests of the incident tracker.
 
 use super::*;
 use crate::monitor::output::IncidentReport;

@@ -99,7 +99,7 @@ impl Dismissal {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct News {
     pub why: String,
-    pub by: super::record::Source,
+    pub by: crate::monitor::record::Source,
 }
 
 /// One dismissed incident's behaviour.

@@ -3,7 +3,7 @@
 //! (`solver.rs`) and the daemon's adapter thread run them off the scoring path. Both
 //! import this, neither the other.
 
-use super::devices::AdaptJob;
+use super::AdaptJob;
 use crate::model::{Model, RowCache, Support, TaskState};
 
 /// A device's classifier adapted on the windows of one [`AdaptJob`].

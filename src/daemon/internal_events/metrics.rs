@@ -1,5 +1,6 @@
 //! Prometheus metrics: `metapu_` prefix, base units, `_total` counters, no per-device
-//! labels (a fleet has too many devices for label cardinality).
+//! labels (a fleet has too many devices for label cardinality). The fields are this
+//! module's parent's alone: only an internal event counts.
 
 use prometheus::{
     exponential_buckets, linear_buckets, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter,
@@ -9,53 +10,53 @@ use prometheus::{
 use crate::endpoints::{register, render};
 
 pub struct Metrics {
-    pub registry: Registry,
-    pub records_consumed: IntCounter,
-    pub records_scored: IntCounter,
-    pub records_unknown: IntCounter,
-    pub records_invalid: IntCounterVec,
-    pub records_deferred: IntCounter,
-    pub records_label_ignored: IntCounter,
-    pub records_redelivered: IntCounter,
-    pub alerts: IntCounter,
-    pub adaptations: IntCounter,
-    pub adaptation_seconds: Histogram,
-    pub scoring_seconds: Histogram,
-    pub batch_records: Histogram,
-    pub priors: Histogram,
-    pub devices_tracked: IntGauge,
-    pub devices_unmonitored: IntGauge,
-    pub incidents: IntCounterVec,
-    pub incidents_open: IntGauge,
-    pub feedback: IntCounterVec,
-    pub kind_shares: IntCounterVec,
-    pub kinds: IntGauge,
-    pub kind_members: IntGauge,
-    pub incidents_closed: IntCounterVec,
-    pub devices_evicted: IntCounterVec,
-    pub consumer_lag: IntGauge,
-    pub produce_errors: IntCounter,
-    pub model_info: GaugeVec,
-    pub model_reloads: IntCounterVec,
-    pub ready: Gauge,
-    pub state_restored_devices: IntCounter,
-    pub state_restored_bytes: IntCounter,
-    pub state_restore_failures: IntCounter,
-    pub state_restore_seconds: Gauge,
-    pub state_restoring: IntGauge,
-    pub snapshots: IntCounter,
-    pub state_bytes: IntCounter,
-    pub partitions_assigned: prometheus::IntGaugeVec,
-    pub rebalances: IntCounterVec,
-    pub state_parked: IntGauge,
-    pub stream_idle: IntCounter,
-    pub adaptation_waits: IntCounter,
+    pub(super) registry: Registry,
+    pub(super) records_consumed: IntCounter,
+    pub(super) records_scored: IntCounter,
+    pub(super) records_unknown: IntCounter,
+    pub(super) records_invalid: IntCounterVec,
+    pub(super) records_deferred: IntCounter,
+    pub(super) records_label_ignored: IntCounter,
+    pub(super) records_redelivered: IntCounter,
+    pub(super) alerts: IntCounter,
+    pub(super) adaptations: IntCounter,
+    pub(super) adaptation_seconds: Histogram,
+    pub(super) scoring_seconds: Histogram,
+    pub(super) batch_records: Histogram,
+    pub(super) priors: Histogram,
+    pub(super) devices_tracked: IntGauge,
+    pub(super) devices_unmonitored: IntGauge,
+    pub(super) incidents: IntCounterVec,
+    pub(super) incidents_open: IntGauge,
+    pub(super) feedback: IntCounterVec,
+    pub(super) kind_shares: IntCounterVec,
+    pub(super) kinds: IntGauge,
+    pub(super) kind_members: IntGauge,
+    pub(super) incidents_closed: IntCounterVec,
+    pub(super) devices_evicted: IntCounterVec,
+    pub(super) consumer_lag: IntGauge,
+    pub(super) produce_errors: IntCounter,
+    pub(super) model_info: GaugeVec,
+    pub(super) model_reloads: IntCounterVec,
+    pub(super) ready: Gauge,
+    pub(super) state_restored_devices: IntCounter,
+    pub(super) state_restored_bytes: IntCounter,
+    pub(super) state_restore_failures: IntCounter,
+    pub(super) state_restore_seconds: Gauge,
+    pub(super) state_restoring: IntGauge,
+    pub(super) snapshots: IntCounter,
+    pub(super) state_bytes: IntCounter,
+    pub(super) partitions_assigned: prometheus::IntGaugeVec,
+    pub(super) rebalances: IntCounterVec,
+    pub(super) state_parked: IntGauge,
+    pub(super) stream_idle: IntCounter,
+    pub(super) adaptation_waits: IntCounter,
     /// Incident events per sink (webhook, syslog) and result: `delivered`, `retried`
     /// (an attempt failed; sent again), `rejected` (refused for good: dead-lettered),
     /// `dropped` (the sink's queue was full: dead-lettered).
-    pub sink_events: IntCounterVec,
+    pub(super) sink_events: IntCounterVec,
     /// Events waiting in each sink's queue.
-    pub sink_queued: prometheus::IntGaugeVec,
+    pub(super) sink_queued: prometheus::IntGaugeVec,
 }
 
 impl Metrics {
@@ -343,9 +344,43 @@ impl Metrics {
         self
     }
 
-    pub fn set_model(&self, version: &str, features: usize, task_dim: i64) {
+    pub(super) fn set_model(&self, version: &str, features: usize, task_dim: i64) {
         self.model_info.reset();
         self.model_info.with_label_values(&[version, &features.to_string(), &task_dim.to_string()]).set(1.0);
+    }
+
+    /// Readings for what runs the daemon in its own process (benchmarks, tests):
+    /// nothing decides on them.
+    pub fn records_consumed(&self) -> u64 {
+        self.records_consumed.get()
+    }
+
+    pub fn adaptations(&self) -> u64 {
+        self.adaptations.get()
+    }
+
+    pub fn incidents_opened(&self) -> u64 {
+        self.incidents.with_label_values(&["opened"]).get()
+    }
+
+    pub fn snapshots(&self) -> u64 {
+        self.snapshots.get()
+    }
+
+    pub fn state_bytes(&self) -> u64 {
+        self.state_bytes.get()
+    }
+
+    pub fn state_restored_devices(&self) -> u64 {
+        self.state_restored_devices.get()
+    }
+
+    pub fn state_restoring(&self) -> bool {
+        self.state_restoring.get() != 0
+    }
+
+    pub fn state_restore_seconds(&self) -> f64 {
+        self.state_restore_seconds.get()
     }
 
     /// The Prometheus text exposition.

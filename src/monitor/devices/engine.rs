@@ -9,15 +9,15 @@ use crate::model::{Model, TaskState};
 use super::adapt_jobs::run_adaptation;
 pub use super::adapt_jobs::Adapted;
 
-use super::clock::Now;
-pub use super::devices::AdaptJob;
-pub use super::devices::WindowSizes;
-use super::devices::{records_needed, AdaptationPoint};
-use super::devices::{Classifiers, DeviceTable, Kept};
-use super::record::FeatureRecord;
-pub use super::record::Source;
 use super::snapshot::Snapshot;
 use super::solver::{InlineSolver, Solved, Solver};
+pub use super::AdaptJob;
+pub use super::WindowSizes;
+use super::{records_needed, AdaptationPoint};
+use super::{Classifiers, DeviceTable, Kept};
+use crate::monitor::clock::Now;
+use crate::monitor::record::FeatureRecord;
+pub use crate::monitor::record::Source;
 
 /// Outcome for one record.
 #[derive(Debug, Clone, Copy, PartialEq)]

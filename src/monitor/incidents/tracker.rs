@@ -1,448 +1,40 @@
-//! Incidents: one per attack, not one alert per record. Per device, a small state
-//! machine over its scored records — open when `k` of the last `n` decisions are
-//! anomalous; update while open, at most every `update_interval`; close after `quiet`
-//! with no anomalous decision. Pure: no Kafka, no clock of its own (times come in).
+//! A device's incident state machine: its last decisions, its open incident, what it
+//! dismissed, and the looks over its packets.
 
-use std::collections::BTreeSet;
-
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-
-use super::behaviours::{Behaviour, Beyond, Dismissal, Memory, MemoryRules, News, LEARNED_BY};
-use super::fanout::{FanOut, FanOutRules, Finding};
-use super::feedback::{Feedback, Verdict};
-use super::footprint::{self, Footprint, History};
-use super::incident_traffic::{Severity, Traffic};
-use super::kinds::Raised;
-use super::record::FeatureRecord;
-use super::record::Source;
-use crate::traffic::context::Context;
-
-/// Opening, updating and closing rules (`[incidents]`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct IncidentRules {
-    /// Open when `open_k` of the last `open_n` decisions are anomalous (`open_n` ≤ 64).
-    pub open_k: u32,
-    pub open_n: u32,
-    pub update_interval_ms: u64,
-    pub quiet_ms: u64,
-    /// An incident that closed quietly this recently (device time) opens again, under
-    /// its id, instead of a new one: to an analyst a behaviour that pauses for a few
-    /// minutes and resumes is one incident. 0 = never.
-    pub reopen_ms: u64,
-    /// Anomalous records kept per open incident (for feedback and explanations).
-    pub keep_records: usize,
-    /// What analysts dismissed, remembered (`behaviours.rs`).
-    pub memory: MemoryRules,
-    /// The second look on the records' packets (`fanout.rs`).
-    pub fan_out: FanOutRules,
-    /// An incident of the same behaviour as one a sibling of its kind raised at most
-    /// this long before (device time) joins it: one fleet incident (`kinds.rs`). 0 = never.
-    pub fleet_ms: u64,
-}
-
-/// An open incident of one device. Part of the device's snapshot; the service-clock
-/// fields are not (they restart at restore).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Incident {
-    /// Deterministic: the device and the source of the record that opened it, so a
-    /// redelivered record never opens a second incident.
-    pub id: String,
-    pub opened_by: Source,
-    #[serde(flatten)]
-    pub figures: IncidentFigures,
-    /// Sum of the anomalous records' anomaly scores (for their mean).
-    pub score_sum: f64,
-    /// The device's estimated attack share (1 − π̂) at its last record.
-    pub attack_share: f32,
-    /// Service clock (ms) of the last anomalous decision and of the last update sent.
-    #[serde(skip)]
-    pub last_anomalous_ms: u64,
-    #[serde(skip)]
-    pub last_update_ms: u64,
-    /// Records came in since the last event.
-    #[serde(skip)]
-    pub changed: bool,
-    /// Feature rows of up to `keep_records` anomalous records, the first ones.
-    pub kept: Vec<f32>,
-    /// Analysts' verdicts on it, oldest first.
-    #[serde(default)]
-    pub feedback: Vec<Feedback>,
-    /// The packets behind its anomalous records (when the records carried context).
-    #[serde(default)]
-    pub traffic: Traffic,
-    /// Unix seconds when it closed (closed incidents kept for late feedback only).
-    #[serde(default)]
-    pub closed_at: Option<f64>,
-    /// Times it closed quietly and opened again (`IncidentRules::reopen_ms`), and the
-    /// record that reopened it last.
-    #[serde(default)]
-    pub reopened: u32,
-    #[serde(default)]
-    pub reopened_by: Option<Source>,
-    /// Of a behaviour an analyst dismissed (`behaviours.rs`): recorded, not raised.
-    #[serde(default)]
-    pub suppressed: Option<Dismissal>,
-    /// It was suppressed and then went beyond the dismissed behaviour: why, in words,
-    /// and the record that did.
-    #[serde(default)]
-    pub news: Option<News>,
-    /// Raised by the fan-out look (`fanout.rs`), not by the model's decisions: which
-    /// look, why, and the record.
-    #[serde(default)]
-    pub look: Option<Finding>,
-    /// It closed quietly without a verdict and its behaviour was remembered
-    /// (`MemoryRules::learn_quiet`).
-    #[serde(default)]
-    pub learned: bool,
-    /// What it showed of an attack's footprint (`footprint.rs`), from the record that
-    /// first did: never learned without a verdict, and news in a return of what was.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub footprint: Option<Footprint>,
-    /// The kinds of footprint it has shown (bit `1 << weight`): a raised incident that
-    /// shows a new kind on the device tells the analyst at once.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub shown: u8,
-    /// It joined a sibling's incident (`IncidentRules::fleet_ms`): recorded under it, not
-    /// raised, and answered by the verdict on it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fleet: Option<Fleet>,
-    /// Siblings whose incidents joined this one: its fleet.
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub members: BTreeSet<String>,
-}
-
-fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
-    *n == T::default()
-}
-
-/// The sibling's incident one joined.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Fleet {
-    pub incident_id: String,
-    pub device: String,
-}
-
-/// The note of a verdict a joined incident takes from its fleet incident's.
-pub fn fleet_note(fleet: &Fleet) -> String {
-    format!("answered on fleet incident {} ({})", fleet.incident_id, fleet.device)
-}
-
-impl Incident {
-    /// A new incident at its opening record (and a look's finding, if one opened it).
-    fn opened(
-        device: &str,
-        d: &Decision<'_>,
-        finding: Option<Finding>,
-        rules: &IncidentRules,
-        (now_ms, now_unix): (u64, f64),
-    ) -> Self {
-        let anomaly = 1.0 - d.posterior;
-        let mut incident = Incident {
-            figures: IncidentFigures {
-                opened_at: now_unix,
-                first_ts: d.ts,
-                last_ts: d.ts,
-                records: 1,
-                anomalous: 1,
-                peak_score: anomaly,
-            },
-            score_sum: f64::from(anomaly),
-            attack_share: 1.0 - d.prior,
-            last_anomalous_ms: now_ms,
-            last_update_ms: now_ms,
-            kept: if rules.keep_records > 0 { d.features.to_vec() } else { Vec::new() },
-            look: finding,
-            ..Self::blank(incident_id(device, d.source), d.source.clone())
-        };
-        if let Some(c) = d.context {
-            incident.traffic.add(c, d.ts);
-        }
-        incident
-    }
-
-    /// Held by the device's learning period: suppressed as itself
-    /// ([`IncidentTracker::learning_hold`]), not as a remembered behaviour.
-    pub fn held(&self) -> bool {
-        self.suppressed.as_ref().is_some_and(|d| d.incident_id == self.id)
-    }
-
-    pub fn mean_score(&self) -> f32 {
-        (self.score_sum / self.figures.anomalous.max(1) as f64) as f32
-    }
-
-    /// An incident with nothing in it yet.
-    fn blank(id: String, opened_by: Source) -> Self {
-        Self {
-            id,
-            opened_by,
-            figures: IncidentFigures::default(),
-            score_sum: 0.0,
-            attack_share: 0.0,
-            last_anomalous_ms: 0,
-            last_update_ms: 0,
-            changed: false,
-            kept: Vec::new(),
-            feedback: Vec::new(),
-            closed_at: None,
-            traffic: Traffic::default(),
-            reopened: 0,
-            reopened_by: None,
-            suppressed: None,
-            news: None,
-            look: None,
-            learned: false,
-            footprint: None,
-            shown: 0,
-            fleet: None,
-            members: BTreeSet::new(),
-        }
-    }
-
-    /// An open incident with these counts, for other modules' tests.
-    #[cfg(test)]
-    pub(crate) fn sample(records: u64, anomalous: u64) -> Self {
-        let opened_by = Source::new("iot.features", 0, 311);
-        Self {
-            figures: IncidentFigures { records, anomalous, peak_score: 0.9, ..IncidentFigures::default() },
-            score_sum: 0.9 * anomalous as f64,
-            ..Self::blank("0123456789abcdef0123456789abcdef".into(), opened_by)
-        }
-    }
-
-    /// Not raised to an analyst by itself: suppressed (or held), or joined to a
-    /// sibling's fleet incident. Its updates are not sent.
-    pub fn quiet(&self) -> bool {
-        self.suppressed.is_some() || self.fleet.is_some()
-    }
-
-    /// Something new for the analyst, said at once (its event goes out now; the next
-    /// update waits its interval from here).
-    fn tell(&mut self, news: News, now_ms: u64) {
-        self.news = Some(news);
-        self.changed = false;
-        self.last_update_ms = now_ms;
-    }
-
-    /// Its severity by the fixed rule on its figures and traffic so far.
-    pub fn severity(&self) -> Severity {
-        let f = &self.figures;
-        Severity::of(f.anomalous, f.records, f.last_ts - f.first_ts, &self.traffic)
-    }
-
-    /// One more anomalous record while open; `history`: what the device's normal traffic
-    /// had, for the footprint.
-    /// An attack's footprint on the device of a kind it had not shown, if this record
-    /// showed one.
-    fn add_anomalous(
-        &mut self,
-        d: &Decision<'_>,
-        rules: &IncidentRules,
-        now_ms: u64,
-        history: &History,
-    ) -> Option<Footprint> {
-        let anomaly = 1.0 - d.posterior;
-        self.figures.anomalous += 1;
-        self.figures.peak_score = self.figures.peak_score.max(anomaly);
-        self.score_sum += f64::from(anomaly);
-        self.figures.last_ts = d.ts;
-        self.last_anomalous_ms = now_ms;
-        if self.kept.len() < rules.keep_records * d.features.len() {
-            self.kept.extend_from_slice(d.features);
-        }
-        if let Some(c) = d.context {
-            self.traffic.add(c, d.ts);
-        }
-        self.note_footprint(d.context, history)
-    }
-
-    /// The weightiest footprint it has shown is kept (`footprint.rs`): a sweep's first
-    /// who-has is a new local peer, its eighth a scan. Returns one on the device of a
-    /// kind the incident had not shown (`shown`).
-    fn note_footprint(&mut self, c: Option<&Context>, history: &History) -> Option<Footprint> {
-        let found = footprint::of_record(c, &self.traffic, self.severity(), history)?;
-        let bit = 1u8 << found.weight();
-        let new_kind = self.shown & bit == 0;
-        self.shown |= bit;
-        let told = (new_kind && found.on_the_device()).then(|| found.clone());
-        if self.footprint.as_ref().is_none_or(|kept| found.weight() > kept.weight()) {
-            self.footprint = Some(found);
-        }
-        told
-    }
-}
-
-/// What an incident counts: the same in the tracker's state and in every event an
-/// analyst receives (`output::IncidentReport`), under the same names.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct IncidentFigures {
-    /// Unix seconds at opening.
-    pub opened_at: f64,
-    /// Record timestamps (`ts`) of the opening and of the last anomalous record.
-    pub first_ts: f64,
-    pub last_ts: f64,
-    /// Records scored while it was open, and how many of them were anomalous.
-    pub records: u64,
-    pub anomalous: u64,
-    /// Anomaly score (1 − posterior of normal traffic) of the anomalous records: the
-    /// highest.
-    pub peak_score: f32,
-}
-
-/// Why an incident closed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resolution {
-    /// `quiet` passed with no anomalous decision.
-    Quiet,
-    /// An analyst called it a false positive.
-    Dismissed,
-    /// The daemon stopped tracking the device (`devices.max_tracked` reached) or it went
-    /// idle (`devices.idle_timeout_s`): nobody watches the incident any more.
-    Evicted,
-}
-
-impl Resolution {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Resolution::Quiet => "quiet",
-            Resolution::Dismissed => "dismissed",
-            Resolution::Evicted => "evicted",
-        }
-    }
-}
-
-/// Feedback that cannot be applied.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FeedbackError {
-    #[error("no incident {incident} on device {device} (unknown, or closed more than {max_age_s} s ago)")]
-    UnknownIncident { device: String, incident: String, max_age_s: u64 },
-    #[error("incident {0} was already dismissed")]
-    AlreadyDismissed(String),
-}
-
-/// What applying feedback did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Applied {
-    /// A false positive: its behaviour is remembered; the transition closes the
-    /// incident as dismissed (or, for one already closed, reports the verdict).
-    Dismissed(Transition),
-    /// Recorded on the incident.
-    Confirmed(Transition),
-    /// A `confirmed` verdict on an incident no longer at hand (closed long ago, or not the
-    /// last) whose behaviour is remembered: it is forgotten (its returns are raised again).
-    Unlearned,
-}
-
-/// What happened to a device's incident.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Transition {
-    Opened(Incident),
-    Updated(Incident),
-    /// It had closed quietly a moment ago (`IncidentRules::reopen_ms`) and is open again.
-    Reopened(Incident),
-    /// It opened, and is of a behaviour an analyst dismissed: recorded, not raised
-    /// (its updates are not sent; its close is, and a record beyond the behaviour opens
-    /// it for the analyst as news).
-    Suppressed(Incident),
-    Closed(Incident, Resolution),
-    /// An analyst's verdict on an incident that had already closed.
-    Reviewed(Incident),
-    /// It opened, of the same behaviour as an incident a sibling of its kind raised a
-    /// moment before, and joined it: recorded under that fleet incident, not raised (a
-    /// record beyond that behaviour raises it as news).
-    Joined(Incident),
-}
-
-impl Transition {
-    /// What happened, in a word (`opened`, `updated`, `reopened`, `suppressed`,
-    /// `closed`, `reviewed`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Opened(_) => "opened",
-            Self::Updated(_) => "updated",
-            Self::Reopened(_) => "reopened",
-            Self::Suppressed(_) => "suppressed",
-            Self::Closed(..) => "closed",
-            Self::Reviewed(_) => "reviewed",
-            Self::Joined(_) => "joined",
-        }
-    }
-}
-
-/// One scored record, as the tracker sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct Decision<'a> {
-    pub anomalous: bool,
-    /// Posterior probability of normal traffic.
-    pub posterior: f32,
-    pub prior: f32,
-    pub ts: f64,
-    pub source: &'a Source,
-    pub features: &'a [f32],
-    pub context: Option<&'a Context>,
-    /// The model judged it (it was not labeled normal or taken as normal): the first
-    /// such record starts the device's learning period.
-    pub judged: bool,
-}
-
-impl<'a> Decision<'a> {
-    /// A scored record's decision. A record labeled normal, or taken as known-normal by
-    /// the daemon (`taken_as_normal`: a new device's first records, an onboarding span's),
-    /// never counts towards an incident: the operator said what it is, and it is being
-    /// learned as normal.
-    pub fn of(
-        record: &'a FeatureRecord,
-        source: &'a Source,
-        posterior: f32,
-        anomalous: bool,
-        prior: f32,
-        taken_as_normal: bool,
-    ) -> Self {
-        Self {
-            anomalous: anomalous && !record.known_normal && !taken_as_normal,
-            posterior,
-            prior,
-            ts: record.ts,
-            source,
-            features: &record.features,
-            context: record.context.as_ref(),
-            judged: !record.known_normal && !taken_as_normal,
-        }
-    }
-}
+use super::*;
 
 /// A device's incident state: its last decisions and its open incident.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IncidentTracker {
     /// The last decisions, newest in bit 0 (1 = anomalous).
-    pub recent: u64,
-    pub open: Option<Incident>,
+    pub(super) recent: u64,
+    pub(super) open: Option<Incident>,
     /// The newest record seen (partition, offset): a redelivered one is not counted twice.
-    pub last_seen: Option<(i32, i64)>,
+    pub(super) last_seen: Option<(i32, i64)>,
     /// Its place in its batch message ([`Source::index`]).
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub last_seen_index: u32,
+    pub(super) last_seen_index: u32,
     /// The last closed incident, for feedback that comes after it closed.
     #[serde(default)]
-    pub last_closed: Option<Incident>,
+    pub(super) last_closed: Option<Incident>,
     /// The last closed incident closed quietly (not dismissed or evicted): it may reopen.
     #[serde(default)]
-    pub closed_quietly: bool,
+    pub(super) closed_quietly: bool,
     /// Behaviours analysts dismissed on this device.
     #[serde(default)]
-    pub memory: Memory,
+    pub(super) memory: Memory,
     /// The fan-out look's window (in memory only).
     #[serde(skip)]
-    pub fan_out: FanOut,
+    pub(super) fan_out: FanOut,
     /// What the device's normal traffic had (local peers, served ports): what an
     /// incident's footprint is judged against.
     #[serde(default)]
-    pub history: History,
+    pub(super) history: History,
     /// Unix seconds (device time) at which the device's learning period ends
     /// (`MemoryRules::learning_ms`); `None` until the model judges its first record. A
     /// snapshot from before learning periods reads as long over.
     #[serde(default = "learning_long_over")]
-    pub learning_until: Option<f64>,
+    pub(super) learning_until: Option<f64>,
 }
 
 fn learning_long_over() -> Option<f64> {
@@ -470,6 +62,44 @@ struct Judging<'a> {
 }
 
 impl IncidentTracker {
+    /// Its open incident.
+    pub fn open(&self) -> Option<&Incident> {
+        self.open.as_ref()
+    }
+
+    /// Its last closed incident (verdicts still reach it for a while).
+    pub fn last_closed(&self) -> Option<&Incident> {
+        self.last_closed.as_ref()
+    }
+
+    /// What analysts dismissed on it, and what it learned.
+    pub fn memory(&self) -> &Memory {
+        &self.memory
+    }
+
+    /// Siblings joined its incidents (`joins`: fleet incident, sibling): each names
+    /// them. Whether any changed, and an update if the open one is raised, so that the
+    /// analyst hears of its fleet.
+    pub fn name_members(&mut self, joins: &[(String, String)]) -> (bool, Option<Transition>) {
+        let (mut changed, mut update) = (false, None);
+        for incident in [&mut self.open, &mut self.last_closed].into_iter().flatten() {
+            let new: Vec<&String> = joins
+                .iter()
+                .filter(|(fleet, sibling)| *fleet == incident.id && !incident.members.contains(sibling))
+                .map(|(_, sibling)| sibling)
+                .collect();
+            if new.is_empty() {
+                continue;
+            }
+            incident.members.extend(new.into_iter().cloned());
+            changed = true;
+            if incident.closed_at.is_none() && !incident.quiet() {
+                update = Some(Transition::Updated(incident.clone()));
+            }
+        }
+        (changed, update)
+    }
+
     /// Take one scored record; the incident opened, if it did. `kind`: the behaviours
     /// dismissed on the device's siblings (`kinds.rs`), recognised as its own are;
     /// `siblings`: the incidents they raised, which one of the same behaviour joins.
@@ -1027,7 +657,3 @@ impl IncidentTracker {
         None
     }
 }
-
-#[cfg(test)]
-#[path = "incidents_tests.rs"]
-mod tests;

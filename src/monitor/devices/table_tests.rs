@@ -57,7 +57,7 @@ fn a_verdict_marks_the_device_for_its_next_snapshot() {
     t.observe("cam", &[1.0], true, &at(0, 0), 0.0, 0);
     open_incident(&mut t, "cam");
     t.devices.get_mut("cam").unwrap().unsnapshotted = false;
-    let id = t.get("cam").unwrap().incidents.open.as_ref().unwrap().id.clone();
+    let id = t.get("cam").unwrap().incidents.open().unwrap().id.clone();
     let fb = Feedback {
         device: "cam".into(),
         incident_id: id,
@@ -74,7 +74,7 @@ fn a_verdict_marks_the_device_for_its_next_snapshot() {
     };
     t.apply_feedback(&fb, 1.0, 60, &memory).expect("dismissed");
     let d = t.get("cam").unwrap();
-    assert!(d.unsnapshotted && d.incidents.memory.len() == 1);
+    assert!(d.unsnapshotted && d.incidents.memory().len() == 1);
 }
 
 /// A device silent for the idle timeout keeps its known-normal records (and its
@@ -309,7 +309,7 @@ fn open_incident(t: &mut DeviceTable, id: &str) {
         judged: true,
     };
     t.devices.get_mut(id).unwrap().incidents.observe(id, d, &rules, None, &[], 0, 0.0).expect("opened");
-    assert!(t.get(id).unwrap().incidents.open.is_some());
+    assert!(t.get(id).unwrap().incidents.open().is_some());
 }
 
 fn classifier(prior: f32) -> TaskState {
@@ -440,7 +440,7 @@ fn a_kinds_members_raising_one_behaviour_form_one_fleet_incident_with_one_verdic
         ("ana", fleet_note(joined.fleet.as_ref().unwrap()))
     );
     // Its behaviour is the member's own to remember now; cam-c, raised on its own, is not answered.
-    assert!(t.get("cam-b").unwrap().incidents.memory.find(&joined.id).is_some());
+    assert!(t.get("cam-b").unwrap().incidents.memory().find(&joined.id).is_some());
     let own = t.tick_incident("cam-c", &rules, Now::event(1100.0));
     assert!(matches!(&own[..], [Transition::Closed(_, Resolution::Quiet)]), "{own:?}");
 }

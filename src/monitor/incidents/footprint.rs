@@ -56,7 +56,7 @@ pub enum Footprint {
 impl Footprint {
     /// It says something of the device itself (a scan from it, attempts on it, a new
     /// local peer or served port), not only of an incident's size: what a fleet
-    /// incident's member is raised on its own for (`incidents.rs`).
+    /// incident's member is raised on its own for (`tracker.rs`).
     pub fn on_the_device(&self) -> bool {
         !matches!(self, Footprint::Severe { .. })
     }

@@ -15,8 +15,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::behaviours::{Behaviour, Memory, MAX_REMEMBERED};
 use super::windows::SharedRows;
+use crate::monitor::behaviours::{Behaviour, Memory, MAX_REMEMBERED};
+pub use crate::monitor::incidents::Raised;
 
 /// Longest kind name accepted.
 pub const MAX_KIND_LEN: usize = 128;
@@ -24,23 +25,6 @@ pub const MAX_KIND_LEN: usize = 128;
 pub const MAX_KIND_BEHAVIOURS: usize = 4 * MAX_REMEMBERED;
 /// Raised incidents a kind keeps of its members, to be joined (the newest).
 pub const MAX_KIND_RAISED: usize = 64;
-
-/// An incident a member raised to an analyst, as its kind hears of it: what a sibling
-/// raising the same behaviour minutes later joins (`IncidentRules::fleet_ms`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Raised {
-    pub device: String,
-    pub incident_id: String,
-    /// The member's time (Unix seconds) when it was raised.
-    pub at: f64,
-    /// Its behaviour so far (peers, names, services, directions; `dismissal` names the
-    /// raised incident itself, by nobody: it is no verdict).
-    pub behaviour: Behaviour,
-    /// It joined this sibling's incident instead of being raised: that incident's id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub joined: Option<String>,
-}
 
 /// What one member shares with its kind (the kinds topic's message). An empty one (the
 /// device forgotten, or moved to another kind) withdraws what it shared.

@@ -1,9 +1,27 @@
-//! The feedback topic's one message type: what an analyst said of an incident (a
+//! The feedback topic's messages as commands: what an analyst said of an incident (a
 //! verdict) or an operator of a device (an onboarding, a request to forget it). Each
 //! message names its type, `{"type": "verdict" | "onboard" | "forget", …}`, and is
 //! decoded in one place: fields unknown to its type are refused, never guessed at.
+//! Each kind is one file holding its message and what applying it does to the device
+//! table ([`Applying`]): a new kind is its file, a line in [`FeedbackMessage`], and its
+//! CLI.
+
+mod forget;
+mod onboard;
+mod verdict;
 
 use serde::{Deserialize, Serialize};
+
+pub use super::incidents::{Feedback, Verdict};
+pub use forget::Forget;
+pub use onboard::Onboard;
+
+use super::behaviours::MemoryRules;
+use super::clock::Now;
+use super::devices::DeviceTable;
+use super::incidents::Transition;
+use super::output::Emitted;
+use super::telemetry::Telemetry;
 
 /// A message of the feedback topic.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,60 +61,36 @@ impl FeedbackMessage {
             Self::Forget(f) => &f.device,
         }
     }
+
+    /// Carry the message out, or say why it is refused (for its dead letter).
+    pub(in crate::monitor) fn apply(self, to: &mut dyn Applying) -> Result<(), String> {
+        match self {
+            Self::Verdict(f) => f.apply(to),
+            Self::Onboard(o) => o.apply(to),
+            Self::Forget(f) => f.apply(to),
+        }
+    }
 }
 
-/// An analyst's verdict on an incident (`metapu feedback`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Feedback {
-    pub device: String,
-    pub incident_id: String,
-    pub verdict: Verdict,
-    #[serde(default)]
-    pub by: String,
-    #[serde(default)]
-    pub note: String,
-}
-
-/// An operator's request to forget a device (`metapu forget`, on the feedback topic):
-/// its known-normal records, windows, classifier and snapshot go. The one way a device
-/// onboarded is forgotten besides `devices.max_tracked`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Forget {
-    pub device: String,
-    #[serde(default)]
-    pub by: String,
-    #[serde(default)]
-    pub note: String,
-}
-
-/// An operator's onboarding (`metapu onboard`, on the feedback topic): the device's
-/// traffic for the next `onboard_for_s` seconds is its known-normal traffic
-/// (`onboarding.rs`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Onboard {
-    pub device: String,
-    pub onboard_for_s: f64,
-    /// The device's kind (`kinds.rs`): its siblings are offered what it is onboarded on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    #[serde(default)]
-    pub by: String,
-    #[serde(default)]
-    pub note: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Normal behaviour: the incident closes and its behaviour is remembered, so that its
-    /// returns are suppressed; the device's known-normal records stay as they were.
-    FalsePositive,
-    /// A real attack: recorded on the incident; what the daemon remembered of its
-    /// behaviour (learned, or dismissed before) is forgotten.
-    Confirmed,
+/// What a feedback command acts on: the device table, the time, and where its events
+/// go. The door's pipeline gives it (`pipeline.rs`).
+pub(in crate::monitor) trait Applying {
+    fn devices(&mut self) -> &mut DeviceTable;
+    /// Now, as the service gives it.
+    fn now(&self) -> Now;
+    /// Now for `device` on the pipeline's clock (Unix seconds): the wall clock, or on
+    /// the event clock the device's newest record's.
+    fn time(&self, device: &str) -> f64;
+    /// How long after it closed an incident still takes a verdict (seconds).
+    fn feedback_max_age_s(&self) -> u64;
+    /// How long what analysts dismissed is remembered.
+    fn memory(&self) -> MemoryRules;
+    fn telemetry(&self) -> &dyn Telemetry;
+    /// An incident's transition: counted, and emitted with the features that moved.
+    fn incident(&mut self, device: &str, transition: &Transition);
+    /// Devices evicted with an incident open: each incident closes as evicted.
+    fn eviction_closes(&mut self);
+    fn emit(&mut self, emitted: Emitted);
 }
 
 #[cfg(test)]

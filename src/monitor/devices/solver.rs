@@ -14,7 +14,8 @@ use std::collections::VecDeque;
 use std::sync::mpsc;
 
 use super::adapt_jobs::{run_adaptation_cached, Adapted};
-use super::devices::AdaptJob;
+use super::adapt_worker::{AdaptWorker, WorkerSettings};
+use super::AdaptJob;
 use crate::model::{Model, RowCache};
 
 /// One submission's results, under the model generation it was submitted with.
@@ -74,53 +75,23 @@ impl Solver for InlineSolver {
     }
 }
 
-enum Message {
-    Model(Box<Model>),
-    Solve(Vec<AdaptJob>),
-}
-
-/// A thread that solves its share of each submission, in order.
+/// A solver thread: the adaptation worker, its results on a channel of its own.
 struct Worker {
-    tx: Option<mpsc::Sender<Message>>,
+    worker: AdaptWorker,
     results: mpsc::Receiver<Vec<Adapted>>,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Worker {
     fn spawn(index: usize, model: Model, batch_size: usize) -> Self {
-        let (tx, rx) = mpsc::channel::<Message>();
         let (done_tx, results) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name(format!("metapu-solve-{index}"))
-            .spawn(move || {
-                let (mut model, mut rows) = (model, RowCache::default());
-                while let Ok(message) = rx.recv() {
-                    match message {
-                        Message::Model(m) => (model, rows) = (*m, RowCache::default()),
-                        Message::Solve(jobs) => {
-                            let states = run_adaptation_cached(&model, &jobs, batch_size, &mut rows);
-                            if done_tx.send(states).is_err() {
-                                break;
-                            }
-                        }
-                    }
-                }
-            })
-            .expect("spawning a solver thread");
-        Self { tx: Some(tx), results, thread: Some(thread) }
-    }
-
-    fn send(&self, message: Message) -> bool {
-        self.tx.as_ref().is_some_and(|tx| tx.send(message).is_ok())
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        self.tx.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        // A device's jobs always come to the same thread: its rows' parts are kept.
+        let settings = WorkerSettings { batch_size, nice_offset: 0, cache_rows: true };
+        // The engine drops results of an older model itself: every job is solved.
+        let worker =
+            AdaptWorker::spawn(format!("metapu-solve-{index}"), model, SOLVE_ANY, settings, move |f| {
+                done_tx.send(f.states).is_ok()
+            });
+        Self { worker, results }
     }
 }
 
@@ -131,6 +102,10 @@ struct Submission {
     waiting: Vec<usize>,
     states: Vec<Adapted>,
 }
+
+/// The generation every solver thread's jobs and models are given: the engine keeps
+/// the generations and drops what an older model solved.
+const SOLVE_ANY: u64 = 0;
 
 /// Solves on threads of its own: each submission is split by device over the threads.
 pub struct ThreadSolver {
@@ -160,7 +135,7 @@ impl Solver for ThreadSolver {
         for (i, share) in shares.into_iter().enumerate().filter(|(_, s)| !s.is_empty()) {
             // A thread that is gone answers nothing: its jobs' devices keep the
             // classifier they have until a first-classifier adaptation gives them one.
-            if self.workers[i].send(Message::Solve(share)) {
+            if self.workers[i].worker.solve(SOLVE_ANY, share) {
                 waiting.push(i);
             } else {
                 tracing::error!("a solver thread is gone; adaptation jobs dropped");
@@ -195,7 +170,7 @@ impl Solver for ThreadSolver {
     fn replace_model(&mut self, models: Vec<Model>, _generation: u64) {
         assert_eq!(models.len(), self.workers.len(), "a model copy per solver thread");
         for (worker, model) in self.workers.iter().zip(models) {
-            if !worker.send(Message::Model(Box::new(model))) {
+            if !worker.worker.set_model(model, SOLVE_ANY) {
                 tracing::error!("a solver thread is gone; the new model is not adapted on");
             }
         }

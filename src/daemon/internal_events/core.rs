@@ -1,0 +1,384 @@
+//! What the monitor reports (`monitor::telemetry`), logged and counted: each of its
+//! events is handed to the one struct here that says it.
+
+use crate::monitor::incidents::Transition;
+use crate::monitor::telemetry::{Event, Telemetry};
+
+use super::{InternalEvent, Metrics};
+
+impl Telemetry for Metrics {
+    fn event(&self, event: Event<'_>) {
+        match event {
+            Event::Batch { records } => self.emit(BatchRun(records)),
+            Event::Evicted { reason, count } => self.emit(DevicesEvicted { reason, count }),
+            Event::Redelivered(n) => self.emit(RecordsRedelivered(n)),
+            Event::Unbatched(n) => self.emit(RecordsUnbatched(n)),
+            Event::Adapted(n) => self.emit(DevicesAdapted(n)),
+            Event::Deferred(n) => self.emit(RecordsDeferred(n)),
+            Event::LabelsIgnored(n) => self.emit(LabelsIgnored(n)),
+            Event::Refused { kind } => self.emit(RecordRefused(kind)),
+            Event::Unknown => self.emit(RecordUnknown),
+            Event::Scored { alert } => self.emit(RecordScored { alert }),
+            Event::Prior(prior) => self.emit(PriorEstimated(prior)),
+            Event::Incident { device, transition } => self.emit(IncidentMoved { device, transition }),
+            Event::IncidentsOpen(n) => self.emit(IncidentsOpen(n)),
+            Event::Feedback { device, result } => self.emit(FeedbackApplied { device, result }),
+            Event::Unlearned { device, incident, by } => {
+                self.emit(BehaviourUnlearned { device, incident, by })
+            }
+            Event::Forgotten { device, known_normal, by } => {
+                self.emit(DeviceForgotten { device, known_normal, by })
+            }
+            Event::Onboarding { device, event, records, known_normal } => {
+                self.emit(Onboarding { device, event, records, known_normal })
+            }
+            Event::KindShare { result } => self.emit(KindShareRead(result)),
+            Event::Kinds(counts) => self.emit(KindsKnown(counts)),
+            Event::Tracked(n) => self.emit(DevicesTracked(n)),
+            Event::AdaptationFinished { devices, seconds_per_batch } => {
+                self.emit(AdaptationFinished { devices, seconds_per_batch })
+            }
+            Event::Restored { devices, adapted } => self.emit(StateRestored { devices, adapted }),
+            Event::Parked(n) => self.emit(SnapshotsParked(n)),
+            Event::Unmonitored { total, new } => self.emit(DevicesUnmonitored { total, new }),
+            Event::StreamIdle(n) => self.emit(StreamsIdle(n)),
+            Event::AdaptationWaits(n) => self.emit(AdaptationWaited(n)),
+        }
+    }
+}
+
+/// A micro-batch run: its records.
+struct BatchRun(usize);
+
+impl InternalEvent for BatchRun {
+    fn emit(self, m: &Metrics) {
+        m.batch_records.observe(self.0 as f64);
+    }
+}
+
+/// Devices dropped from memory, by reason (`capacity`, `idle`, `revoked`).
+struct DevicesEvicted<'a> {
+    reason: &'a str,
+    count: usize,
+}
+
+impl InternalEvent for DevicesEvicted<'_> {
+    fn emit(self, m: &Metrics) {
+        m.devices_evicted.with_label_values(&[self.reason]).inc_by(self.count as u64);
+        if self.count > 0 && self.reason != "capacity" {
+            tracing::debug!(reason = self.reason, count = self.count, "devices evicted");
+        }
+    }
+}
+
+/// Redelivered records scored again but kept out of the windows.
+struct RecordsRedelivered(usize);
+
+impl InternalEvent for RecordsRedelivered {
+    fn emit(self, m: &Metrics) {
+        m.records_redelivered.inc_by(self.0 as u64);
+    }
+}
+
+/// Records a batch message held beyond its first: the consumed count becomes one of
+/// records.
+struct RecordsUnbatched(usize);
+
+impl InternalEvent for RecordsUnbatched {
+    fn emit(self, m: &Metrics) {
+        m.records_consumed.inc_by(self.0 as u64);
+    }
+}
+
+/// Devices adapted before their records were scored.
+struct DevicesAdapted(usize);
+
+impl InternalEvent for DevicesAdapted {
+    fn emit(self, m: &Metrics) {
+        m.adaptations.inc_by(self.0 as u64);
+    }
+}
+
+/// Records held for the next batch (over their device's share).
+struct RecordsDeferred(usize);
+
+impl InternalEvent for RecordsDeferred {
+    fn emit(self, m: &Metrics) {
+        m.records_deferred.inc_by(self.0 as u64);
+    }
+}
+
+/// Input labels dropped (the operator does not trust them).
+struct LabelsIgnored(u64);
+
+impl InternalEvent for LabelsIgnored {
+    fn emit(self, m: &Metrics) {
+        m.records_label_ignored.inc_by(self.0);
+    }
+}
+
+/// A record refused on decode, by kind: it goes to the dead-letter topic (not logged
+/// one by one: a bad producer would flood the log).
+struct RecordRefused<'a>(&'a str);
+
+impl InternalEvent for RecordRefused<'_> {
+    fn emit(self, m: &Metrics) {
+        m.records_invalid.with_label_values(&[self.0]).inc();
+    }
+}
+
+/// A valid record of a device with no classifier yet.
+struct RecordUnknown;
+
+impl InternalEvent for RecordUnknown {
+    fn emit(self, m: &Metrics) {
+        m.records_unknown.inc();
+    }
+}
+
+/// A record scored, and whether an alert was published for it.
+struct RecordScored {
+    alert: bool,
+}
+
+impl InternalEvent for RecordScored {
+    fn emit(self, m: &Metrics) {
+        m.records_scored.inc();
+        if self.alert {
+            m.alerts.inc();
+        }
+    }
+}
+
+/// A device's prior estimate after an adaptation.
+struct PriorEstimated(f32);
+
+impl InternalEvent for PriorEstimated {
+    fn emit(self, m: &Metrics) {
+        m.priors.observe(f64::from(self.0));
+    }
+}
+
+/// An incident opened, updated, joined, was suppressed or closed.
+struct IncidentMoved<'a> {
+    device: &'a str,
+    transition: &'a Transition,
+}
+
+impl InternalEvent for IncidentMoved<'_> {
+    fn emit(self, m: &Metrics) {
+        let device = self.device;
+        m.incidents.with_label_values(&[self.transition.name()]).inc();
+        match self.transition {
+            Transition::Opened(i) => match &i.news {
+                Some(news) => {
+                    tracing::info!(device, incident = %i.id, news = %news.why, "suppressed incident opened: news")
+                }
+                None => tracing::info!(device, incident = %i.id, "incident opened"),
+            },
+            Transition::Updated(_) | Transition::Reviewed(_) => {}
+            Transition::Reopened(i) => {
+                tracing::info!(device, incident = %i.id, reopened = i.reopened, "incident reopened");
+            }
+            Transition::Suppressed(i) => {
+                let dismissed = i.suppressed.as_ref().map_or("", |d| d.incident_id.as_str());
+                let on = i.suppressed.as_ref().and_then(|d| d.on.as_deref()).unwrap_or(device);
+                tracing::info!(device, incident = %i.id, dismissed, on, "incident suppressed: a dismissed behaviour");
+            }
+            Transition::Joined(i) => {
+                let fleet = i.fleet.as_ref().map_or("", |f| f.incident_id.as_str());
+                let on = i.fleet.as_ref().map_or("", |f| f.device.as_str());
+                tracing::info!(device, incident = %i.id, fleet, on, "incident joined a sibling's fleet incident");
+            }
+            Transition::Closed(i, resolution) => {
+                m.incidents_closed.with_label_values(&[resolution.as_str()]).inc();
+                tracing::info!(device, incident = %i.id, resolution = resolution.as_str(), records = i.figures.records, "incident closed");
+            }
+        }
+    }
+}
+
+/// Incidents open now.
+struct IncidentsOpen(usize);
+
+impl InternalEvent for IncidentsOpen {
+    fn emit(self, m: &Metrics) {
+        m.incidents_open.set(self.0 as i64);
+    }
+}
+
+/// An analyst's verdict applied (`false_positive`, `confirmed`), or a feedback message
+/// refused (`refused`: a dead letter says why).
+struct FeedbackApplied<'a> {
+    device: &'a str,
+    result: &'a str,
+}
+
+impl InternalEvent for FeedbackApplied<'_> {
+    fn emit(self, m: &Metrics) {
+        m.feedback.with_label_values(&[self.result]).inc();
+        tracing::info!(device = self.device, result = self.result, "analyst feedback");
+    }
+}
+
+/// A confirmed verdict made a device forget a remembered behaviour.
+struct BehaviourUnlearned<'a> {
+    device: &'a str,
+    incident: &'a str,
+    by: &'a str,
+}
+
+impl InternalEvent for BehaviourUnlearned<'_> {
+    fn emit(self, m: &Metrics) {
+        m.incidents.with_label_values(&["unlearned"]).inc();
+        let (device, incident, by) = (self.device, self.incident, self.by);
+        tracing::info!(device, incident, by, "remembered behaviour forgotten on a confirmed verdict");
+    }
+}
+
+/// A device forgotten on an operator's request.
+struct DeviceForgotten<'a> {
+    device: &'a str,
+    known_normal: usize,
+    by: &'a str,
+}
+
+impl InternalEvent for DeviceForgotten<'_> {
+    fn emit(self, m: &Metrics) {
+        m.incidents.with_label_values(&["forgotten"]).inc();
+        let (device, known_normal, by) = (self.device, self.known_normal, self.by);
+        tracing::info!(device, known_normal, by, "device forgotten");
+    }
+}
+
+/// An onboarding started (`onboarding`) or ended (`onboarded`).
+struct Onboarding<'a> {
+    device: &'a str,
+    event: &'a str,
+    records: u64,
+    known_normal: usize,
+}
+
+impl InternalEvent for Onboarding<'_> {
+    fn emit(self, m: &Metrics) {
+        m.incidents.with_label_values(&[self.event]).inc();
+        let (device, records, known_normal) = (self.device, self.records, self.known_normal);
+        tracing::info!(device, records, known_normal, "{}", self.event);
+    }
+}
+
+/// A share read on the kinds topic: `applied`, or `refused` (a dead letter says why).
+struct KindShareRead<'a>(&'a str);
+
+impl InternalEvent for KindShareRead<'_> {
+    fn emit(self, m: &Metrics) {
+        m.kind_shares.with_label_values(&[self.0]).inc();
+        if self.0 != "applied" {
+            tracing::warn!(result = self.0, "kind share refused");
+        }
+    }
+}
+
+/// The kinds known now, and how many members shared something in them.
+struct KindsKnown<'a>(&'a [(String, usize)]);
+
+impl InternalEvent for KindsKnown<'_> {
+    fn emit(self, m: &Metrics) {
+        m.kinds.set(self.0.len() as i64);
+        m.kind_members.set(self.0.iter().map(|(_, n)| *n as i64).sum());
+    }
+}
+
+/// Devices tracked now.
+struct DevicesTracked(usize);
+
+impl InternalEvent for DevicesTracked {
+    fn emit(self, m: &Metrics) {
+        m.devices_tracked.set(self.0 as i64);
+    }
+}
+
+/// An adaptation job's results installed: its devices, and the adapter's seconds per
+/// batched solve.
+struct AdaptationFinished {
+    devices: usize,
+    seconds_per_batch: f64,
+}
+
+impl InternalEvent for AdaptationFinished {
+    fn emit(self, m: &Metrics) {
+        m.adaptation_seconds.observe(self.seconds_per_batch);
+        m.adaptations.inc_by(self.devices as u64);
+    }
+}
+
+/// Device windows restored from the state topic (and adapted before any of their
+/// records is scored).
+struct StateRestored {
+    devices: usize,
+    adapted: usize,
+}
+
+impl InternalEvent for StateRestored {
+    fn emit(self, m: &Metrics) {
+        m.state_restored_devices.inc_by(self.devices as u64);
+        m.adaptations.inc_by(self.adapted as u64);
+        let (restored, adapted) = (self.devices, self.adapted);
+        tracing::info!(restored, adapted, "device windows restored from the state topic");
+    }
+}
+
+/// Snapshots held until their device sends a record here.
+struct SnapshotsParked(usize);
+
+impl InternalEvent for SnapshotsParked {
+    fn emit(self, m: &Metrics) {
+        m.state_parked.set(self.0 as i64);
+    }
+}
+
+/// Devices newly found sending traffic with no known-normal record; the gauge holds
+/// all such devices.
+struct DevicesUnmonitored<'a> {
+    total: usize,
+    new: &'a [(String, u64, u64)],
+}
+
+impl InternalEvent for DevicesUnmonitored<'_> {
+    fn emit(self, m: &Metrics) {
+        m.devices_unmonitored.set(self.total as i64);
+        for (device, records, since_ms) in self.new {
+            m.incidents.with_label_values(&["unmonitored"]).inc();
+            tracing::warn!(
+                device,
+                records,
+                since_s = since_ms / 1000,
+                "device unmonitored: no known-normal record"
+            );
+        }
+    }
+}
+
+/// Input partitions idle as a whole: the wall clock moves their time on.
+struct StreamsIdle(usize);
+
+impl InternalEvent for StreamsIdle {
+    fn emit(self, m: &Metrics) {
+        if self.0 > 0 {
+            m.stream_idle.inc_by(self.0 as u64);
+            tracing::debug!(
+                partitions = self.0,
+                "input partitions idle: their stream time follows the wall clock"
+            );
+        }
+    }
+}
+
+/// Times scoring waited for the event clock's solver.
+struct AdaptationWaited(usize);
+
+impl InternalEvent for AdaptationWaited {
+    fn emit(self, m: &Metrics) {
+        m.adaptation_waits.inc_by(self.0 as u64);
+    }
+}
