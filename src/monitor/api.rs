@@ -11,13 +11,14 @@ use std::collections::HashMap;
 
 use super::clock::{Clock, Now};
 use super::decode::{decode_batch, highest_offsets};
+use super::decode::{PartitionOffset, Received};
 use super::devices::DeviceView;
 use super::engine::{AdaptJob, Adapted, Engine};
 use super::gathering::Gathering;
 use super::incidents::Incident;
 use super::output::Emitted;
 use super::output::IncidentEvent;
-use super::pipeline::{PartitionOffset, Pipeline, Received};
+use super::pipeline::Pipeline;
 use super::record;
 use super::settings::{CoreSettings, StateSchedule};
 use super::snapshot::{Snapshot, StateRecord, WriteFailed};

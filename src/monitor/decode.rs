@@ -1,11 +1,49 @@
-//! A micro-batch's messages decoded into records (a batch message into each of its
-//! records), and the input offsets a processed batch releases.
+//! What comes in: a message as received (`Received`) and with its decode result
+//! (`Consumed`); a micro-batch's messages decoded into records (a batch message into
+//! each of its records), and the input offsets a processed batch releases.
 
 use std::collections::HashMap;
 
 use super::output::Source;
-use super::pipeline::{Consumed, PartitionOffset, Received};
-use super::record;
+use super::record::{self, FeatureRecord};
+
+/// One input message: where it came from and its bytes (a Kafka message, or a
+/// capture's record built in place).
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub source: Source,
+    pub key: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+}
+
+/// One input message with its decode result.
+#[derive(Debug)]
+pub struct Consumed {
+    /// The message, its bytes kept for a dead letter (none for a record built in place).
+    pub message: Received,
+    pub decoded: Result<FeatureRecord, record::InvalidRecord>,
+    /// Its partition's stream time at it, stamped as it enters the pipeline
+    /// (`stream_time.rs`); NaN until then.
+    pub(super) stamp: f64,
+}
+
+impl Consumed {
+    pub fn new(message: Received, decoded: Result<FeatureRecord, record::InvalidRecord>) -> Self {
+        Self { message, decoded, stamp: f64::NAN }
+    }
+
+    /// A record that needs no decoding (the lab's captures, tests).
+    pub fn record(record: FeatureRecord, source: Source) -> Self {
+        Self::new(Received { source, key: None, payload: Vec::new() }, Ok(record))
+    }
+
+    pub(super) fn source(&self) -> &Source {
+        &self.message.source
+    }
+}
+
+/// Highest consumed offset of one input partition in a batch.
+pub type PartitionOffset = (String, i32, i64);
 
 /// Below this many messages a micro-batch is decoded on the service thread alone.
 const PARALLEL_DECODE_FROM: usize = 512;

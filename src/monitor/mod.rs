@@ -39,11 +39,12 @@ pub use api::{Command, Input, Monitor, Output, Restore, Restored};
 pub use devices::{AdaptJob, DeviceView, WindowSizes};
 pub use engine::EventCadence;
 // The layers' modules under the names the crate has always used for them.
+pub use decode::{Consumed, PartitionOffset, Received};
 use devices::{adapt_jobs, adapt_worker, engine, stream_time};
 pub use devices::{kinds, onboarding, snapshot, solver, span_window};
 pub(crate) use incidents::explain;
 pub use incidents::{behaviours, fanout, fanout_usual, footprint, incident_traffic, logins, spoofing};
 pub use output::Emitted;
-pub use pipeline::{Consumed, PartitionOffset, Received, RecordOutputs};
+pub use pipeline::RecordOutputs;
 pub use settings::StateSchedule;
 pub use test_driver::TestDriver;

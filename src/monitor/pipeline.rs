@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use super::behaviours::MemoryRules;
 pub use super::clock::{Clock, Now};
-use super::decode::releasable_offsets;
+use super::decode::{releasable_offsets, Consumed, PartitionOffset, Received};
 use super::devices::{Device, DeviceTable};
 use super::engine::{Engine, Processed, RecordOutcome};
 use super::explain::{feature_changes, FeatureChange};
@@ -17,44 +17,9 @@ use super::feedback::{Applying, FeedbackMessage};
 use super::incidents::{Decision, Incident, IncidentRules, Transition};
 use super::kinds::Share;
 use super::output::{self, Alert, DeadLetter, Emitted, IncidentEvent, IncidentReport, ScoreRecord, Source};
-use super::record::{self, FeatureRecord};
+use super::record::FeatureRecord;
 use super::telemetry::{Event, Telemetry};
 use crate::model::Model;
-
-/// One input message: where it came from and its bytes (a Kafka message, or a
-/// capture's record built in place).
-#[derive(Debug, Clone)]
-pub struct Received {
-    pub source: Source,
-    pub key: Option<Vec<u8>>,
-    pub payload: Vec<u8>,
-}
-
-/// One input message with its decode result.
-#[derive(Debug)]
-pub struct Consumed {
-    /// The message, its bytes kept for a dead letter (none for a record built in place).
-    pub message: Received,
-    pub decoded: Result<FeatureRecord, record::InvalidRecord>,
-    /// Its partition's stream time at it, stamped as it enters the pipeline
-    /// (`stream_time.rs`); NaN until then.
-    stamp: f64,
-}
-
-impl Consumed {
-    pub fn new(message: Received, decoded: Result<FeatureRecord, record::InvalidRecord>) -> Self {
-        Self { message, decoded, stamp: f64::NAN }
-    }
-
-    /// A record that needs no decoding (the lab's captures, tests).
-    pub fn record(record: FeatureRecord, source: Source) -> Self {
-        Self::new(Received { source, key: None, payload: Vec::new() }, Ok(record))
-    }
-
-    pub(super) fn source(&self) -> &Source {
-        &self.message.source
-    }
-}
 
 /// Which per-record outputs are built: both are off in production (incidents are what
 /// an analyst reads), and building them costs.
@@ -93,9 +58,6 @@ struct Decided<'a> {
     outcome: RecordOutcome,
     clock: f64,
 }
-
-/// Highest consumed offset of one input partition in a batch.
-pub type PartitionOffset = (String, i32, i64);
 
 /// The incident rules, what per-record outputs to build, the clock, and the records
 /// deferred to the next batch.

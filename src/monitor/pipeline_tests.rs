@@ -4,6 +4,7 @@ use super::*;
 use crate::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 use crate::monitor::decode::{decode_batch, releasable_offsets};
 use crate::monitor::devices::{DeviceTable, WindowSizes};
+use crate::monitor::record;
 use crate::monitor::telemetry::Tally;
 
 /// Held while a test's network is drawn: torch's generator is the process's, and two
