@@ -171,7 +171,10 @@ impl Service {
     }
 
     fn arrived(&mut self, message: Received) {
-        self.metrics.emit(MessageConsumed);
+        // A verdict, onboarding or forget is counted by what it does, not as a record.
+        if message.source.topic != self.cfg.kafka.feedback_topic {
+            self.metrics.emit(MessageConsumed);
+        }
         let at_ms = self.now_ms();
         self.tell(Input::Arrived { message, at_ms });
     }

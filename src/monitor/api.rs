@@ -253,9 +253,13 @@ impl Monitor {
                 .collect();
             self.promote(&arrived, now, telemetry);
         }
-        // The records first, then the feedback gathered with them.
-        let (mut emitted, mut offsets) =
-            self.pipeline.run(&mut self.engine, batch, now, &self.version, telemetry);
+        // The records first, then the feedback gathered with them. Feedback alone is no
+        // batch of records: it goes straight to its commands.
+        let (mut emitted, mut offsets) = if batch.is_empty() && !self.pipeline.has_deferred() {
+            (Vec::new(), Vec::new())
+        } else {
+            self.pipeline.run(&mut self.engine, batch, now, &self.version, telemetry)
+        };
         if !feedback.is_empty() {
             emitted.extend(self.pipeline.feedback(
                 &mut self.engine,

@@ -312,6 +312,8 @@ async fn analysts_verdicts_travel_through_the_feedback_topic() {
     assert_eq!(metric(&body, "metapu_feedback_total{result=\"false_positive\"}"), Some(1.0));
     assert_eq!(metric(&body, "metapu_feedback_total{result=\"refused\"}"), Some(3.0));
     assert_eq!(metric(&body, "metapu_incidents_closed_total{resolution=\"dismissed\"}"), Some(1.0));
+    // The 45 records, not the four feedback messages: a verdict is no record.
+    assert_eq!(metric(&body, "metapu_records_consumed_total"), Some(45.0));
     daemon.shutdown().await.unwrap();
 }
 

@@ -3,7 +3,8 @@
 
 use super::{InternalEvent, Metrics};
 
-/// A message consumed from an input or the feedback topic.
+/// A message consumed from an input topic (a batch message's further records are
+/// counted by the monitor's `Unbatched`).
 pub(crate) struct MessageConsumed;
 
 impl InternalEvent for MessageConsumed {
