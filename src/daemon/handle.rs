@@ -278,7 +278,6 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         consumer,
         kinds,
         assignments,
-        producer,
         started: Instant::now(),
         cfg,
     };

@@ -4,9 +4,6 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use rdkafka::producer::{FutureProducer, Producer};
 
 use super::internal_events::{LagMeasured, Readiness, Rebalanced};
 use super::Metrics;
@@ -88,22 +85,21 @@ impl Health {
         self.metrics.emit(LagMeasured(lag));
     }
 
-    /// Re-derive readiness. With the brokers reported down and no message for a second
-    /// to prove them back, ask for metadata (a blocking call, run off the runtime).
-    pub(crate) async fn refresh(&self, last_message: Instant, producer: &FutureProducer) {
-        let mut down = self.brokers_down.load(Ordering::Relaxed);
-        if down && last_message.elapsed() > Duration::from_secs(1) {
-            let producer = producer.clone();
-            let answered = tokio::task::spawn_blocking(move || {
-                producer.client().fetch_metadata(None, Duration::from_millis(500)).is_ok()
-            })
-            .await
-            .unwrap_or(false);
-            if answered {
-                self.brokers_down.store(false, Ordering::Relaxed);
-                down = false;
-            }
+    /// librdkafka's statistics listed the brokers: `any_up`, whether one of them is
+    /// connected. None up is an outage; one up ends it (readiness follows at the next
+    /// refresh). A metadata request is no proof: during an outage librdkafka answered one
+    /// (in the mock cluster's outage test) while it reported every broker down.
+    pub(crate) fn brokers_seen(&self, any_up: bool) {
+        if any_up {
+            self.brokers_down.store(false, Ordering::Relaxed);
+        } else {
+            self.brokers_down();
         }
+    }
+
+    /// Re-derive readiness.
+    pub(crate) fn refresh(&self) {
+        let down = self.brokers_down.load(Ordering::Relaxed);
         let restored = self.restored_once.load(Ordering::Relaxed) && !self.restoring.load(Ordering::Relaxed);
         self.set_ready(!down && restored);
     }
@@ -112,11 +108,6 @@ impl Health {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A producer whose broker does not exist (creating one needs no broker).
-    fn unreachable_producer() -> FutureProducer {
-        rdkafka::ClientConfig::new().set("bootstrap.servers", "127.0.0.1:1").create().expect("a producer")
-    }
 
     /// `metapu_ready` as /metrics exports it.
     fn gauge(m: &Metrics) -> f64 {
@@ -148,51 +139,42 @@ mod tests {
         assert_eq!(gauge(&metrics), 0.0);
     }
 
-    #[tokio::test]
-    async fn refresh_after_a_message_makes_ready_without_asking_the_brokers() {
+    #[test]
+    fn a_message_or_a_broker_seen_up_ends_an_outage_at_the_next_refresh() {
         let metrics = Arc::new(Metrics::new());
         let health = Health::new(Arc::clone(&metrics));
-        let producer = unreachable_producer();
         health.started();
-        health.refresh(Instant::now(), &producer).await;
+        health.refresh();
         assert!(!health.is_ready(), "no assignment restored yet");
         health.restoring(false);
         health.brokers_down();
         health.message_received();
-        // No broker listens here; with a message just received, refresh must not ask.
-        health.refresh(Instant::now(), &producer).await;
+        health.refresh();
         assert!(health.is_ready());
         assert_eq!(gauge(&metrics), 1.0);
+        health.brokers_seen(false);
+        assert!(!health.is_ready(), "statistics with no broker up: an outage");
+        health.refresh();
+        assert!(!health.is_ready(), "still down at the next refresh");
+        health.brokers_seen(true);
+        health.refresh();
+        assert!(health.is_ready());
     }
 
     /// While device windows are restored the daemon is not ready, brokers up or not;
     /// readiness returns at the first refresh after.
-    #[tokio::test]
-    async fn a_restore_keeps_it_unready_until_done() {
+    #[test]
+    fn a_restore_keeps_it_unready_until_done() {
         let metrics = Arc::new(Metrics::new());
         let health = Health::new(Arc::clone(&metrics));
         health.started();
         health.restoring(true);
         assert!(!health.is_ready());
-        let producer = unreachable_producer();
-        health.refresh(Instant::now(), &producer).await;
+        health.refresh();
         assert!(!health.is_ready(), "not ready while restoring");
         health.restoring(false);
-        health.refresh(Instant::now(), &producer).await;
+        health.refresh();
         assert!(health.is_ready());
         assert_eq!(gauge(&metrics), 1.0);
-    }
-
-    #[tokio::test]
-    async fn brokers_still_down_keep_it_unready() {
-        let metrics = Arc::new(Metrics::new());
-        let health = Health::new(Arc::clone(&metrics));
-        health.started();
-        health.restoring(false);
-        health.brokers_down();
-        let producer = unreachable_producer();
-        health.refresh(Instant::now() - Duration::from_secs(5), &producer).await;
-        assert!(!health.is_ready());
-        assert_eq!(gauge(&metrics), 0.0);
     }
 }

@@ -121,20 +121,20 @@ fn partitions(list: &TopicPartitionList) -> Vec<(String, i32)> {
     list.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect()
 }
 
-/// Whether librdkafka's statistics list brokers and none of them is connected
-/// (`(source, state)` a broker; its internal pseudo-broker does not count).
-fn no_broker_up<'a>(brokers: impl Iterator<Item = (&'a str, &'a str)>) -> bool {
+/// Whether one of the brokers librdkafka's statistics list is connected; `None` when
+/// they list none (`(source, state)` a broker; its internal pseudo-broker does not count).
+fn any_broker_up<'a>(brokers: impl Iterator<Item = (&'a str, &'a str)>) -> Option<bool> {
     let mut listed = false;
     for (source, state) in brokers {
         if source == "internal" {
             continue;
         }
         if state == "UP" || state == "UPDATE" {
-            return false;
+            return Some(true);
         }
         listed = true;
     }
-    listed
+    listed.then_some(false)
 }
 
 impl ClientContext for DaemonContext {
@@ -149,9 +149,12 @@ impl ClientContext for DaemonContext {
         self.health.set_lag(lag);
         // librdkafka raises AllBrokersDown only when every broker is down at one
         // moment; with reconnects staggered under load that moment may never come.
-        // The statistics say each broker's state every interval: none up is an outage.
-        if no_broker_up(statistics.brokers.values().map(|b| (b.source.as_str(), b.state.as_str()))) {
-            self.health.brokers_down();
+        // The statistics say each broker's state every interval: none up is an outage,
+        // one up its end.
+        if let Some(any_up) =
+            any_broker_up(statistics.brokers.values().map(|b| (b.source.as_str(), b.state.as_str())))
+        {
+            self.health.brokers_seen(any_up);
         }
     }
 
@@ -450,10 +453,14 @@ mod tests {
     #[test]
     fn statistics_with_no_broker_up_mean_an_outage() {
         let up = [("internal", "UP"), ("configured", "INIT"), ("learned", "UP")];
-        assert!(!no_broker_up(up.into_iter()));
+        assert_eq!(any_broker_up(up.into_iter()), Some(true));
         let reconnecting = [("internal", "UP"), ("configured", "DOWN"), ("learned", "TRY_CONNECT")];
-        assert!(no_broker_up(reconnecting.into_iter()), "only the internal broker is up");
-        assert!(!no_broker_up([("internal", "UP")].into_iter()), "no broker listed yet is not an outage");
+        assert_eq!(any_broker_up(reconnecting.into_iter()), Some(false), "only the internal broker is up");
+        assert_eq!(
+            any_broker_up([("internal", "UP")].into_iter()),
+            None,
+            "no broker listed yet says nothing"
+        );
     }
 
     /// A restore reads every snapshot to the partitions' end, the last value per device

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::{BorrowedMessage, Message};
-use rdkafka::producer::FutureProducer;
 use tokio::sync::mpsc;
 
 use super::config::DaemonConfig;
@@ -44,8 +43,6 @@ pub(crate) struct Service {
     /// The kinds topic, read whole (`kinds.rs`).
     pub(crate) kinds: StreamConsumer<ChangelogContext>,
     pub(crate) assignments: mpsc::UnboundedReceiver<AssignmentEvent>,
-    /// For the health check's metadata request.
-    pub(crate) producer: FutureProducer,
     pub(crate) started: Instant,
 }
 
@@ -71,7 +68,6 @@ struct Timers {
     /// Half of what systemd asked for, if it asked.
     watchdog_every: Option<Duration>,
     watchdog: Instant,
-    message: Instant,
 }
 
 impl Service {
@@ -102,7 +98,7 @@ impl Service {
     ) -> Result<(), DaemonError> {
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
         let now = Instant::now();
-        let mut timers = Timers { watchdog_every: notify::watchdog_interval(), watchdog: now, message: now };
+        let mut timers = Timers { watchdog_every: notify::watchdog_interval(), watchdog: now };
         notify::notify("READY=1");
         self.health.started();
         tracing::info!(version = %self.monitor.version(), topics = ?self.cfg.kafka.input_topics, "metapu daemon running");
@@ -138,7 +134,6 @@ impl Service {
                 // While a batch's worth of records waits for its turn, take no more.
                 m = self.consumer.recv(), if !self.monitor.backlogged() => match m {
                     Ok(m) => {
-                        timers.message = Instant::now();
                         self.health.message_received();
                         self.arrived(received(&m));
                         // Take what is already queued without a trip through the
@@ -283,7 +278,7 @@ impl Service {
             }
         }
         self.outbox.settle(&self.consumer, false).await;
-        self.health.refresh(t.message, &self.producer).await;
+        self.health.refresh();
     }
 
     async fn shutdown(mut self) {
