@@ -15,7 +15,7 @@ use super::decode::Received;
 use super::output::Emitted;
 use super::output::Source;
 use super::settings::CoreSettings;
-use super::telemetry::{Tally, Telemetry};
+use super::telemetry::Tally;
 use crate::model::Model;
 
 /// Windows solved per batch when the driver adapts inline (as `adaptation.batch` does).
@@ -32,8 +32,6 @@ pub struct TestDriver {
     service_ms: u64,
     /// The wall clock each input is given (Unix seconds); `None`: the real one.
     wall_unix: Option<f64>,
-    /// Every output of every input, in order, when kept ([`Self::keep_outputs`]).
-    kept: Option<Vec<Emitted>>,
 }
 
 impl TestDriver {
@@ -54,18 +52,7 @@ impl TestDriver {
             telemetry: Tally::default(),
             service_ms: 0,
             wall_unix,
-            kept: None,
         }
-    }
-
-    /// Keep every output from now on, for [`Self::take_kept`].
-    pub fn keep_outputs(&mut self) {
-        self.kept.get_or_insert_with(Vec::new);
-    }
-
-    /// The outputs kept since the last take.
-    pub fn take_kept(&mut self) -> Vec<Emitted> {
-        self.kept.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// One input at the driver's time. The adaptations it asks for are solved and
@@ -90,13 +77,8 @@ impl TestDriver {
         out
     }
 
-    /// Hand the monitor an input, keeping its outputs when asked to.
     fn handle(&mut self, input: Input) -> Output {
-        let out = self.monitor.handle(input, self.now(), &self.telemetry);
-        if let Some(kept) = &mut self.kept {
-            kept.extend(out.emitted.iter().cloned());
-        }
-        out
+        self.monitor.handle(input, self.now(), &self.telemetry)
     }
 
     /// A message arrives now: gathered into the next micro-batch.
@@ -140,11 +122,6 @@ impl TestDriver {
 
     /// What the monitor reported, summed.
     pub fn telemetry(&self) -> &Tally {
-        &self.telemetry
-    }
-
-    /// The reports as a watcher (for a caller that counts with its own).
-    pub fn watcher(&self) -> &dyn Telemetry {
         &self.telemetry
     }
 }
