@@ -182,7 +182,7 @@ impl Monitor {
     /// Solve the event clock's adaptation jobs with `solver` (by default on the scoring
     /// thread, when a result is needed: `solver.rs`).
     pub fn set_solver(&mut self, solver: Box<dyn Solver>) {
-        self.engine.solver = solver;
+        self.engine.set_solver(solver);
     }
 
     /// Take one input at `now`.
@@ -204,7 +204,7 @@ impl Monitor {
                 out.emitted = self.pipeline.shares(&mut self.engine, &messages, now, &self.version, telemetry)
             }
             Input::JoinKind { device, kind, at } => {
-                out.refused = self.engine.devices.join_kind(&device, &kind, at).err();
+                out.refused = self.engine.devices_mut().join_kind(&device, &kind, at).err();
             }
             Input::Tick => self.tick(now, telemetry, &mut out),
             Input::Revoked { partitions, gone } => self.revoked(&partitions, &gone, now, telemetry, &mut out),
@@ -212,7 +212,7 @@ impl Monitor {
             Input::Adapted { generation, states, seconds_per_batch } => {
                 self.installed(generation, states, seconds_per_batch, now, telemetry, &mut out)
             }
-            Input::WritesFailed(failed) => self.engine.devices.writes_failed(failed),
+            Input::WritesFailed(failed) => self.engine.devices_mut().writes_failed(failed),
             Input::Model { scoring, adapting, solving, version } => {
                 self.version = version;
                 self.generation += 1;
@@ -221,12 +221,16 @@ impl Monitor {
                 self.schedule_adaptation(1, &mut out);
             }
             Input::Shutdown => {
-                let ids = self.engine.devices.unsnapshotted();
+                let ids = self.engine.devices().unsnapshotted();
                 let records = self.state_records(&ids, now.ms, true);
                 if !records.is_empty() {
                     out.commands.push(Command::WriteState { records, wait: true });
                 }
             }
+        }
+        // Each published fact is said once, here, as the output that carries it.
+        for e in &out.emitted {
+            telemetry.event(Event::Published(e));
         }
         out
     }
@@ -239,7 +243,7 @@ impl Monitor {
         }
         let (feedback, records): (Vec<_>, Vec<_>) =
             messages.into_iter().partition(|m| m.source.topic == self.feedback_topic);
-        let batch = decode_batch(records, self.engine.model.dim(), self.max_message_bytes);
+        let batch = decode_batch(records, self.engine.model().dim(), self.max_message_bytes);
         let unbatched = batch.iter().filter(|c| c.message.source.index > 0).count();
         if unbatched > 0 {
             telemetry.event(Event::Unbatched(unbatched));
@@ -286,7 +290,7 @@ impl Monitor {
             self.report_unmonitored(now, telemetry, out);
         }
         out.emitted.extend(self.pipeline.incident_ticks(&mut self.engine, now, &self.version, telemetry));
-        telemetry.event(Event::Tracked(self.engine.devices.len()));
+        telemetry.event(Event::Tracked(self.engine.devices().len()));
     }
 
     /// On the service clock, changed devices go to the adapter every
@@ -335,13 +339,10 @@ impl Monitor {
             return; // adapted under a model that was replaced meanwhile
         }
         telemetry.event(Event::AdaptationFinished { devices: states.len(), seconds_per_batch });
-        for adapted in &states {
-            telemetry.event(Event::Prior(adapted.state.prior));
-        }
         let installed = self.engine.install(states);
         let memory = &self.pipeline.rules.memory;
         out.emitted.extend(installed.iter().filter_map(|id| {
-            let d = self.engine.devices.get(id)?;
+            let d = self.engine.devices().get(id)?;
             d.prior_update(id, &self.version, now.unix, memory).map(Emitted::Prior)
         }));
     }
@@ -353,10 +354,14 @@ impl Monitor {
     fn snapshots_due(&mut self, state: StateSchedule, now: Now, out: &mut Output) {
         let since = now.ms.saturating_sub(self.schedule.last_snapshot_ms).max(1);
         self.schedule.last_snapshot_ms = now.ms;
-        let budget = (2 * self.engine.devices.len() as u64 * since).div_ceil(state.interval_ms.max(1));
+        let budget = (2 * self.engine.devices().len() as u64 * since).div_ceil(state.interval_ms.max(1));
         let budget = (budget as usize).max(MIN_SNAPSHOTS_PER_PASS);
-        let due =
-            self.engine.devices.snapshots_due(now.ms, state.interval_ms, state.unlabeled_interval_ms, budget);
+        let due = self.engine.devices().snapshots_due(
+            now.ms,
+            state.interval_ms,
+            state.unlabeled_interval_ms,
+            budget,
+        );
         let records = self.state_records(&due, now.ms, false);
         if !records.is_empty() {
             out.commands.push(Command::WriteState { records, wait: false });
@@ -366,7 +371,7 @@ impl Monitor {
     fn state_records(&mut self, ids: &[String], now_ms: u64, all_rows: bool) -> Vec<StateRecord> {
         let unlabeled_interval_ms = self.schedule.state.map_or(0, |s| s.unlabeled_interval_ms);
         let classifiers = self.engine.classifiers(ids, &self.version);
-        self.engine.devices.state_records(
+        self.engine.devices_mut().state_records(
             ids,
             now_ms,
             all_rows,
@@ -378,7 +383,7 @@ impl Monitor {
 
     fn evict_idle(&mut self, now: Now, telemetry: &dyn Telemetry) {
         if self.schedule.idle_timeout_ms > 0 {
-            let gone = self.engine.devices.evict_idle(now.ms, self.schedule.idle_timeout_ms);
+            let gone = self.engine.devices_mut().evict_idle(now.ms, self.schedule.idle_timeout_ms);
             telemetry.event(Event::Evicted { reason: "idle", count: gone.len() });
         }
     }
@@ -390,8 +395,8 @@ impl Monitor {
         if after_ms == 0 {
             return;
         }
-        let (total, new) = self.engine.devices.unmonitored(now.ms, after_ms);
-        telemetry.event(Event::Unmonitored { total, new: &new });
+        let (total, new) = self.engine.devices_mut().unmonitored(now.ms, after_ms);
+        telemetry.event(Event::Unmonitored(total));
         out.emitted.extend(new.into_iter().map(|(device, records, since_ms)| {
             let since_s = since_ms as f64 / 1000.0;
             let message = format!(
@@ -420,11 +425,11 @@ impl Monitor {
         out: &mut Output,
     ) {
         self.pipeline.drop_deferred(partitions);
-        self.engine.devices.streams.forget(partitions);
-        let leaving = self.engine.devices.on_partitions(gone);
+        self.engine.devices_mut().streams_mut().forget(partitions);
+        let leaving = self.engine.devices().on_partitions(gone);
         let records = self.state_records(&leaving, now.ms, true);
         for d in &leaving {
-            self.engine.devices.remove(d);
+            self.engine.devices_mut().remove(d);
         }
         telemetry.event(Event::Evicted { reason: "revoked", count: leaving.len() });
         if !records.is_empty() {
@@ -443,10 +448,10 @@ impl Monitor {
         }
         let mut placed = Vec::new();
         for Restore { device, home, snapshot, partition } in restored.snapshots {
-            if self.engine.devices.get(&device).is_some() {
+            if self.engine.devices().get(&device).is_some() {
                 continue;
             }
-            if snapshot.dim != self.engine.devices.dim() {
+            if snapshot.dim != self.engine.devices().dim() {
                 tracing::warn!(device, "snapshot has another feature count; ignored");
                 continue;
             }
@@ -519,7 +524,7 @@ impl Monitor {
 
     /// The feature count the model takes.
     pub fn dim(&self) -> usize {
-        self.engine.model.dim()
+        self.engine.model().dim()
     }
 
     /// The version of the model scoring now.
@@ -529,11 +534,11 @@ impl Monitor {
 
     /// A device's open incident, as its tracker holds it.
     pub fn open_incident(&self, device: &str) -> Option<&Incident> {
-        self.engine.devices.get(device)?.incidents().open()
+        self.engine.devices().get(device)?.incidents().open()
     }
 
     /// What a device holds now (tests and benches look; nothing decides on it).
     pub fn device(&self, id: &str) -> Option<DeviceView> {
-        self.engine.devices.get(id).map(|d| d.view())
+        self.engine.devices().get(id).map(|d| d.view())
     }
 }

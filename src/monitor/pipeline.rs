@@ -35,7 +35,7 @@ fn stamp_stream_time(engine: &mut Engine, fresh: &mut [Consumed], now: Now) {
     for c in fresh.iter_mut() {
         if let Ok(r) = &c.decoded {
             let s = &c.message.source;
-            c.stamp = engine.devices.streams.stamp(&s.topic, s.partition, r.ts, now.ms, now.unix);
+            c.stamp = engine.devices_mut().streams_mut().stamp(&s.topic, s.partition, r.ts, now.ms, now.unix);
         }
     }
 }
@@ -154,16 +154,9 @@ impl Pipeline {
             done.push(c);
         }
         telemetry.event(Event::Deferred(self.deferred.len()));
-        engine.devices.streams.hold(&earliest_deferred(&self.deferred));
-        out.extend(self.eviction_closes(engine, now, model_version, telemetry));
-        prior_updates(
-            engine,
-            &processed.adapted,
-            (model_version, &self.rules.memory),
-            now,
-            telemetry,
-            &mut out,
-        );
+        engine.devices_mut().streams_mut().hold(&earliest_deferred(&self.deferred));
+        out.extend(self.eviction_closes(engine, now, model_version));
+        out.extend(prior_updates(engine, &processed.adapted, (model_version, &self.rules.memory), now));
         let offsets = releasable_offsets(&done, &self.deferred);
         (out, offsets)
     }
@@ -184,7 +177,7 @@ impl Pipeline {
         if let (Clock::Event, Some(&latest)) =
             (self.clock, processed.clocks.iter().filter(|c| !c.is_nan()).max_by(|a, b| a.total_cmp(b)))
         {
-            engine.devices.set_time(latest);
+            engine.devices_mut().set_time(latest);
         }
         telemetry.event(Event::Evicted { reason: "capacity", count: processed.evicted });
         telemetry.event(Event::Redelivered(processed.replayed));
@@ -217,16 +210,14 @@ impl Pipeline {
                 // On the records' clock an incident closes (or is updated) as the
                 // device's time passes, at its records.
                 let now = Now::event(d.clock);
-                for t in engine.devices.tick_incident(device, &self.rules, now) {
-                    telemetry.event(Event::Incident { device, transition: &t });
+                for t in engine.devices_mut().tick_incident(device, &self.rules, now) {
                     out.push(self.incident_output(engine, device, &t, model_version, now));
                 }
                 now
             }
         };
         let decision = Decision::of(d.record, d.source, posterior, anomalous, prior, taken_as_normal);
-        if let Some(t) = engine.devices.observe_decision(device, decision, &self.rules, now) {
-            telemetry.event(Event::Incident { device, transition: &t });
+        if let Some(t) = engine.devices_mut().observe_decision(device, decision, &self.rules, now) {
             out.push(self.incident_output(engine, device, &t, model_version, now));
         }
     }
@@ -240,7 +231,7 @@ impl Pipeline {
         version: &str,
         now: Now,
     ) -> Emitted {
-        self.incident_event(&engine.model, device, engine.devices.get(device), t, version, now)
+        self.incident_event(engine.model(), device, engine.devices().get(device), t, version, now)
     }
 
     /// [`Self::incident_output`] for a device that may no longer be tracked.
@@ -279,7 +270,7 @@ impl Pipeline {
     /// the wall clock of the call that acts on it; on the event clock the records set it.
     fn follow_service_clock(&self, engine: &mut Engine, now: Now) {
         if self.clock == Clock::Service {
-            engine.devices.set_time(now.unix);
+            engine.devices_mut().set_time(now.unix);
         }
     }
 
@@ -289,7 +280,9 @@ impl Pipeline {
     pub(super) fn time(&self, engine: &Engine, device: &str, now: Now) -> f64 {
         match self.clock {
             Clock::Service => now.unix,
-            Clock::Event => engine.devices.get(device).map_or_else(|| engine.devices.time(), |d| d.clock()),
+            Clock::Event => {
+                engine.devices().get(device).map_or_else(|| engine.devices().time(), |d| d.clock())
+            }
         }
     }
 
@@ -336,7 +329,7 @@ impl Pipeline {
                 out.push(dead_letter(m, "bad_feedback", reason, now.unix));
             }
         }
-        out.extend(engine.devices.take_shares().into_iter().map(Emitted::Share));
+        out.extend(engine.devices_mut().take_shares().into_iter().map(Emitted::Share));
         out
     }
 
@@ -359,13 +352,12 @@ impl Pipeline {
             let applied = serde_json::from_slice::<Share>(&m.payload)
                 .map_err(|e| format!("malformed kind share: {e}"))
                 .and_then(|share| {
-                    engine.devices.apply_share(share, &self.rules.memory).map_err(|e| e.to_string())
+                    engine.devices_mut().apply_share(share, &self.rules.memory).map_err(|e| e.to_string())
                 });
             match applied {
                 Ok(transitions) => {
                     telemetry.event(Event::KindShare { result: "applied" });
                     for (device, t) in transitions {
-                        telemetry.event(Event::Incident { device: &device, transition: &t });
                         out.push(self.incident_output(engine, &device, &t, model_version, now));
                     }
                 }
@@ -375,7 +367,7 @@ impl Pipeline {
                 }
             }
         }
-        telemetry.event(Event::Kinds(&engine.devices.kind_counts()));
+        telemetry.event(Event::Kinds(&engine.devices().kind_counts()));
         out
     }
 
@@ -397,18 +389,11 @@ impl Pipeline {
     /// Devices evicted (capacity or idle) with an incident open: each incident closes
     /// as `evicted`, explained on the windows the device left with, so that no incident
     /// an analyst sees opened stays open for ever.
-    pub fn eviction_closes(
-        &self,
-        engine: &mut Engine,
-        now: Now,
-        version: &str,
-        telemetry: &dyn Telemetry,
-    ) -> Vec<Emitted> {
+    pub fn eviction_closes(&self, engine: &mut Engine, now: Now, version: &str) -> Vec<Emitted> {
         let mut out = Vec::new();
-        for (device, mut d) in engine.devices.take_evicted_with_incidents() {
+        for (device, mut d) in engine.devices_mut().take_evicted_with_incidents() {
             if let Some(t) = d.close_evicted_incident(now.unix) {
-                telemetry.event(Event::Incident { device: &device, transition: &t });
-                out.push(self.incident_event(&engine.model, &device, Some(&d), &t, version, now));
+                out.push(self.incident_event(engine.model(), &device, Some(&d), &t, version, now));
             }
         }
         out
@@ -424,20 +409,14 @@ impl Pipeline {
         version: &str,
         telemetry: &dyn Telemetry,
     ) -> Vec<Emitted> {
-        let mut out = self.eviction_closes(engine, now, version, telemetry);
+        let mut out = self.eviction_closes(engine, now, version);
         self.follow_service_clock(engine, now);
         if self.clock == Clock::Event {
-            telemetry.event(Event::StreamIdle(engine.devices.streams.newly_idle(now.ms)));
+            telemetry.event(Event::StreamIdle(engine.devices_mut().streams_mut().newly_idle(now.ms)));
         }
-        engine.devices.end_onboarding_due(now.ms);
-        for (device, o, known_normal) in engine.devices.take_onboarded() {
-            telemetry.event(Event::Onboarding {
-                device: &device,
-                event: "onboarded",
-                records: o.records,
-                known_normal,
-            });
-            let time = engine.devices.now_of(&device, now.ms).unix;
+        engine.devices_mut().end_onboarding_due(now.ms);
+        for (device, o, known_normal) in engine.devices_mut().take_onboarded() {
+            let time = engine.devices().now_of(&device, now.ms).unix;
             out.push(Emitted::Incident(IncidentEvent::Onboarded {
                 device,
                 from: o.from,
@@ -449,21 +428,20 @@ impl Pipeline {
                 time,
             }));
         }
-        out.extend(engine.devices.take_shares().into_iter().map(Emitted::Share));
-        let open = engine.devices.with_open_incidents();
+        out.extend(engine.devices_mut().take_shares().into_iter().map(Emitted::Share));
+        let open = engine.devices().with_open_incidents();
         for device in &open {
             let at = match self.clock {
                 Clock::Service => now,
-                Clock::Event => engine.devices.now_of(device, now.ms),
+                Clock::Event => engine.devices().now_of(device, now.ms),
             };
-            for t in engine.devices.tick_incident(device, &self.rules, at) {
-                telemetry.event(Event::Incident { device, transition: &t });
+            for t in engine.devices_mut().tick_incident(device, &self.rules, at) {
                 out.push(self.incident_output(engine, device, &t, version, now));
             }
         }
         let still = open
             .iter()
-            .filter(|d| engine.devices.get(d).is_some_and(|d| d.incidents().open().is_some()))
+            .filter(|d| engine.devices().get(d).is_some_and(|d| d.incidents().open().is_some()))
             .count();
         telemetry.event(Event::IncidentsOpen(still));
         out
@@ -525,7 +503,7 @@ struct Commands<'a> {
 
 impl Applying for Commands<'_> {
     fn devices(&mut self) -> &mut DeviceTable {
-        &mut self.engine.devices
+        self.engine.devices_mut()
     }
 
     fn now(&self) -> Now {
@@ -549,12 +527,11 @@ impl Applying for Commands<'_> {
     }
 
     fn incident(&mut self, device: &str, transition: &Transition) {
-        self.telemetry.event(Event::Incident { device, transition });
         self.out.push(self.pipeline.incident_output(self.engine, device, transition, self.version, self.now));
     }
 
     fn eviction_closes(&mut self) {
-        let closes = self.pipeline.eviction_closes(self.engine, self.now, self.version, self.telemetry);
+        let closes = self.pipeline.eviction_closes(self.engine, self.now, self.version);
         self.out.extend(closes);
     }
 
@@ -578,22 +555,17 @@ fn dead_letter(m: &Received, kind: &str, reason: String, time: f64) -> Emitted {
 }
 
 /// The prior updates of devices just adapted (before scoring, after feedback).
-pub fn prior_updates(
+fn prior_updates(
     engine: &Engine,
     devices: &[String],
     (model_version, memory): (&str, &MemoryRules),
     now: Now,
-    telemetry: &dyn Telemetry,
-    out: &mut Vec<Emitted>,
-) {
-    for device in devices {
-        if let Some(update) =
-            engine.devices.get(device).and_then(|d| d.prior_update(device, model_version, now.unix, memory))
-        {
-            telemetry.event(Event::Prior(update.prior));
-            out.push(Emitted::Prior(update));
-        }
-    }
+) -> Vec<Emitted> {
+    let prior = |device: &String| {
+        let d = engine.devices().get(device)?;
+        d.prior_update(device, model_version, now.unix, memory).map(Emitted::Prior)
+    };
+    devices.iter().filter_map(prior).collect()
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@ use super::*;
 use crate::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 use crate::monitor::decode::{decode_batch, releasable_offsets};
 use crate::monitor::devices::{DeviceTable, WindowSizes};
+use crate::monitor::engine::Scheduling;
 use crate::monitor::record;
+use crate::monitor::stream_time::StreamClocks;
 use crate::monitor::telemetry::Tally;
 
 /// Held while a test's network is drawn: torch's generator is the process's, and two
@@ -28,17 +30,23 @@ fn model() -> Model {
 
 /// Windows of 10 unlabeled rows, 4 of them spread over the device's earlier seconds (a
 /// restart must bring the spread rows back as they were).
-fn engine(max_per_device: usize) -> Engine {
-    let sizes = WindowSizes {
+fn sizes() -> WindowSizes {
+    WindowSizes {
         positive: 5,
         unlabeled: 10,
         bootstrap_positives: 0,
         unlabeled_spread: 4,
         spread_bucket_s: 1,
-    };
-    let mut e = Engine::new(model(), sizes, 10, 0.5);
-    e.max_per_device = max_per_device;
-    e
+    }
+}
+
+/// An engine on [`model`] with `threshold`, over `devices`.
+fn engine_on(threshold: f32, devices: DeviceTable, scheduling: Scheduling) -> Engine {
+    Engine::new(model(), devices, threshold, scheduling)
+}
+
+fn engine(max_per_device: usize) -> Engine {
+    engine_on(0.5, DeviceTable::new(2, sizes(), 10), Scheduling { max_per_device, ..Scheduling::default() })
 }
 
 /// The service's clock at `ms`, with the wall clock.
@@ -135,12 +143,12 @@ fn replay_with(batch_sizes: &[usize], service_ms_step: u64, min_records: usize) 
 
 /// The engine of [`replay_solved`].
 fn event_engine(min_records: usize) -> Engine {
-    let mut engine = engine(0);
-    engine.threshold = 0.9; // the burst scores 0.75-0.85, the rest over 0.9
-    engine.cadence =
-        Some(crate::monitor::engine::EventCadence { interval_s: 1.0, min_records, after_records: 0 });
-    engine.devices.event_clock = true;
-    engine
+    let cadence = crate::monitor::engine::EventCadence { interval_s: 1.0, min_records, after_records: 0 };
+    engine_on(
+        0.9, // the burst scores 0.75-0.85, the rest over 0.9
+        DeviceTable::new(2, sizes(), 10).on_clock(true, StreamClocks::default()),
+        Scheduling { cadence: Some(cadence), ..Scheduling::default() },
+    )
 }
 
 /// A restart of the replay after `after` messages: every device's snapshot, as the
@@ -166,7 +174,7 @@ fn replay_solved(
 fn restarted(engine: &mut Engine, now: Now, model: &str, min_records: usize) -> Engine {
     let ids: Vec<String> = ["cam", "lock"].map(String::from).to_vec();
     let kept = engine.classifiers(&ids, "v");
-    let records = engine.devices.state_records(&ids, now.ms, true, 0, 1, &kept);
+    let records = engine.devices_mut().state_records(&ids, now.ms, true, 0, 1, &kept);
     let mut next = event_engine(min_records);
     let mut adapt = Vec::new();
     for id in &ids {
@@ -196,7 +204,7 @@ fn replay_restarted(
     let tally = Tally::default();
     let mut engine = event_engine(min_records);
     if let Some(solver) = solver {
-        engine.solver = solver;
+        engine.set_solver(solver);
     }
     let rules = IncidentRules {
         open_k: 3,
@@ -324,10 +332,9 @@ fn min_records_spaces_adaptations_and_keeps_replays_alike() {
 /// five records of device `a` (the first known-normal), one a second of a capture's
 /// time years ago, run at 1 s of the service's clock: its incident is open.
 fn silent_after_an_incident(idle_after_ms: u64, tally: &Tally) -> (Engine, Pipeline) {
-    let (mut engine, mut pipeline) = (self::engine(0), self::pipeline());
-    engine.threshold = 1.1; // every record scores anomalous
-    engine.devices.event_clock = true;
-    engine.devices.streams.idle_after_ms = idle_after_ms;
+    let devices = DeviceTable::new(2, sizes(), 10).on_clock(true, StreamClocks::new(idle_after_ms, 0.0));
+    // Every record scores anomalous.
+    let (mut engine, mut pipeline) = (engine_on(1.1, devices, Scheduling::default()), self::pipeline());
     pipeline.clock = Clock::Event;
     let old = 1.5e9;
     let messages: Vec<Received> = (0..5)
@@ -430,7 +437,7 @@ fn records_over_a_share_wait_for_the_next_batch_and_hold_back_offsets() {
     assert!(!pipeline.has_deferred());
     assert_eq!(tally.get("deferred"), 3 + 1, "deferrals counted per batch");
     assert_eq!(
-        engine.devices.get("a").map(|d| d.view().seen),
+        engine.devices().get("a").map(|d| d.view().seen),
         Some(5),
         "every record of a entered its windows once"
     );
@@ -465,13 +472,10 @@ fn a_new_device_is_adapted_before_scoring_and_bad_input_is_dead_lettered() {
 #[test]
 fn records_taken_as_normal_open_no_incident() {
     let tally = Tally::default();
-    let (mut engine, mut pipeline) = (engine(0), pipeline());
-    engine.threshold = 1.1; // every record scores anomalous
-    engine.devices = DeviceTable::new(
-        2,
-        WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 3, ..WindowSizes::default() },
-        10,
-    );
+    let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 3, ..WindowSizes::default() };
+    // Every record scores anomalous.
+    let (mut engine, mut pipeline) =
+        (engine_on(1.1, DeviceTable::new(2, sizes, 10), Scheduling::default()), pipeline());
     let opened = |outputs: &[Emitted]| outputs.iter().filter(|o| matches!(o, Emitted::Incident(_))).count();
     let mut run = |offsets: std::ops::Range<i64>| {
         let fresh = consumed(offsets.map(|o| record("a", o, false)).collect());
@@ -521,12 +525,12 @@ fn a_batch_message_s_records_count_one_by_one() {
     assert_eq!(scored(&outputs), [(0, 0), (0, 1)]);
     assert!(offsets.is_empty(), "{offsets:?}");
     assert_eq!(seen(&engine), 2);
-    engine.max_per_device = 0;
+    engine.set_scheduling(Scheduling::default());
     let mut restarted = self::pipeline();
     restarted.run(&mut engine, consumed(messages()), service_now(0), "v", &tally);
     assert_eq!(seen(&engine), 4, "the first two once, the last two once");
 }
 
 fn seen(engine: &Engine) -> u64 {
-    engine.devices.get("a").map_or(0, |d| d.view().seen)
+    engine.devices().get("a").map_or(0, |d| d.view().seen)
 }

@@ -6,10 +6,10 @@
 //! (the pipeline's clock, the engine's cadence, the device table's clock).
 
 use super::clock::Clock;
-use super::engine::{Engine, EventCadence, WindowSizes};
+use super::devices::DeviceTable;
+use super::engine::{Engine, EventCadence, Scheduling, WindowSizes};
 use super::incidents::IncidentRules;
 use super::pipeline::{Pipeline, RecordOutputs};
-use super::solver::InlineSolver;
 use super::stream_time::StreamClocks;
 use crate::model::Model;
 
@@ -66,16 +66,16 @@ pub struct StateSchedule {
 impl CoreSettings {
     /// The engine these settings give, scoring with `model`.
     pub(super) fn engine(&self, model: Model) -> Engine {
-        let mut engine = Engine::new(model, self.sizes, self.max_tracked, self.threshold);
-        engine.max_per_device = self.max_per_device;
-        engine.adaptation_batch = self.adaptation_batch;
-        engine.solver = Box::new(InlineSolver::new(self.adaptation_batch));
-        engine.devices.streams = StreamClocks::new(self.idle_after_ms, self.max_ahead_s);
-        if self.clock == Clock::Event {
-            engine.cadence = Some(self.cadence);
-            engine.devices.event_clock = true;
-        }
-        engine
+        let event_clock = self.clock == Clock::Event;
+        let streams = StreamClocks::new(self.idle_after_ms, self.max_ahead_s);
+        let devices =
+            DeviceTable::new(model.dim(), self.sizes, self.max_tracked).on_clock(event_clock, streams);
+        let scheduling = Scheduling {
+            max_per_device: self.max_per_device,
+            adaptation_batch: self.adaptation_batch,
+            cadence: event_clock.then_some(self.cadence),
+        };
+        Engine::new(model, devices, self.threshold, scheduling)
     }
 
     /// The pipeline these settings give.

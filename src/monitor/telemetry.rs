@@ -2,11 +2,16 @@
 //! event to a [`Telemetry`], and the shell's implementation logs and counts it
 //! (`daemon/internal_events/`), so the core needs no metrics library and a test can count
 //! what happened ([`Tally`]).
+//!
+//! A fact the monitor publishes (an incident event, a prior) is said once, as its
+//! [`Emitted`] output: the monitor reports each output it returns as
+//! [`Event::Published`], and the watcher counts and logs it from there. The other events
+//! are what no topic carries: the work done, and gauges.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use super::incidents::Transition;
+use super::output::Emitted;
 
 /// One thing the core did.
 #[derive(Debug, Clone, Copy)]
@@ -32,20 +37,14 @@ pub enum Event<'a> {
     Unknown,
     /// A record scored, and whether an alert was published for it.
     Scored { alert: bool },
-    /// A device's prior estimate after an adaptation.
-    Prior(f32),
-    /// An incident's transition.
-    Incident { device: &'a str, transition: &'a Transition },
+    /// An output of the monitor, reported once as it is returned: incident events
+    /// (transitions, onboardings, forgotten and unmonitored devices), priors, scores,
+    /// alerts, shares, dead letters.
+    Published(&'a Emitted),
     /// Incidents open now.
     IncidentsOpen(usize),
     /// Analyst feedback applied (`false_positive`, `confirmed`) or `refused`.
     Feedback { device: &'a str, result: &'a str },
-    /// A confirmed verdict made a device forget a remembered behaviour.
-    Unlearned { device: &'a str, incident: &'a str, by: &'a str },
-    /// A device forgotten on an operator's request.
-    Forgotten { device: &'a str, known_normal: usize, by: &'a str },
-    /// An onboarding started (`onboarding`) or ended (`onboarded`).
-    Onboarding { device: &'a str, event: &'a str, records: u64, known_normal: usize },
     /// A share read on the kinds topic: `applied` or `refused`.
     KindShare { result: &'a str },
     /// The kinds known now, with the members that shared something in each.
@@ -65,9 +64,9 @@ pub enum Event<'a> {
     /// Input partitions newly idle as a whole: the wall clock moves their stream time
     /// on (`stream_time.rs`).
     StreamIdle(usize),
-    /// Devices sending traffic with no known-normal record: how many, and those newly
-    /// found (device, records, ms since first seen), each reported once.
-    Unmonitored { total: usize, new: &'a [(String, u64, u64)] },
+    /// Devices sending traffic with no known-normal record now (each is published once
+    /// as an `unmonitored` incident event).
+    Unmonitored(usize),
 }
 
 /// Whoever watches the core.
@@ -107,13 +106,14 @@ impl Telemetry for Tally {
                 self.add("scored".into(), 1);
                 self.add("alerts".into(), u64::from(alert));
             }
-            Event::Prior(_) => self.add("priors".into(), 1),
-            Event::Incident { transition, .. } => self.add(format!("incident/{}", transition.name()), 1),
+            Event::Published(Emitted::Prior(_)) => self.add("priors".into(), 1),
+            Event::Published(Emitted::Incident(e)) => match e.report() {
+                Some(_) => self.add(format!("incident/{}", e.name()), 1),
+                None => self.add(e.name().into(), 1),
+            },
+            Event::Published(_) => {}
             Event::IncidentsOpen(_) => {}
             Event::Feedback { result, .. } => self.add(format!("feedback/{result}"), 1),
-            Event::Unlearned { .. } => self.add("unlearned".into(), 1),
-            Event::Forgotten { .. } => self.add("forgotten".into(), 1),
-            Event::Onboarding { event, .. } => self.add(event.to_string(), 1),
             Event::KindShare { result } => self.add(format!("kind_share/{result}"), 1),
             Event::Kinds(_) | Event::Tracked(_) | Event::Parked(_) => {}
             Event::AdaptationFinished { devices, .. } => self.add("adapted".into(), devices as u64),
@@ -121,7 +121,7 @@ impl Telemetry for Tally {
                 self.add("restored".into(), devices as u64);
                 self.add("adapted".into(), adapted as u64);
             }
-            Event::Unmonitored { new, .. } => self.add("unmonitored".into(), new.len() as u64),
+            Event::Unmonitored(_) => {}
             Event::StreamIdle(n) => self.add("stream_idle".into(), n as u64),
             Event::AdaptationWaits(n) => self.add("adaptation_waits".into(), n as u64),
         }

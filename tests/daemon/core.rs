@@ -107,8 +107,10 @@ fn a_false_positive_verdict_is_remembered_and_leaves_the_classifier_as_it_was() 
     let fx = fixture();
     let (normal, changed) = (fx.rows(0, Label::Positive), fx.rows(0, Label::Negative));
     let mut core = Core::new();
-    assert!(opened(&core.feed(&normal[..10], true)).is_empty());
-    assert!(opened(&core.feed(&normal[10..30], false)).is_empty(), "normal traffic opens nothing");
+    let onboarded = core.feed(&normal[..10], true);
+    assert!(opened(&onboarded).is_empty());
+    let normal_out = core.feed(&normal[10..30], false);
+    assert!(opened(&normal_out).is_empty(), "normal traffic opens nothing");
     // The device is re-adapted at its adaptation points while the new behaviour
     // arrives: on a window that holds some of it (what PU learning looks for).
     let first = core.feed(&changed[..15], false);
@@ -172,4 +174,19 @@ fn a_false_positive_verdict_is_remembered_and_leaves_the_classifier_as_it_was() 
         "{}",
         r.summary
     );
+
+    // Each published fact reaches the telemetry once, as the output that carries it.
+    let outputs = [&onboarded, &normal_out, &first, &out, &again, &after, &longer];
+    let published = |name: &str| {
+        let of = |e: &Emitted| matches!(e, Emitted::Incident(i) if i.name() == name);
+        outputs.iter().flat_map(|o| o.iter()).filter(|e| of(e)).count() as u64
+    };
+    let tally = core.driver.telemetry();
+    assert_eq!(published("opened"), 2, "the incident, and its news");
+    for name in ["opened", "updated", "suppressed", "closed"] {
+        assert_eq!(tally.get(&format!("incident/{name}")), published(name), "{name}");
+    }
+    let priors = outputs.iter().flat_map(|o| o.iter()).filter(|e| matches!(e, Emitted::Prior(_))).count();
+    assert!(priors > 0);
+    assert_eq!(tally.get("priors"), priors as u64);
 }

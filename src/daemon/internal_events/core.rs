@@ -1,7 +1,8 @@
 //! What the monitor reports (`monitor::telemetry`), logged and counted: each of its
-//! events is handed to the one struct here that says it.
+//! events is handed to the one struct here that says it. What it publishes (incident
+//! events, priors) comes as the output itself ([`Event::Published`]).
 
-use crate::monitor::incidents::Transition;
+use crate::monitor::output::{Emitted, IncidentEvent};
 use crate::monitor::telemetry::{Event, Telemetry};
 
 use super::{InternalEvent, Metrics};
@@ -19,19 +20,13 @@ impl Telemetry for Metrics {
             Event::Refused { kind } => self.emit(RecordRefused(kind)),
             Event::Unknown => self.emit(RecordUnknown),
             Event::Scored { alert } => self.emit(RecordScored { alert }),
-            Event::Prior(prior) => self.emit(PriorEstimated(prior)),
-            Event::Incident { device, transition } => self.emit(IncidentMoved { device, transition }),
+            Event::Published(Emitted::Incident(e)) => self.emit(IncidentPublished(e)),
+            Event::Published(Emitted::Prior(update)) => self.emit(PriorEstimated(update.prior)),
+            // Delivered scores, alerts, shares and dead letters are counted by the sinks;
+            // refusals by kind as they are decided (`Refused`, `Feedback`, `KindShare`).
+            Event::Published(_) => {}
             Event::IncidentsOpen(n) => self.emit(IncidentsOpen(n)),
             Event::Feedback { device, result } => self.emit(FeedbackApplied { device, result }),
-            Event::Unlearned { device, incident, by } => {
-                self.emit(BehaviourUnlearned { device, incident, by })
-            }
-            Event::Forgotten { device, known_normal, by } => {
-                self.emit(DeviceForgotten { device, known_normal, by })
-            }
-            Event::Onboarding { device, event, records, known_normal } => {
-                self.emit(Onboarding { device, event, records, known_normal })
-            }
             Event::KindShare { result } => self.emit(KindShareRead(result)),
             Event::Kinds(counts) => self.emit(KindsKnown(counts)),
             Event::Tracked(n) => self.emit(DevicesTracked(n)),
@@ -40,7 +35,7 @@ impl Telemetry for Metrics {
             }
             Event::Restored { devices, adapted } => self.emit(StateRestored { devices, adapted }),
             Event::Parked(n) => self.emit(SnapshotsParked(n)),
-            Event::Unmonitored { total, new } => self.emit(DevicesUnmonitored { total, new }),
+            Event::Unmonitored(total) => self.emit(DevicesUnmonitored(total)),
             Event::StreamIdle(n) => self.emit(StreamsIdle(n)),
             Event::AdaptationWaits(n) => self.emit(AdaptationWaited(n)),
         }
@@ -159,40 +154,55 @@ impl InternalEvent for PriorEstimated {
     }
 }
 
-/// An incident opened, updated, joined, was suppressed or closed.
-struct IncidentMoved<'a> {
-    device: &'a str,
-    transition: &'a Transition,
-}
+/// An event published on the incidents topic: counted by its name (the transitions of
+/// an incident, and the device's own: onboarding, forgotten, unmonitored...), and logged.
+struct IncidentPublished<'a>(&'a IncidentEvent);
 
-impl InternalEvent for IncidentMoved<'_> {
+impl InternalEvent for IncidentPublished<'_> {
     fn emit(self, m: &Metrics) {
-        let device = self.device;
-        m.incidents.with_label_values(&[self.transition.name()]).inc();
-        match self.transition {
-            Transition::Opened(i) => match &i.news {
+        let device = self.0.device();
+        m.incidents.with_label_values(&[self.0.name()]).inc();
+        match self.0 {
+            IncidentEvent::Opened(r) => match &r.news {
                 Some(news) => {
-                    tracing::info!(device, incident = %i.id, news = %news.why, "suppressed incident opened: news")
+                    tracing::info!(device, incident = %r.incident_id, news = %news.why, "suppressed incident opened: news")
                 }
-                None => tracing::info!(device, incident = %i.id, "incident opened"),
+                None => tracing::info!(device, incident = %r.incident_id, "incident opened"),
             },
-            Transition::Updated(_) | Transition::Reviewed(_) => {}
-            Transition::Reopened(i) => {
-                tracing::info!(device, incident = %i.id, reopened = i.reopened, "incident reopened");
+            IncidentEvent::Updated(_) | IncidentEvent::Reviewed(_) => {}
+            IncidentEvent::Reopened(r) => {
+                tracing::info!(device, incident = %r.incident_id, reopened = r.reopened, "incident reopened");
             }
-            Transition::Suppressed(i) => {
-                let dismissed = i.suppressed.as_ref().map_or("", |d| d.incident_id.as_str());
-                let on = i.suppressed.as_ref().and_then(|d| d.on.as_deref()).unwrap_or(device);
-                tracing::info!(device, incident = %i.id, dismissed, on, "incident suppressed: a dismissed behaviour");
+            IncidentEvent::Suppressed(r) => {
+                let dismissed = r.suppressed.as_ref().map_or("", |d| d.incident_id.as_str());
+                let on = r.suppressed.as_ref().and_then(|d| d.on.as_deref()).unwrap_or(device);
+                tracing::info!(device, incident = %r.incident_id, dismissed, on, "incident suppressed: a dismissed behaviour");
             }
-            Transition::Joined(i) => {
-                let fleet = i.fleet.as_ref().map_or("", |f| f.incident_id.as_str());
-                let on = i.fleet.as_ref().map_or("", |f| f.device.as_str());
-                tracing::info!(device, incident = %i.id, fleet, on, "incident joined a sibling's fleet incident");
+            IncidentEvent::Joined(r) => {
+                let fleet = r.fleet.as_ref().map_or("", |f| f.incident_id.as_str());
+                let on = r.fleet.as_ref().map_or("", |f| f.device.as_str());
+                tracing::info!(device, incident = %r.incident_id, fleet, on, "incident joined a sibling's fleet incident");
             }
-            Transition::Closed(i, resolution) => {
-                m.incidents_closed.with_label_values(&[resolution.as_str()]).inc();
-                tracing::info!(device, incident = %i.id, resolution = resolution.as_str(), records = i.figures.records, "incident closed");
+            IncidentEvent::Closed(r) => {
+                let resolution = r.resolution.as_deref().unwrap_or_default();
+                m.incidents_closed.with_label_values(&[resolution]).inc();
+                tracing::info!(device, incident = %r.incident_id, resolution, records = r.figures.records, "incident closed");
+            }
+            IncidentEvent::Unlearned { incident_id, by, .. } => {
+                tracing::info!(device, incident = %incident_id, by = %by, "remembered behaviour forgotten on a confirmed verdict");
+            }
+            IncidentEvent::Forgotten { known_normal, by, .. } => {
+                tracing::info!(device, known_normal, by = %by, "device forgotten");
+            }
+            IncidentEvent::Onboarding { from, until, by, .. } => {
+                tracing::info!(device, from, until, by = %by, "onboarding");
+            }
+            IncidentEvent::Onboarded { records, known_normal, .. } => {
+                tracing::info!(device, records, known_normal, "onboarded");
+            }
+            IncidentEvent::Unmonitored { records, since_s, .. } => {
+                let since_s = *since_s as u64;
+                tracing::warn!(device, records, since_s, "device unmonitored: no known-normal record");
             }
         }
     }
@@ -218,52 +228,6 @@ impl InternalEvent for FeedbackApplied<'_> {
     fn emit(self, m: &Metrics) {
         m.feedback.with_label_values(&[self.result]).inc();
         tracing::info!(device = self.device, result = self.result, "analyst feedback");
-    }
-}
-
-/// A confirmed verdict made a device forget a remembered behaviour.
-struct BehaviourUnlearned<'a> {
-    device: &'a str,
-    incident: &'a str,
-    by: &'a str,
-}
-
-impl InternalEvent for BehaviourUnlearned<'_> {
-    fn emit(self, m: &Metrics) {
-        m.incidents.with_label_values(&["unlearned"]).inc();
-        let (device, incident, by) = (self.device, self.incident, self.by);
-        tracing::info!(device, incident, by, "remembered behaviour forgotten on a confirmed verdict");
-    }
-}
-
-/// A device forgotten on an operator's request.
-struct DeviceForgotten<'a> {
-    device: &'a str,
-    known_normal: usize,
-    by: &'a str,
-}
-
-impl InternalEvent for DeviceForgotten<'_> {
-    fn emit(self, m: &Metrics) {
-        m.incidents.with_label_values(&["forgotten"]).inc();
-        let (device, known_normal, by) = (self.device, self.known_normal, self.by);
-        tracing::info!(device, known_normal, by, "device forgotten");
-    }
-}
-
-/// An onboarding started (`onboarding`) or ended (`onboarded`).
-struct Onboarding<'a> {
-    device: &'a str,
-    event: &'a str,
-    records: u64,
-    known_normal: usize,
-}
-
-impl InternalEvent for Onboarding<'_> {
-    fn emit(self, m: &Metrics) {
-        m.incidents.with_label_values(&[self.event]).inc();
-        let (device, records, known_normal) = (self.device, self.records, self.known_normal);
-        tracing::info!(device, records, known_normal, "{}", self.event);
     }
 }
 
@@ -337,25 +301,13 @@ impl InternalEvent for SnapshotsParked {
     }
 }
 
-/// Devices newly found sending traffic with no known-normal record; the gauge holds
-/// all such devices.
-struct DevicesUnmonitored<'a> {
-    total: usize,
-    new: &'a [(String, u64, u64)],
-}
+/// Devices sending traffic with no known-normal record now (each one found is
+/// published, and logged, as an `unmonitored` incident event).
+struct DevicesUnmonitored(usize);
 
-impl InternalEvent for DevicesUnmonitored<'_> {
+impl InternalEvent for DevicesUnmonitored {
     fn emit(self, m: &Metrics) {
-        m.devices_unmonitored.set(self.total as i64);
-        for (device, records, since_ms) in self.new {
-            m.incidents.with_label_values(&["unmonitored"]).inc();
-            tracing::warn!(
-                device,
-                records,
-                since_s = since_ms / 1000,
-                "device unmonitored: no known-normal record"
-            );
-        }
+        m.devices_unmonitored.set(self.0 as i64);
     }
 }
 

@@ -147,39 +147,91 @@ struct Planned {
     round: usize,
 }
 
+/// The devices' scoring and adaptation over the device table it owns. Its settings are
+/// given at construction ([`Scheduling`]); the door reaches the table through
+/// [`Self::devices`] and [`Self::devices_mut`], never a field.
 pub struct Engine {
-    pub model: Model,
-    pub devices: DeviceTable,
-    pub threshold: f32,
+    model: Model,
+    devices: DeviceTable,
+    threshold: f32,
     /// Records of one device taken per micro-batch (0 = no limit).
-    pub max_per_device: usize,
+    max_per_device: usize,
     /// Devices per batched solve when devices are adapted before scoring.
-    pub adaptation_batch: usize,
+    adaptation_batch: usize,
     /// Re-adapt devices on their records' clock, in [`Self::process`]; `None`: the
     /// service schedules adaptation on its own clock.
-    pub cadence: Option<EventCadence>,
+    cadence: Option<EventCadence>,
     /// Solves the jobs of the cadence's points (`solver.rs`).
-    pub solver: Box<dyn Solver>,
+    solver: Box<dyn Solver>,
     /// Each device's job of its last point, until its next.
     pending: HashMap<String, Pending>,
     /// Bumped with each model: results of an older one are dropped.
     generation: u64,
 }
 
+/// How the engine takes a batch and when it adapts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scheduling {
+    /// Records of one device taken per micro-batch (0 = no limit).
+    pub max_per_device: usize,
+    /// Devices per batched solve when devices are adapted before scoring.
+    pub adaptation_batch: usize,
+    /// Re-adapt devices on their records' clock; `None`: the service schedules
+    /// adaptation on its own clock.
+    pub cadence: Option<EventCadence>,
+}
+
+impl Default for Scheduling {
+    fn default() -> Self {
+        Self { max_per_device: 0, adaptation_batch: 32, cadence: None }
+    }
+}
+
 impl Engine {
-    pub fn new(model: Model, sizes: WindowSizes, max_tracked: usize, threshold: f32) -> Self {
-        let devices = DeviceTable::new(model.dim(), sizes, max_tracked);
+    /// An engine scoring with `model` over `devices`, adapting devices on the scoring
+    /// thread until [`Self::set_solver`] says otherwise.
+    pub fn new(model: Model, devices: DeviceTable, threshold: f32, scheduling: Scheduling) -> Self {
+        let Scheduling { max_per_device, adaptation_batch, cadence } = scheduling;
         Self {
             model,
             devices,
             threshold,
-            max_per_device: 0,
-            adaptation_batch: 32,
-            cadence: None,
-            solver: Box::new(InlineSolver::new(32)),
+            max_per_device,
+            adaptation_batch,
+            cadence,
+            solver: Box::new(InlineSolver::new(adaptation_batch)),
             pending: HashMap::new(),
             generation: 0,
         }
+    }
+
+    /// New batch and adaptation settings, as a restart with another configuration
+    /// would bring (the tests' restarts).
+    #[cfg(test)]
+    pub(crate) fn set_scheduling(&mut self, scheduling: Scheduling) {
+        let Scheduling { max_per_device, adaptation_batch, cadence } = scheduling;
+        (self.max_per_device, self.adaptation_batch, self.cadence) =
+            (max_per_device, adaptation_batch, cadence);
+    }
+
+    /// Solve the cadence's jobs with `solver` (`solver.rs`).
+    pub fn set_solver(&mut self, solver: Box<dyn Solver>) {
+        self.solver = solver;
+    }
+
+    /// The scoring model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The device table, to read.
+    pub fn devices(&self) -> &DeviceTable {
+        &self.devices
+    }
+
+    /// The device table, to act on through its methods.
+    pub fn devices_mut(&mut self) -> &mut DeviceTable {
+        &mut self.devices
     }
 
     /// Add records to their devices' windows, adapt the devices that have a known-normal
@@ -583,7 +635,7 @@ mod tests {
         let model = two_feature_model;
         let sizes =
             WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0, ..WindowSizes::default() };
-        let mut e = Engine::new(model(), sizes, 10, 0.5);
+        let mut e = Engine::new(model(), DeviceTable::new(2, sizes, 10), 0.5, Scheduling::default());
         let rec = |d: &str, x: f32, normal: bool| crate::monitor::record::FeatureRecord {
             device: d.into(),
             ts: 0.0,

@@ -409,10 +409,10 @@ pub struct DeviceTable {
     time: Option<f64>,
     /// Each device runs on its records' own clock ([`Device::clock`]) rather than
     /// [`Self::time`]: onboarding spans, incidents and adaptation follow capture time.
-    pub event_clock: bool,
+    event_clock: bool,
     /// The input partitions' stream times: each device's time on the event clock
     /// ([`Self::now_of`]).
-    pub streams: StreamClocks,
+    streams: StreamClocks,
     /// What each kind's members shared (the kinds topic, read whole).
     kinds: Kinds,
     /// Shares of members held here, to publish on the kinds topic (see
@@ -448,6 +448,18 @@ impl DeviceTable {
             shares: Vec::new(),
             share_due: BTreeSet::new(),
         }
+    }
+
+    /// The table on the records' own clock (`event_clock`: see [`Self::now_of`]), its
+    /// partitions' stream times kept by `streams`.
+    pub fn on_clock(mut self, event_clock: bool, streams: StreamClocks) -> Self {
+        (self.event_clock, self.streams) = (event_clock, streams);
+        self
+    }
+
+    /// The input partitions' stream times, which the door stamps, holds and forgets.
+    pub fn streams_mut(&mut self) -> &mut StreamClocks {
+        &mut self.streams
     }
 
     pub fn len(&self) -> usize {

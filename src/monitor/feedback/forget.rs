@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 use super::Applying;
 use crate::monitor::output::Emitted;
 use crate::monitor::output::IncidentEvent;
-use crate::monitor::telemetry::Event;
 
 /// An operator's request to forget a device (`metapu forget`, on the feedback topic):
 /// its known-normal records, windows, classifier and snapshot go. The one way a device
@@ -27,7 +26,6 @@ impl Forget {
             .devices()
             .forget(&self.device)
             .ok_or_else(|| format!("unknown device {}: not tracked by this daemon", self.device))?;
-        to.telemetry().event(Event::Forgotten { device: &self.device, known_normal, by: &self.by });
         to.eviction_closes();
         to.emit(Emitted::Incident(IncidentEvent::Forgotten {
             device: self.device,

@@ -7,7 +7,6 @@ use serde::{Deserialize, Serialize};
 use super::Applying;
 use crate::monitor::output::Emitted;
 use crate::monitor::output::IncidentEvent;
-use crate::monitor::telemetry::Event;
 
 /// An operator's onboarding (`metapu onboard`, on the feedback topic): the device's
 /// traffic for the next `onboard_for_s` seconds is its known-normal traffic
@@ -37,12 +36,6 @@ impl Onboard {
             self.note.clone(),
             at,
         )?;
-        to.telemetry().event(Event::Onboarding {
-            device: &self.device,
-            event: "onboarding",
-            records: 0,
-            known_normal: 0,
-        });
         to.emit(Emitted::Incident(IncidentEvent::Onboarding {
             device: self.device,
             kind: self.kind,

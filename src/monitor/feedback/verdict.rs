@@ -19,11 +19,6 @@ impl Feedback {
             Applied::Dismissed(t) => (t, "false_positive"),
             Applied::Unlearned => {
                 to.telemetry().event(Event::Feedback { device: &self.device, result: "confirmed" });
-                to.telemetry().event(Event::Unlearned {
-                    device: &self.device,
-                    incident: &self.incident_id,
-                    by: &self.by,
-                });
                 to.emit(Emitted::Incident(IncidentEvent::Unlearned {
                     time: to.time(&self.device),
                     device: self.device,

@@ -120,22 +120,6 @@ pub enum Transition {
     Joined(Incident),
 }
 
-impl Transition {
-    /// What happened, in a word (`opened`, `updated`, `reopened`, `suppressed`,
-    /// `closed`, `reviewed`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Opened(_) => "opened",
-            Self::Updated(_) => "updated",
-            Self::Reopened(_) => "reopened",
-            Self::Suppressed(_) => "suppressed",
-            Self::Closed(..) => "closed",
-            Self::Reviewed(_) => "reviewed",
-            Self::Joined(_) => "joined",
-        }
-    }
-}
-
 /// One scored record, as the tracker sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Decision<'a> {
