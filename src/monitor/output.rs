@@ -164,25 +164,6 @@ impl IncidentEvent {
         }
     }
 
-    /// The incident's report, for the events of an incident's life (`opened` to
-    /// `closed`, `reviewed`, `joined`); `None` for the device's own events.
-    pub fn report(&self) -> Option<&IncidentReport> {
-        match self {
-            Self::Opened(r)
-            | Self::Updated(r)
-            | Self::Reopened(r)
-            | Self::Suppressed(r)
-            | Self::Closed(r)
-            | Self::Reviewed(r)
-            | Self::Joined(r) => Some(r),
-            Self::Unmonitored { .. }
-            | Self::Forgotten { .. }
-            | Self::Unlearned { .. }
-            | Self::Onboarding { .. }
-            | Self::Onboarded { .. } => None,
-        }
-    }
-
     /// The device it is about (the record's key).
     pub fn device(&self) -> &str {
         match self {

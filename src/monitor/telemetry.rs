@@ -107,10 +107,7 @@ impl Telemetry for Tally {
                 self.add("alerts".into(), u64::from(alert));
             }
             Event::Published(Emitted::Prior(_)) => self.add("priors".into(), 1),
-            Event::Published(Emitted::Incident(e)) => match e.report() {
-                Some(_) => self.add(format!("incident/{}", e.name()), 1),
-                None => self.add(e.name().into(), 1),
-            },
+            Event::Published(Emitted::Incident(e)) => self.add(format!("incident/{}", e.name()), 1),
             Event::Published(_) => {}
             Event::IncidentsOpen(_) => {}
             Event::Feedback { result, .. } => self.add(format!("feedback/{result}"), 1),
