@@ -154,13 +154,7 @@ pub struct Engine {
     model: Model,
     devices: DeviceTable,
     threshold: f32,
-    /// Records of one device taken per micro-batch (0 = no limit).
-    max_per_device: usize,
-    /// Devices per batched solve when devices are adapted before scoring.
-    adaptation_batch: usize,
-    /// Re-adapt devices on their records' clock, in [`Self::process`]; `None`: the
-    /// service schedules adaptation on its own clock.
-    cadence: Option<EventCadence>,
+    scheduling: Scheduling,
     /// Solves the jobs of the cadence's points (`solver.rs`).
     solver: Box<dyn Solver>,
     /// Each device's job of its last point, until its next.
@@ -176,8 +170,8 @@ pub struct Scheduling {
     pub max_per_device: usize,
     /// Devices per batched solve when devices are adapted before scoring.
     pub adaptation_batch: usize,
-    /// Re-adapt devices on their records' clock; `None`: the service schedules
-    /// adaptation on its own clock.
+    /// Re-adapt devices on their records' clock, in [`Engine::process`]; `None`: the
+    /// service schedules adaptation on its own clock.
     pub cadence: Option<EventCadence>,
 }
 
@@ -191,15 +185,12 @@ impl Engine {
     /// An engine scoring with `model` over `devices`, adapting devices on the scoring
     /// thread until [`Self::set_solver`] says otherwise.
     pub fn new(model: Model, devices: DeviceTable, threshold: f32, scheduling: Scheduling) -> Self {
-        let Scheduling { max_per_device, adaptation_batch, cadence } = scheduling;
         Self {
             model,
             devices,
             threshold,
-            max_per_device,
-            adaptation_batch,
-            cadence,
-            solver: Box::new(InlineSolver::new(adaptation_batch)),
+            scheduling,
+            solver: Box::new(InlineSolver::new(scheduling.adaptation_batch)),
             pending: HashMap::new(),
             generation: 0,
         }
@@ -209,9 +200,7 @@ impl Engine {
     /// would bring (the tests' restarts).
     #[cfg(test)]
     pub(crate) fn set_scheduling(&mut self, scheduling: Scheduling) {
-        let Scheduling { max_per_device, adaptation_batch, cadence } = scheduling;
-        (self.max_per_device, self.adaptation_batch, self.cadence) =
-            (max_per_device, adaptation_batch, cadence);
+        self.scheduling = scheduling;
     }
 
     /// Solve the cadence's jobs with `solver` (`solver.rs`).
@@ -276,7 +265,7 @@ impl Engine {
         for (i, (r, _)) in records.iter().enumerate() {
             let n = taken.entry(r.device.as_str()).or_insert(0);
             *n += 1;
-            if self.max_per_device == 0 || *n <= self.max_per_device {
+            if self.scheduling.max_per_device == 0 || *n <= self.scheduling.max_per_device {
                 kept.push(i);
             }
         }
@@ -436,7 +425,8 @@ impl Engine {
             out.replayed += usize::from(seen.replayed);
             admitted.push((k, seen.taken_as_normal));
             out.clocks[kept[k]] = plan[k].clock;
-            if self.cadence.is_some() && self.devices.get(device).is_some_and(|d| d.awaits_first_classifier())
+            if self.scheduling.cadence.is_some()
+                && self.devices.get(device).is_some_and(|d| d.awaits_first_classifier())
             {
                 rounds.first_classifier.insert(device);
             }
@@ -495,7 +485,7 @@ impl Engine {
                     .entry(r.device.as_str())
                     .or_insert_with(|| (self.devices.adaptation_point(&r.device), 0));
                 s.clock = s.clock.max(stamps[i]);
-                let Some(c) = self.cadence else {
+                let Some(c) = self.scheduling.cadence else {
                     return Planned { clock: s.clock, round: 0 };
                 };
                 let next = *s.next.get_or_insert(s.clock + c.interval_s);
@@ -530,7 +520,7 @@ impl Engine {
         ids.dedup();
         let jobs: Vec<AdaptJob> =
             ids.into_iter().filter_map(|device| self.devices.take_windows(device)).collect();
-        let states = run_adaptation(&self.model, &jobs, self.adaptation_batch);
+        let states = run_adaptation(&self.model, &jobs, self.scheduling.adaptation_batch);
         let adapted = states.iter().map(|a| a.device.clone()).collect();
         self.install(states);
         adapted
