@@ -126,6 +126,9 @@ fn main() {
         verdict: Verdict::FalsePositive,
         by: "ana".into(),
         note: "walk".into(),
+        id: String::new(),
+        at: 0.0,
+        from: String::new(),
     };
     let message = Received {
         source: Source::new(feedback_topic, 0, 0),

@@ -11,7 +11,7 @@ out=${1:?usage: scripts/console-week.sh OUT [IMAGES]}
 images=${2:-$out}
 lab=${LAB:-target/release/metapu-lab}
 week=${WEEK_CAPTURES:-../shared/data/pcap/week}
-port=${PORT:-9897}
+port=${PORT:-9896}
 mkdir -p "$out" "$images"
 
 OMP_NUM_THREADS=1 "$lab" week --captures "$week" --model models/iot-default.safetensors --out "$out" \

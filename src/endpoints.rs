@@ -26,7 +26,9 @@ pub(crate) async fn serve_router(
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     let handle = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+        // The peer's address goes with each request (the console logs and throttles by it).
+        let service = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
+        if let Err(e) = axum::serve(listener, service).with_graceful_shutdown(shutdown).await {
             tracing::error!(error = %e, "http server");
         }
     });

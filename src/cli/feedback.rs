@@ -160,6 +160,9 @@ pub fn run(a: FeedbackArgs) -> anyhow::Result<()> {
         verdict: if a.false_positive { Verdict::FalsePositive } else { Verdict::Confirmed },
         by,
         note,
+        id: metapu::console::access::new_id(),
+        at: metapu::wall_clock::unix_now(),
+        from: format!("cli {}", host_name()),
     };
     let topic = a.kafka.send(&FeedbackMessage::Verdict(feedback.clone()))?;
     println!(
@@ -169,4 +172,13 @@ pub fn run(a: FeedbackArgs) -> anyhow::Result<()> {
         feedback.device
     );
     Ok(())
+}
+
+/// This host's name, for a verdict's `from` (the kernel's; `localhost` if unreadable).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
 }

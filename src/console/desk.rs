@@ -67,6 +67,9 @@ pub struct VerdictNote {
     pub time: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The verdict's id.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
 }
 
 /// One incident, its events folded.
@@ -248,6 +251,8 @@ pub enum VerdictError {
     Replayed { incident: String, verdict: &'static str, by: String },
     #[error("a verdict says who gives it: `by` is empty")]
     Anonymous,
+    #[error("verdict {0} was given before: a replay changes nothing")]
+    ReplayedId(String),
 }
 
 pub fn verdict_name(v: Verdict) -> &'static str {
@@ -437,6 +442,7 @@ impl Desk {
                 note: fb.note,
                 time: letter.time,
                 reason: Some(letter.reason),
+                id: fb.id,
             });
         }
         Ok(())
@@ -452,11 +458,18 @@ impl Desk {
         verdict: Verdict,
         by: &str,
         note: &str,
+        id: &str,
     ) -> Result<Feedback, VerdictError> {
         if by.trim().is_empty() {
             return Err(VerdictError::Anonymous);
         }
         let case = self.cases.get(incident).ok_or_else(|| VerdictError::UnknownIncident(incident.into()))?;
+        let seen = |i: &str| !id.is_empty() && i == id;
+        if case.verdicts().iter().any(|f| seen(&f.id))
+            || case.sent.iter().chain(&case.refused).any(|n| seen(&n.id))
+        {
+            return Err(VerdictError::ReplayedId(id.into()));
+        }
         let actual = &case.report.device;
         if let Some(given) = device.filter(|d| *d != actual) {
             return Err(VerdictError::WrongDevice {
@@ -480,6 +493,9 @@ impl Desk {
             verdict,
             by: by.trim().into(),
             note: note.into(),
+            id: id.into(),
+            at: 0.0,
+            from: String::new(),
         })
     }
 
@@ -492,6 +508,7 @@ impl Desk {
                 note: fb.note.clone(),
                 time,
                 reason: None,
+                id: fb.id.clone(),
             });
         }
     }
@@ -552,36 +569,52 @@ mod tests {
         desk.incident_event(&event(IncidentEvent::Opened(report("i1", "cam", 100.0)))).unwrap();
         let fp = Verdict::FalsePositive;
         assert!(matches!(
-            desk.check_verdict("nope", None, fp, "ana", ""),
+            desk.check_verdict("nope", None, fp, "ana", "", ""),
             Err(VerdictError::UnknownIncident(_))
         ));
-        assert_eq!(desk.check_verdict("i1", None, fp, " ", ""), Err(VerdictError::Anonymous));
+        assert_eq!(desk.check_verdict("i1", None, fp, " ", "", ""), Err(VerdictError::Anonymous));
         assert!(matches!(
-            desk.check_verdict("i1", Some("tv"), fp, "ana", ""),
+            desk.check_verdict("i1", Some("tv"), fp, "ana", "", ""),
             Err(VerdictError::WrongDevice { .. })
         ));
-        let fb = desk.check_verdict("i1", Some("cam"), fp, "ana", "backup").unwrap();
+        let fb = desk.check_verdict("i1", Some("cam"), fp, "ana", "backup", "v1").unwrap();
+        assert_eq!(fb.id, "v1");
         assert_eq!((fb.device.as_str(), fb.by.as_str()), ("cam", "ana"));
         desk.sent(&fb, 1.0);
-        assert!(matches!(desk.check_verdict("i1", None, fp, "bo", ""), Err(VerdictError::Replayed { .. })));
+        assert!(matches!(
+            desk.check_verdict("i1", None, fp, "bo", "", ""),
+            Err(VerdictError::Replayed { .. })
+        ));
         assert!(
-            desk.check_verdict("i1", None, Verdict::Confirmed, "bo", "").is_ok(),
+            desk.check_verdict("i1", None, Verdict::Confirmed, "bo", "", "v2").is_ok(),
             "another verdict may follow"
         );
         // The daemon recorded it: no longer pending, and still a replay.
         let mut closed = report("i1", "cam", 160.0);
         closed.feedback = vec![fb.clone()];
         closed.resolution = Some("dismissed".into());
-        desk.incident_event(&event(IncidentEvent::Closed(closed))).unwrap();
+        let closed = event(IncidentEvent::Closed(closed));
+        desk.incident_event(&closed).unwrap();
         assert!(desk.case("i1").unwrap().pending().is_empty());
-        assert!(matches!(desk.check_verdict("i1", None, fp, "bo", ""), Err(VerdictError::Replayed { .. })));
+        // The same id again, whatever it says, is a replay: a restarted console knows it
+        // from the daemon's record.
+        let mut restarted = Desk::new(10);
+        restarted.incident_event(&closed).unwrap();
+        assert_eq!(
+            restarted.check_verdict("i1", None, Verdict::Confirmed, "bo", "", "v1"),
+            Err(VerdictError::ReplayedId("v1".into()))
+        );
+        assert!(matches!(
+            desk.check_verdict("i1", None, fp, "bo", "", ""),
+            Err(VerdictError::Replayed { .. })
+        ));
     }
 
     #[test]
     fn a_refused_verdict_is_noted_on_its_incident() {
         let mut desk = Desk::new(10);
         desk.incident_event(&event(IncidentEvent::Opened(report("i1", "cam", 100.0)))).unwrap();
-        let fb = desk.check_verdict("i1", None, Verdict::FalsePositive, "ana", "").unwrap();
+        let fb = desk.check_verdict("i1", None, Verdict::FalsePositive, "ana", "", "").unwrap();
         desk.sent(&fb, 1.0);
         let letter = DeadLetter {
             reason: "no incident i1 on device cam".into(),

@@ -6,17 +6,18 @@ use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use super::access::Access;
+use super::access::{cross_site, Access, Denied, COOKIE};
 use super::desk::{verdict_name, Desk, VerdictError};
+use super::guard::{Hosts, Peer};
 use super::metrics::ConsoleMetrics;
-use super::pages;
+use super::pages::{self, Viewer};
 use super::views::{DeviceDetail, Filter, IncidentDetail, IncidentRow};
 use crate::monitor::feedback::{Feedback, FeedbackMessage, Verdict};
 
@@ -33,6 +34,8 @@ pub struct Console {
     pub access: Arc<Access>,
     pub sink: Arc<dyn VerdictSink>,
     pub metrics: Arc<ConsoleMetrics>,
+    /// The names it answers to.
+    pub hosts: Hosts,
 }
 
 impl Console {
@@ -57,8 +60,11 @@ pub fn router(console: Console) -> Router {
         .route("/api/incidents/{id}", get(api_incident))
         .route("/api/devices/{id}", get(api_device))
         .route("/api/verdicts", post(api_verdict))
+        .route("/login", get(login_page).post(sign_in))
+        .route("/logout", post(sign_out))
         .route("/healthz", get(crate::endpoints::healthz))
         .route("/metrics", get(metrics))
+        .layer(axum::middleware::from_fn_with_state(console.hosts.clone(), super::guard::guard))
         .with_state(console)
 }
 
@@ -70,34 +76,139 @@ fn page(status: StatusCode, markup: maud::Markup) -> Response {
     (status, Html(markup.into_string())).into_response()
 }
 
-async fn incidents_page(State(c): State<Console>, Query(filter): Query<Filter>) -> Response {
-    let read_only = c.access.read_only();
-    match filter.checked() {
-        Ok(f) => page(StatusCode::OK, pages::incidents(&c.desk(), &f, read_only)),
-        Err(e) => page(StatusCode::BAD_REQUEST, pages::not_found(&e, read_only)),
+/// A page for its reader: `render` with who reads it, or instead the sign-in page (no
+/// token where reading needs one) or the refusal.
+fn for_reader(
+    c: &Console,
+    headers: &HeaderMap,
+    peer: Peer,
+    render: impl FnOnce(&Viewer) -> Response,
+) -> Response {
+    match c.access.reader(headers, peer.0) {
+        Ok(analyst) => render(&Viewer { analyst, verdicts: !c.access.read_only() }),
+        Err(Denied::NoToken) => Redirect::to("/login").into_response(),
+        Err(denied) => denial(&c.metrics, denied, pages::login(Some(&denied.to_string()))),
     }
 }
 
-async fn incident_page(State(c): State<Console>, Path(id): Path<String>) -> Response {
-    let desk = c.desk();
-    let read_only = c.access.read_only();
-    match desk.case(&id) {
-        Some(case) => page(StatusCode::OK, pages::incident(&desk, case, read_only)),
-        None => page(StatusCode::NOT_FOUND, pages::not_found(&format!("no incident {id}"), read_only)),
+/// A refused request: counted, and answered with `status` and `body`.
+fn denial(metrics: &ConsoleMetrics, denied: Denied, body: maud::Markup) -> Response {
+    metrics.denied.with_label_values(&[denied_name(denied)]).inc();
+    page(denied.status(), body)
+}
+
+fn denied_name(d: Denied) -> &'static str {
+    match d {
+        Denied::ReadOnly => "read_only",
+        Denied::NoToken => "no_token",
+        Denied::WrongToken => "wrong_token",
+        Denied::Throttled => "throttled",
+        Denied::ReadRole => "read_role",
+        Denied::NotJson => "not_json",
+        Denied::CrossSite => "cross_site",
     }
 }
 
-async fn devices_page(State(c): State<Console>) -> Response {
-    page(StatusCode::OK, pages::devices(&c.desk(), c.access.read_only()))
+/// The API's reader check: `None` to go on, or the JSON refusal.
+fn api_reader(c: &Console, headers: &HeaderMap, peer: Peer) -> Option<Response> {
+    let denied = c.access.reader(headers, peer.0).err()?;
+    c.metrics.denied.with_label_values(&[denied_name(denied)]).inc();
+    Some(error(denied.status(), denied))
 }
 
-async fn device_page(State(c): State<Console>, Path(id): Path<String>) -> Response {
-    let desk = c.desk();
-    let read_only = c.access.read_only();
-    match desk.device(&id) {
-        Some(d) => page(StatusCode::OK, pages::device(&desk, &id, d, read_only)),
-        None => page(StatusCode::NOT_FOUND, pages::not_found(&format!("no device {id}"), read_only)),
+async fn incidents_page(
+    State(c): State<Console>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    Query(filter): Query<Filter>,
+) -> Response {
+    for_reader(&c, &headers, peer, |v| match filter.checked() {
+        Ok(f) => page(StatusCode::OK, pages::incidents(&c.desk(), &f, v)),
+        Err(e) => page(StatusCode::BAD_REQUEST, pages::not_found(&e, v)),
+    })
+}
+
+async fn incident_page(
+    State(c): State<Console>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    for_reader(&c, &headers, peer, |v| {
+        let desk = c.desk();
+        match desk.case(&id) {
+            Some(case) => page(StatusCode::OK, pages::incident(&desk, case, v)),
+            None => page(StatusCode::NOT_FOUND, pages::not_found(&format!("no incident {id}"), v)),
+        }
+    })
+}
+
+async fn devices_page(
+    State(c): State<Console>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+) -> Response {
+    for_reader(&c, &headers, peer, |v| page(StatusCode::OK, pages::devices(&c.desk(), v)))
+}
+
+async fn device_page(
+    State(c): State<Console>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    for_reader(&c, &headers, peer, |v| {
+        let desk = c.desk();
+        match desk.device(&id) {
+            Some(d) => page(StatusCode::OK, pages::device(&desk, &id, d, v)),
+            None => page(StatusCode::NOT_FOUND, pages::not_found(&format!("no device {id}"), v)),
+        }
+    })
+}
+
+async fn login_page() -> Response {
+    page(StatusCode::OK, pages::login(None))
+}
+
+/// How long a browser stays signed in.
+const SESSION_S: u64 = 12 * 3_600;
+
+/// `POST /login` (a form: `token=…`): the token is checked and kept in an HttpOnly,
+/// SameSite=Strict cookie, which no script reads and no other site's request carries.
+async fn sign_in(
+    State(c): State<Console>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if cross_site(&headers) {
+        return denial(&c.metrics, Denied::CrossSite, pages::login(Some(&Denied::CrossSite.to_string())));
     }
+    let text = std::str::from_utf8(&body).unwrap_or_default();
+    let token = text.split('&').find_map(|kv| kv.strip_prefix("token=")).unwrap_or_default();
+    // Tokens are hex (`new_token`): anything else cannot be one, and could not be a cookie.
+    if token.is_empty()
+        || token.len() > 256
+        || !token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return page(StatusCode::BAD_REQUEST, pages::login(Some("that is not a token")));
+    }
+    match c.access.sign_in(token, peer.0) {
+        Ok(analyst) => {
+            tracing::info!(analyst = %analyst.name, role = analyst.role.as_str(), peer = %peer.0, "console: signed in");
+            let cookie = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={SESSION_S}");
+            ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response()
+        }
+        Err(denied) => denial(&c.metrics, denied, pages::login(Some(&denied.to_string()))),
+    }
+}
+
+async fn sign_out(State(c): State<Console>, headers: HeaderMap) -> Response {
+    if cross_site(&headers) {
+        return denial(&c.metrics, Denied::CrossSite, pages::login(Some(&Denied::CrossSite.to_string())));
+    }
+    let cookie = format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    ([(header::SET_COOKIE, cookie)], Redirect::to("/login")).into_response()
 }
 
 async fn css() -> impl IntoResponse {
@@ -118,12 +229,21 @@ async fn api_index() -> impl IntoResponse {
         "GET /api/incidents": "incidents, open first then newest: ?state=open|all&since=UNIX&device=&kind=&severity=&limit=",
         "GET /api/incidents/{id}": "one incident: its row, events and newest report",
         "GET /api/devices/{id}": "one device: its prior, alerts by day, adaptation points, remembered behaviours",
-        "POST /api/verdicts": "{\"incident_id\", \"verdict\": \"false_positive\"|\"confirmed\", \"by\", \"note\"} with Authorization: Bearer <token>",
+        "POST /api/verdicts": "{\"incident_id\", \"verdict\": \"false_positive\"|\"confirmed\", \"note\", \"id\"} with Authorization: Bearer <token> (role answer); signed with the token's name",
+        "auth": "every GET above needs Authorization: Bearer <token> (role read or answer), unless console.anonymous_reads on loopback",
         "docs": "docs/analysts.md, \"The console\"",
     }))
 }
 
-async fn api_incidents(State(c): State<Console>, Query(filter): Query<Filter>) -> Response {
+async fn api_incidents(
+    State(c): State<Console>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    Query(filter): Query<Filter>,
+) -> Response {
+    if let Some(refused) = api_reader(&c, &headers, peer) {
+        return refused;
+    }
     match filter.checked() {
         Ok(f) => Json(serde_json::json!({ "incidents": IncidentRow::list(&c.desk(), &f, API_ROWS) }))
             .into_response(),
@@ -131,7 +251,15 @@ async fn api_incidents(State(c): State<Console>, Query(filter): Query<Filter>) -
     }
 }
 
-async fn api_incident(State(c): State<Console>, Path(id): Path<String>) -> Response {
+async fn api_incident(
+    State(c): State<Console>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Some(refused) = api_reader(&c, &headers, peer) {
+        return refused;
+    }
     let desk = c.desk();
     match desk.case(&id) {
         Some(case) => Json(IncidentDetail::of(case)).into_response(),
@@ -139,7 +267,15 @@ async fn api_incident(State(c): State<Console>, Path(id): Path<String>) -> Respo
     }
 }
 
-async fn api_device(State(c): State<Console>, Path(id): Path<String>) -> Response {
+async fn api_device(
+    State(c): State<Console>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Some(refused) = api_reader(&c, &headers, peer) {
+        return refused;
+    }
     let desk = c.desk();
     match desk.device(&id) {
         Some(d) => Json(DeviceDetail::of(&desk, &id, d)).into_response(),
@@ -147,29 +283,46 @@ async fn api_device(State(c): State<Console>, Path(id): Path<String>) -> Respons
     }
 }
 
-/// `POST /api/verdicts`'s body.
+/// `POST /api/verdicts`'s body. Who gives it is the token's name, never the body's.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VerdictRequest {
     pub incident_id: String,
     pub verdict: Verdict,
-    pub by: String,
     #[serde(default)]
     pub note: String,
     /// If given, the incident's device: a mismatch is refused.
     #[serde(default)]
     pub device: Option<String>,
+    /// The verdict's id (a tool's retry sends the same id: a replay changes nothing);
+    /// one is made when none is given.
+    #[serde(default)]
+    pub id: Option<String>,
 }
 
-async fn api_verdict(State(c): State<Console>, headers: HeaderMap, body: Bytes) -> Response {
+/// A verdict id a caller may give: 1-64 of letters, digits, `-` and `_`.
+fn valid_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+async fn api_verdict(
+    State(c): State<Console>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let refused = |status: StatusCode, why: String, result: &str| {
         c.metrics.verdicts.with_label_values(&[result]).inc();
-        tracing::info!(result, reason = %why, "verdict refused");
+        tracing::info!(result, reason = %why, peer = %peer.0, "verdict refused");
         error(status, why)
     };
-    if let Err(denied) = c.access.check(&headers) {
-        return refused(denied.status(), denied.to_string(), "denied");
-    }
+    let analyst = match c.access.answerer(&headers, peer.0) {
+        Ok(a) => a,
+        Err(denied) => {
+            c.metrics.denied.with_label_values(&[denied_name(denied)]).inc();
+            return refused(denied.status(), denied.to_string(), "denied");
+        }
+    };
     if body.len() > FeedbackMessage::MAX_BYTES {
         let why = format!("a verdict is at most {} bytes", FeedbackMessage::MAX_BYTES);
         return refused(StatusCode::PAYLOAD_TOO_LARGE, why, "malformed");
@@ -178,19 +331,28 @@ async fn api_verdict(State(c): State<Console>, headers: HeaderMap, body: Bytes) 
         Ok(r) => r,
         Err(e) => return refused(StatusCode::BAD_REQUEST, format!("malformed verdict: {e}"), "malformed"),
     };
+    let id = request.id.unwrap_or_else(super::access::new_id);
+    if !valid_id(&id) {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "a verdict id is 1-64 of letters, digits, - and _".into(),
+            "malformed",
+        );
+    }
     let checked = c.desk().check_verdict(
         &request.incident_id,
         request.device.as_deref(),
         request.verdict,
-        &request.by,
+        &analyst.name,
         &request.note,
+        &id,
     );
     let fb = match checked {
-        Ok(fb) => fb,
+        Ok(fb) => Feedback { at: crate::wall_clock::unix_now(), from: format!("console {}", peer.0), ..fb },
         Err(e) => {
             let status = match e {
                 VerdictError::UnknownIncident(_) => StatusCode::NOT_FOUND,
-                VerdictError::Replayed { .. } => StatusCode::CONFLICT,
+                VerdictError::Replayed { .. } | VerdictError::ReplayedId(_) => StatusCode::CONFLICT,
                 VerdictError::WrongDevice { .. } | VerdictError::Anonymous => StatusCode::BAD_REQUEST,
             };
             return refused(status, e.to_string(), "refused");
@@ -201,13 +363,16 @@ async fn api_verdict(State(c): State<Console>, headers: HeaderMap, body: Bytes) 
     }
     c.desk.write().expect("the desk's lock is never poisoned").sent(&fb, crate::wall_clock::unix_now());
     c.metrics.verdicts.with_label_values(&["sent"]).inc();
-    tracing::info!(incident = %fb.incident_id, device = %fb.device, verdict = verdict_name(fb.verdict), by = %fb.by, "verdict sent");
+    tracing::info!(incident = %fb.incident_id, device = %fb.device, verdict = verdict_name(fb.verdict), by = %fb.by, id = %fb.id, from = %fb.from, "verdict sent");
     let body = serde_json::json!({
         "sent": true,
+        "id": fb.id,
         "incident_id": fb.incident_id,
         "device": fb.device,
         "verdict": verdict_name(fb.verdict),
         "by": fb.by,
+        "at": fb.at,
+        "from": fb.from,
         "result": format!("/api/incidents/{}", fb.incident_id),
     });
     (StatusCode::ACCEPTED, Json(body)).into_response()

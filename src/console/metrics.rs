@@ -10,6 +10,9 @@ pub struct ConsoleMetrics {
     /// `sent`, `denied` (token, read-only, another site), `malformed`, `refused`
     /// (unknown incident, replayed, anonymous), `undelivered` (Kafka).
     pub verdicts: IntCounterVec,
+    /// Requests refused before they were read, by `reason` (`no_token`, `wrong_token`,
+    /// `throttled`, `read_role`, `read_only`, `not_json`, `cross_site`).
+    pub denied: IntCounterVec,
     /// By topic (`incidents`, `priors`, `dead_letters`) and `result` (`read`,
     /// `unreadable`).
     pub messages: IntCounterVec,
@@ -24,6 +27,14 @@ impl Default for ConsoleMetrics {
             IntCounterVec::new(
                 Opts::new("metapu_console_verdicts_total", "Verdicts posted, by result"),
                 &["result"],
+            )
+            .expect("valid metric"),
+        );
+        let denied = register(
+            &registry,
+            IntCounterVec::new(
+                Opts::new("metapu_console_denied_total", "Requests refused before they were read, by reason"),
+                &["reason"],
             )
             .expect("valid metric"),
         );
@@ -42,7 +53,7 @@ impl Default for ConsoleMetrics {
             &registry,
             IntGauge::new("metapu_console_incidents", "Incidents the console holds").expect("valid metric"),
         );
-        Self { registry, verdicts, messages, incidents }
+        Self { registry, verdicts, denied, messages, incidents }
     }
 }
 

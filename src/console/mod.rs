@@ -8,13 +8,16 @@
 //! - `pages`, `plots` — HTML and inline SVG rendered on the server; `assets/` the
 //!   stylesheet and the verdict buttons' script, served by the binary
 //! - `http` — routes, the JSON API, `POST /api/verdicts`
-//! - `access` — the bearer token, read-only mode, no cross-site posts
+//! - `access` — analysts' tokens and roles, sign-in, throttled wrong tokens, no
+//!   cross-site posts
+//! - `guard` — only the console's own host names; security headers on every answer
 //! - `feed` — Kafka in (every partition, from the beginning) and verdicts out
 //! - `metrics` — its own `/metrics`
 
 pub mod access;
 pub mod desk;
 pub mod feed;
+pub mod guard;
 pub mod http;
 pub mod metrics;
 pub mod pages;
@@ -41,7 +44,9 @@ pub enum ConsoleError {
 pub struct Running {
     pub addr: std::net::SocketAddr,
     pub read_only: bool,
+    /// Where the analysts' tokens came from, and how many there are (for the log).
     pub token_origin: String,
+    pub analysts: usize,
     stop: tokio::sync::watch::Sender<bool>,
     server: tokio::task::JoinHandle<()>,
     feed: tokio::task::JoinHandle<Result<(), rdkafka::error::KafkaError>>,
@@ -67,18 +72,20 @@ impl Running {
     }
 }
 
-/// Start the console on `cfg.console` with the daemon's Kafka settings; the token from
-/// the systemd credentials folder `credentials` or `console.token_file`.
+/// Start the console on `cfg.console` with the daemon's Kafka settings; the analysts'
+/// tokens from the systemd credentials folder `credentials` or `console.tokens_file`.
 pub async fn start(cfg: &DaemonConfig, credentials: Option<&Path>) -> Result<Running, ConsoleError> {
     let c = &cfg.console;
-    let access = access::Access::load(credentials, &c.token_file, c.read_only)?;
+    let access = access::Access::load(credentials, &c.tokens_file, c.read_only, c.anonymous_reads)?;
+    let (read_only, analysts, token_origin) = (access.read_only(), access.analysts(), access.origin.clone());
     let desk = Arc::new(RwLock::new(desk::Desk::new(c.max_incidents)));
     let metrics = Arc::new(metrics::ConsoleMetrics::default());
     let console = http::Console {
         desk: desk.clone(),
-        access: Arc::new(access.clone()),
+        access: Arc::new(access),
         sink: Arc::new(crate::daemon::kafka::FeedbackWriter::new(&cfg.kafka)?),
         metrics: metrics.clone(),
+        hosts: guard::Hosts::new(&c.allowed_hosts),
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -89,14 +96,7 @@ pub async fn start(cfg: &DaemonConfig, credentials: Option<&Path>) -> Result<Run
             .await
             .map_err(|source| ConsoleError::Listen { listen: c.listen.clone(), source })?;
     let feed = tokio::spawn(feed::follow(cfg.kafka.clone(), desk, metrics, until(stopped)));
-    Ok(Running {
-        addr,
-        read_only: access.read_only(),
-        token_origin: access.origin.clone(),
-        stop,
-        server,
-        feed,
-    })
+    Ok(Running { addr, read_only, token_origin, analysts, stop, server, feed })
 }
 
 /// Takes no verdicts: the sink of a console that only shows (`serve_read_only`).
@@ -123,6 +123,7 @@ pub async fn serve_read_only(
         access: Arc::new(access::Access::none()),
         sink: Arc::new(NoVerdicts),
         metrics: Arc::new(metrics::ConsoleMetrics::default()),
+        hosts: guard::Hosts::default(),
     };
     crate::endpoints::serve_router(listen, http::router(console), shutdown).await
 }

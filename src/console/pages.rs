@@ -5,6 +5,7 @@
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
+use super::access::{Analyst, Role};
 use super::desk::{verdict_name, Case, Desk, DeviceCase, Standing};
 use super::plots::{self, Mark};
 use super::views::{Filter, IncidentRow};
@@ -16,7 +17,23 @@ pub const ROWS_SHOWN: usize = 200;
 /// these bounds (seconds).
 const AROUND_S: (f64, f64) = (300.0, 6.0 * 3_600.0);
 
-fn layout(title: &str, read_only: bool, body: Markup) -> Markup {
+/// Who reads a page: the signed-in analyst (none where reading needs no token), and
+/// whether verdicts may be given here.
+#[derive(Debug, Clone, Default)]
+pub struct Viewer {
+    pub analyst: Option<Analyst>,
+    /// The console takes verdicts (it is not read-only).
+    pub verdicts: bool,
+}
+
+impl Viewer {
+    /// May this reader give verdicts here?
+    pub fn may_answer(&self) -> bool {
+        self.verdicts && self.analyst.as_ref().is_some_and(|a| a.role == Role::Answer)
+    }
+}
+
+fn layout(title: &str, viewer: &Viewer, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -31,7 +48,16 @@ fn layout(title: &str, read_only: bool, body: Markup) -> Markup {
                 header {
                     a.brand href="/" { "metapu console" }
                     nav { a href="/" { "Incidents" } a href="/devices" { "Devices" } a href="/api" { "API" } }
-                    @if read_only { span.mode { "read-only" } }
+                    @if !viewer.verdicts { span.mode { "read-only" } }
+                    @match &viewer.analyst {
+                        Some(a) => {
+                            form.session method="post" action="/logout" {
+                                span.who id="signed-in" { (a.name) " (" (a.role.as_str()) ")" }
+                                button type="submit" { "sign out" }
+                            }
+                        }
+                        None => { a.session href="/login" { "sign in" } }
+                    }
                 }
                 main { (body) }
             }
@@ -58,7 +84,7 @@ fn severity_badge(s: &str) -> Markup {
 }
 
 /// `/`: open and recent incidents.
-pub fn incidents(desk: &Desk, filter: &Filter, read_only: bool) -> Markup {
+pub fn incidents(desk: &Desk, filter: &Filter, viewer: &Viewer) -> Markup {
     let rows = IncidentRow::list(desk, filter, ROWS_SHOWN);
     let (open, recent): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.standing == Standing::Open);
     let body = html! {
@@ -89,7 +115,7 @@ pub fn incidents(desk: &Desk, filter: &Filter, read_only: bool) -> Markup {
         (incident_table(&recent, "recent-incidents"))
         @if rows.len() == ROWS_SHOWN { p.note { "The newest " (ROWS_SHOWN) " shown; filter to see others." } }
     };
-    layout("Incidents", read_only, body)
+    layout("Incidents", viewer, body)
 }
 
 fn incident_table(rows: &[&IncidentRow], id: &str) -> Markup {
@@ -123,7 +149,7 @@ fn incident_table(rows: &[&IncidentRow], id: &str) -> Markup {
 }
 
 /// `/incidents/{id}`.
-pub fn incident(desk: &Desk, case: &Case, read_only: bool) -> Markup {
+pub fn incident(desk: &Desk, case: &Case, viewer: &Viewer) -> Markup {
     let r = &case.report;
     let row = IncidentRow::of(case);
     let device = desk.device(&r.device);
@@ -163,7 +189,12 @@ pub fn incident(desk: &Desk, case: &Case, read_only: bool) -> Markup {
             h2 { "Verdicts" }
             ul id="verdict-list" {
                 @for f in case.verdicts() {
-                    li.given { (verdict_name(f.verdict)) " by " strong { (f.by) } @if !f.note.is_empty() { ": " (f.note) } }
+                    li.given {
+                        (verdict_name(f.verdict)) " by " strong { (f.by) } @if !f.note.is_empty() { ": " (f.note) }
+                        @if f.at > 0.0 || !f.from.is_empty() {
+                            span.audit { " (given" @if f.at > 0.0 { " " (when(f.at)) } @if !f.from.is_empty() { " from " (f.from) } ")" }
+                        }
+                    }
                 }
                 @for s in case.pending() {
                     li.pending { (verdict_name(s.verdict)) " by " (s.by) ": sent, waiting for the daemon" }
@@ -172,13 +203,13 @@ pub fn incident(desk: &Desk, case: &Case, read_only: bool) -> Markup {
                     li.refused { (verdict_name(s.verdict)) " by " (s.by) " refused: " (s.reason.clone().unwrap_or_default()) }
                 }
             }
-            @if read_only {
-                p.note { "Read-only: verdicts are given with `metapu feedback`, or here once the console has a token." }
+            @if !viewer.verdicts {
+                p.note { "Read-only: verdicts are given with `metapu feedback`, or here once an analyst may answer (docs/analysts.md)." }
+            } @else if !viewer.may_answer() {
+                p.note { "Verdicts need an analyst's token with the role answer: " a href="/login" { "sign in" } "." }
             } @else {
                 form id="verdict" data-incident=(r.incident_id) data-device=(r.device) {
-                    label { "your name " input name="by" id="by" required autocomplete="name"; }
                     label { "note " input name="note" id="note"; }
-                    label { "token " input name="token" id="token" type="password" autocomplete="off"; }
                     button type="button" id="false-positive" data-verdict="false_positive" { "False positive" }
                     button type="button" id="confirmed" data-verdict="confirmed" { "Confirmed" }
                     output id="verdict-result" {}
@@ -210,7 +241,7 @@ pub fn incident(desk: &Desk, case: &Case, read_only: bool) -> Markup {
             }
         }
     };
-    layout(&format!("Incident {}", r.incident_id), read_only, body)
+    layout(&format!("Incident {}", r.incident_id), viewer, body)
 }
 
 /// A device's incidents as bands on its plots.
@@ -232,7 +263,7 @@ fn incident_marks(desk: &Desk, d: &DeviceCase, current: Option<&str>) -> Vec<Mar
 }
 
 /// `/devices`.
-pub fn devices(desk: &Desk, read_only: bool) -> Markup {
+pub fn devices(desk: &Desk, viewer: &Viewer) -> Markup {
     let body = html! {
         h1 { "Devices" }
         table id="devices" {
@@ -252,11 +283,11 @@ pub fn devices(desk: &Desk, read_only: bool) -> Markup {
             }
         }
     };
-    layout("Devices", read_only, body)
+    layout("Devices", viewer, body)
 }
 
 /// `/devices/{id}`.
-pub fn device(desk: &Desk, id: &str, d: &DeviceCase, read_only: bool) -> Markup {
+pub fn device(desk: &Desk, id: &str, d: &DeviceCase, viewer: &Viewer) -> Markup {
     let marks = incident_marks(desk, d, None);
     let days: Vec<_> = d.days.iter().map(|(k, v)| (*k, *v)).collect();
     let by_day = plots::by_day(&format!("{id}: alerted records and mean prior by day"), &days, &marks);
@@ -315,9 +346,24 @@ pub fn device(desk: &Desk, id: &str, d: &DeviceCase, read_only: bool) -> Markup 
             (incident_table(&refs, "device-incidents"))
         }
     };
-    layout(&format!("Device {id}"), read_only, body)
+    layout(&format!("Device {id}"), viewer, body)
 }
 
-pub fn not_found(what: &str, read_only: bool) -> Markup {
-    layout("Not found", read_only, html! { h1 { "Not found" } p { (what) } })
+pub fn not_found(what: &str, viewer: &Viewer) -> Markup {
+    layout("Not found", viewer, html! { h1 { "Not found" } p { (what) } })
+}
+
+/// `/login`: an analyst gives their token once; the browser keeps it in a cookie no
+/// script can read.
+pub fn login(message: Option<&str>) -> Markup {
+    let body = html! {
+        h1 { "Sign in" }
+        @if let Some(m) = message { p.warning id="login-message" { (m) } }
+        form.login method="post" action="/login" {
+            label { "your token " input name="token" id="login-token" type="password" autocomplete="current-password" required; }
+            button type="submit" id="sign-in" { "Sign in" }
+        }
+        p.note { "Each analyst has a token of their own (metapu console add-analyst); verdicts are signed with its name." }
+    };
+    layout("Sign in", &Viewer { analyst: None, verdicts: true }, body)
 }

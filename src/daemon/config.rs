@@ -236,9 +236,15 @@ pub struct ShutdownConfig {
 #[serde(deny_unknown_fields)]
 pub struct ConsoleConfig {
     pub listen: String,
-    /// The verdict token, when no systemd credential `console-token` is given.
-    pub token_file: PathBuf,
+    /// The analysts' tokens (`name role sha256:<hex>` a line), when no systemd
+    /// credential `console-tokens` is given.
+    pub tokens_file: PathBuf,
     pub read_only: bool,
+    /// Pages and the read API without a token: only where `listen` is loopback.
+    pub anonymous_reads: bool,
+    /// Host names it answers to besides addresses and `localhost` (a name that resolves
+    /// to it, as analysts type it).
+    pub allowed_hosts: Vec<String>,
     /// Incidents held at most; past it the oldest closed ones go.
     pub max_incidents: usize,
 }
@@ -265,6 +271,25 @@ pub struct SensorConfig {
     pub discover: bool,
     pub max_discovered: usize,
     pub listen: String,
+}
+
+/// Two of the listeners on one port where both would bind it (the same address, or
+/// either on every address): the second process to start could not. Port 0 (any free
+/// port) never clashes. The sentence that says which.
+fn listeners_clash(listeners: &[(&str, &str)]) -> Option<String> {
+    let parsed: Vec<(&str, std::net::SocketAddr)> =
+        listeners.iter().filter_map(|(k, v)| Some((*k, v.parse().ok()?))).collect();
+    for (i, (a, x)) in parsed.iter().enumerate() {
+        for (b, y) in &parsed[i + 1..] {
+            let overlap = x.ip() == y.ip() || x.ip().is_unspecified() || y.ip().is_unspecified();
+            if x.port() != 0 && x.port() == y.port() && overlap {
+                return Some(format!(
+                    "{a} ({x}) and {b} ({y}) are one port: run on one host, the second cannot bind"
+                ));
+            }
+        }
+    }
+    None
 }
 
 impl SensorConfig {
@@ -472,7 +497,25 @@ impl DaemonConfig {
         }
         let sensor = &self.sensor;
         if sensor.listen.parse::<std::net::SocketAddr>().is_err() {
-            return invalid("sensor.listen", "must be an address such as 127.0.0.1:9899");
+            return invalid("sensor.listen", "must be an address such as 127.0.0.1:9897");
+        }
+        let console: std::net::SocketAddr =
+            self.console.listen.parse().map_err(|_| ConfigError::Invalid {
+                key: "console.listen",
+                reason: "must be an address such as 127.0.0.1:9899".into(),
+            })?;
+        if self.console.anonymous_reads && !console.ip().is_loopback() {
+            return invalid(
+                "console.anonymous_reads",
+                "reading without a token is only for a console on loopback (console.listen)",
+            );
+        }
+        if let Some(clash) = listeners_clash(&[
+            ("http.listen", &self.http.listen),
+            ("sensor.listen", &sensor.listen),
+            ("console.listen", &self.console.listen),
+        ]) {
+            return invalid("http.listen / sensor.listen / console.listen", &clash);
         }
         if sensor.snaplen < 64 {
             return invalid("sensor.snaplen", "must be at least 64 bytes (the headers AfterImage reads)");

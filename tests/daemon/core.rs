@@ -63,6 +63,9 @@ impl Core {
             verdict,
             by: "ana".into(),
             note: "firmware update".into(),
+            id: String::new(),
+            at: 0.0,
+            from: String::new(),
         };
         let m = Received {
             source: Source::new(self.feedback_topic.clone(), 0, 0),

@@ -37,6 +37,24 @@ fn config_errors_name_the_key_and_the_reason() {
 }
 
 #[test]
+fn two_listeners_on_one_port_or_anonymous_reads_off_loopback_are_refused() {
+    // The defaults: the daemon, the sensor and the console each have their own port.
+    let d = DaemonConfig::defaults();
+    let ports = [&d.http.listen, &d.sensor.listen, &d.console.listen];
+    assert_eq!(ports, ["127.0.0.1:9898", "127.0.0.1:9897", "127.0.0.1:9899"]);
+    let e = load("[sensor]\nlisten = \"127.0.0.1:9899\"\n").unwrap_err();
+    assert!(e.contains("sensor.listen (127.0.0.1:9899) and console.listen (127.0.0.1:9899)"), "{e}");
+    let e = load("[console]\nlisten = \"0.0.0.0:9898\"\n").unwrap_err();
+    assert!(e.contains("http.listen (127.0.0.1:9898) and console.listen (0.0.0.0:9898)"), "{e}");
+    // Other addresses of one port, or any free port, do not clash.
+    load("[console]\nlisten = \"127.0.0.2:9898\"\n").unwrap();
+    load("[http]\nlisten = \"127.0.0.1:0\"\n[sensor]\nlisten = \"127.0.0.1:0\"\n").unwrap();
+    let e = load("[console]\nlisten = \"0.0.0.0:9899\"\nanonymous_reads = true\n").unwrap_err();
+    assert!(e.contains("console.anonymous_reads"), "{e}");
+    load("[console]\nlisten = \"[::1]:9899\"\nanonymous_reads = true\n").unwrap();
+}
+
+#[test]
 fn config_layers_and_redaction() {
     let cfg = load("[kafka]\nbrokers = \"k1:9092,k2:9092\"\n[kafka.options]\n\"sasl.password\" = \"hunter2\"\n\"security.protocol\" = \"SASL_SSL\"\n").unwrap();
     assert_eq!(cfg.kafka.brokers, "k1:9092,k2:9092");

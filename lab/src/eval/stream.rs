@@ -670,6 +670,9 @@ fn answer(
         verdict,
         by: "lab analyst".into(),
         note: String::new(),
+        id: String::new(),
+        at: 0.0,
+        from: String::new(),
     });
     let emitted = feedback(lab, device, verdict);
     if let Some(reason) = dead_letter(&emitted) {

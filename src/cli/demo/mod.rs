@@ -345,25 +345,28 @@ async fn stop_early(daemon: daemon::Daemon, console: console::Running) -> anyhow
     Ok(())
 }
 
-/// The console beside the daemon, on its configuration, with a fresh verdict token in
-/// the work folder (printed: the demo's analyst is whoever runs it).
+/// The console beside the daemon, on its configuration, with one analyst, `demo`, whose
+/// fresh token is in the work folder's tokens file (printed: the demo's analyst is
+/// whoever runs it). On loopback the pages need no token; a verdict does.
 async fn start_console(a: &DemoArgs, daemon: &DaemonConfig) -> anyhow::Result<console::Running> {
-    use rand::Rng;
+    use console::access::{new_token, tokens_line, Role};
     let mut cfg = daemon.clone();
     std::fs::create_dir_all(&a.work).with_context(|| format!("creating {}", a.work.display()))?;
-    let token: String = (0..12).map(|_| format!("{:02x}", rand::thread_rng().gen::<u8>())).collect();
-    cfg.console.token_file = a.work.join("console-token");
-    std::fs::write(&cfg.console.token_file, &token).context("writing the console's token")?;
+    let token = new_token();
+    cfg.console.tokens_file = a.work.join("console-tokens");
+    std::fs::write(&cfg.console.tokens_file, tokens_line("demo", Role::Answer, &token) + "\n")
+        .context("writing the console's tokens")?;
     cfg.console.listen = if std::net::TcpListener::bind(&a.console).is_ok() {
         a.console.clone()
     } else {
         "127.0.0.1:0".into()
     };
+    cfg.console.anonymous_reads =
+        cfg.console.listen.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_loopback());
     let console = console::start(&cfg, None).await.context("starting the console")?;
     println!(
-        "demo: console at http://{}/ (incidents, devices, verdicts; the verdict token is {token}, also in {})",
+        "demo: console at http://{}/ (incidents, devices; to give verdicts, sign in as the analyst demo with the token {token})",
         console.addr,
-        cfg.console.token_file.display()
     );
     Ok(console)
 }

@@ -1,17 +1,23 @@
 // metapu console: the verdict buttons. The page is the server's; this only posts a
-// verdict (JSON with the bearer token, which no other site's form can send) and waits
-// for the daemon's answer on the incident before showing the page again.
+// verdict (JSON, which no other site's form can send, with the analyst's sign-in cookie,
+// which no other site's request carries) and waits for the daemon's answer on the
+// incident before showing the page again. Each verdict has an id made here, so a retry
+// of the same click is the same verdict, and the daemon takes it once.
 "use strict";
 
 function field(id) {
   return document.getElementById(id);
 }
 
-function remember(id, store) {
-  const input = field(id);
-  if (!input) return;
-  input.value = store.getItem("metapu." + id) || input.value;
-  input.addEventListener("change", () => store.setItem("metapu." + id, input.value));
+// An id for each verdict button, made once per page: 16 random bytes as hex
+// (getRandomValues works on plain http too, where randomUUID does not).
+const verdictIds = {};
+function verdictId(verdict) {
+  if (!verdictIds[verdict]) {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    verdictIds[verdict] = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+  return verdictIds[verdict];
 }
 
 async function waitForAnswer(incident, out) {
@@ -35,13 +41,14 @@ async function give(form, verdict) {
     incident_id: form.dataset.incident,
     device: form.dataset.device,
     verdict: verdict,
-    by: field("by").value,
     note: field("note").value,
+    id: verdictId(verdict),
   };
   out.textContent = "sending…";
   const res = await fetch("/api/verdicts", {
     method: "POST",
-    headers: { "Content-Type": "application/json", Authorization: "Bearer " + field("token").value },
+    headers: { "Content-Type": "application/json" },
+    credentials: "same-origin",
     body: JSON.stringify(body),
   });
   const answer = await res.json().catch(() => ({ error: res.statusText }));
@@ -54,8 +61,6 @@ async function give(form, verdict) {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  remember("by", window.localStorage);
-  remember("token", window.sessionStorage);
   const form = field("verdict");
   if (!form) return;
   for (const button of form.querySelectorAll("button[data-verdict]")) {

@@ -62,6 +62,9 @@ fn snapshots_round_trip_and_reject_garbage() {
         verdict: crate::monitor::feedback::Verdict::FalsePositive,
         by: "ana".into(),
         note: "nightly upload".into(),
+        id: String::new(),
+        at: 0.0,
+        from: String::new(),
     };
     let memory = crate::monitor::behaviours::MemoryRules {
         remember_ms: 1_000,

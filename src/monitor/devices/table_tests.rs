@@ -64,6 +64,9 @@ fn a_verdict_marks_the_device_for_its_next_snapshot() {
         verdict: Verdict::FalsePositive,
         by: "ana".into(),
         note: String::new(),
+        id: String::new(),
+        at: 0.0,
+        from: String::new(),
     };
     let memory = MemoryRules {
         remember_ms: 1_000,
@@ -425,6 +428,9 @@ fn a_kinds_members_raising_one_behaviour_form_one_fleet_incident_with_one_verdic
         verdict: Verdict::FalsePositive,
         by: "ana".into(),
         note: String::new(),
+        id: String::new(),
+        at: 0.0,
+        from: String::new(),
     };
     t.apply_feedback(&fb, 1100.0, 3600, &memory).unwrap();
     t.set_time(1050.0);

@@ -105,6 +105,9 @@ mod tests {
             verdict: Verdict::FalsePositive,
             by: "ana".into(),
             note: String::new(),
+            id: String::new(),
+            at: 0.0,
+            from: String::new(),
         });
         let text = String::from_utf8(verdict.encode()).unwrap();
         assert!(text.starts_with(r#"{"type":"verdict","device":"cam""#), "{text}");

@@ -51,7 +51,7 @@ pub struct IncidentRules {
 }
 
 pub use incident::{fleet_note, Fleet, Incident, IncidentFigures, Raised, Resolution};
-pub use tracker::{incident_id, IncidentTracker, LEARNING_NOTE};
+pub use tracker::{incident_id, IncidentTracker, LEARNING_NOTE, VERDICT_IDS_KEPT};
 
 /// An analyst's verdict on an incident, as the feedback topic carries it (`metapu
 /// feedback`, the console; applied by `feedback/verdict.rs`).
@@ -65,6 +65,21 @@ pub struct Feedback {
     pub by: String,
     #[serde(default)]
     pub note: String,
+    /// The verdict's own id: a device takes an id once, so a replayed message changes
+    /// nothing (the ids are kept in its state). Empty: a message from before ids.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// When it was given (Unix seconds, the giver's clock); 0: not said.
+    #[serde(default, skip_serializing_if = "is_unset")]
+    pub at: f64,
+    /// Where it was given: `console 10.0.0.7` (the analyst's address as the console saw
+    /// it), `cli ops-host`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub from: String,
+}
+
+fn is_unset(t: &f64) -> bool {
+    *t == 0.0
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,6 +100,8 @@ pub enum FeedbackError {
     UnknownIncident { device: String, incident: String, max_age_s: u64 },
     #[error("incident {0} was already dismissed")]
     AlreadyDismissed(String),
+    #[error("verdict {0} was taken before: a replay changes nothing")]
+    Replayed(String),
 }
 
 /// What applying feedback did.

@@ -35,7 +35,15 @@ pub struct IncidentTracker {
     /// snapshot from before learning periods reads as long over.
     #[serde(default = "learning_long_over")]
     pub(super) learning_until: Option<f64>,
+    /// The ids of the newest verdicts it took (at most [`VERDICT_IDS_KEPT`]): the same id
+    /// again is a replay and is refused, after any restart.
+    #[serde(default, skip_serializing_if = "std::collections::VecDeque::is_empty")]
+    pub(super) verdict_ids: std::collections::VecDeque<String>,
 }
+
+/// Verdict ids a device remembers: far more verdicts than a device's incidents draw in
+/// `incidents.feedback_max_age_s`, and bounded so a flood of verdicts cannot grow its state.
+pub const VERDICT_IDS_KEPT: usize = 64;
 
 fn learning_long_over() -> Option<f64> {
     Some(0.0)
@@ -512,6 +520,9 @@ impl IncidentTracker {
             verdict: Verdict::FalsePositive,
             by: verdict.by.clone(),
             note: fleet_note(fleet),
+            id: String::new(),
+            at: 0.0,
+            from: String::new(),
         };
         match self.feedback(&fb, now_unix, u64::MAX, memory, dim) {
             Ok(Applied::Dismissed(t)) => Some(t),
@@ -524,6 +535,27 @@ impl IncidentTracker {
     /// closed less than `max_age_s` ago.
     /// A false positive's behaviour is remembered (`memory`; rows of `dim` features).
     pub fn feedback(
+        &mut self,
+        fb: &Feedback,
+        now_unix: f64,
+        max_age_s: u64,
+        memory: &MemoryRules,
+        dim: usize,
+    ) -> Result<Applied, FeedbackError> {
+        if !fb.id.is_empty() && self.verdict_ids.contains(&fb.id) {
+            return Err(FeedbackError::Replayed(fb.id.clone()));
+        }
+        let applied = self.take_verdict(fb, now_unix, max_age_s, memory, dim)?;
+        if !fb.id.is_empty() {
+            if self.verdict_ids.len() == VERDICT_IDS_KEPT {
+                self.verdict_ids.pop_front();
+            }
+            self.verdict_ids.push_back(fb.id.clone());
+        }
+        Ok(applied)
+    }
+
+    fn take_verdict(
         &mut self,
         fb: &Feedback,
         now_unix: f64,

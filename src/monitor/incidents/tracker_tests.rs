@@ -91,7 +91,16 @@ fn a_redelivered_record_is_not_counted_twice_and_opens_nothing_new() {
 
 fn verdict(t: &IncidentTracker, verdict: Verdict) -> Feedback {
     let incident_id = t.open.as_ref().or(t.last_closed.as_ref()).map(|i| i.id.clone()).unwrap_or_default();
-    Feedback { device: "cam".into(), incident_id, verdict, by: "ana".into(), note: "firmware update".into() }
+    Feedback {
+        device: "cam".into(),
+        incident_id,
+        verdict,
+        by: "ana".into(),
+        note: "firmware update".into(),
+        id: String::new(),
+        at: 0.0,
+        from: String::new(),
+    }
 }
 
 #[test]
@@ -200,6 +209,37 @@ fn late_feedback_reaches_a_recently_closed_incident_and_no_other() {
         t.feedback(&wrong, 1_001.0, 60, &RULES.memory, 2),
         Err(FeedbackError::UnknownIncident { .. })
     ));
+}
+
+#[test]
+fn a_verdict_id_is_taken_once_even_after_a_restore() {
+    let mut t = IncidentTracker::default();
+    feed(&mut t, &[true, true, true], 0);
+    let confirmed = Feedback { id: "v-1".into(), ..verdict(&t, Verdict::Confirmed) };
+    assert!(matches!(t.feedback(&confirmed, 1_000.0, 60, &RULES.memory, 2), Ok(Applied::Confirmed(_))));
+    // The state as a snapshot keeps it: the same id after a restart changes nothing.
+    let mut restored: IncidentTracker = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+    let before = restored.clone();
+    let replay = restored.feedback(&confirmed, 1_001.0, 60, &RULES.memory, 2);
+    assert_eq!(replay, Err(FeedbackError::Replayed("v-1".into())));
+    assert_eq!(restored, before, "a replay changes nothing");
+    // Another id is another verdict; a message without an id is taken as before ids.
+    let again = Feedback { id: "v-2".into(), ..confirmed.clone() };
+    assert!(restored.feedback(&again, 1_002.0, 60, &RULES.memory, 2).is_ok());
+    let anonymous = Feedback { id: String::new(), ..confirmed };
+    assert!(restored.feedback(&anonymous, 1_003.0, 60, &RULES.memory, 2).is_ok());
+    assert!(restored.feedback(&anonymous, 1_004.0, 60, &RULES.memory, 2).is_ok());
+    // A refused verdict's id is not taken: the same id may come again once it can apply.
+    let mut fresh = IncidentTracker::default();
+    let early = Feedback { id: "v-3".into(), incident_id: "nope".into(), ..verdict(&t, Verdict::Confirmed) };
+    assert!(fresh.feedback(&early, 1_000.0, 60, &RULES.memory, 2).is_err());
+    assert!(fresh.verdict_ids.is_empty());
+    // The ids kept are bounded.
+    for i in 0..2 * VERDICT_IDS_KEPT {
+        let v = Feedback { id: format!("n-{i}"), ..verdict(&t, Verdict::Confirmed) };
+        t.feedback(&v, 1_000.0, 60, &RULES.memory, 2).unwrap();
+    }
+    assert_eq!(t.verdict_ids.len(), VERDICT_IDS_KEPT);
 }
 
 /// An outbound TCP packet (ACK, PSH) of `bytes` from the device to `peer`:`port`.
