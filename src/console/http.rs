@@ -6,7 +6,8 @@ use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Extension, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -76,19 +77,42 @@ fn page(status: StatusCode, markup: maud::Markup) -> Response {
     (status, Html(markup.into_string())).into_response()
 }
 
-/// A page for its reader: `render` with who reads it, or instead the sign-in page (no
-/// token where reading needs one) or the refusal.
-fn for_reader(
-    c: &Console,
-    headers: &HeaderMap,
-    peer: Peer,
-    render: impl FnOnce(&Viewer) -> Response,
-) -> Response {
-    match c.access.reader(headers, peer.0) {
-        Ok(analyst) => render(&Viewer { analyst, verdicts: !c.access.read_only() }),
-        Err(Denied::NoToken) => Redirect::to("/login").into_response(),
-        Err(denied) => denial(&c.metrics, denied, pages::login(Some(&denied.to_string()))),
+/// Who reads a page, taken from the request before its handler runs: without a token
+/// where reading needs one, the sign-in page instead; a wrong one, the refusal.
+pub struct PageReader(Viewer);
+
+impl FromRequestParts<Console> for PageReader {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, c: &Console) -> Result<Self, Response> {
+        match c.access.reader(&parts.headers, peer_of(parts).0) {
+            Ok(analyst) => Ok(Self(Viewer { analyst, verdicts: !c.access.read_only() })),
+            Err(Denied::NoToken) => Err(Redirect::to("/login").into_response()),
+            Err(denied) => Err(denial(&c.metrics, denied, pages::login(Some(&denied.to_string())))),
+        }
     }
+}
+
+/// A reader of the API, taken from the request: refused as JSON.
+pub struct ApiReader;
+
+impl FromRequestParts<Console> for ApiReader {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, c: &Console) -> Result<Self, Response> {
+        match c.access.reader(&parts.headers, peer_of(parts).0) {
+            Ok(_) => Ok(Self),
+            Err(denied) => {
+                c.metrics.denied.with_label_values(&[denied_name(denied)]).inc();
+                Err(error(denied.status(), denied))
+            }
+        }
+    }
+}
+
+/// The caller's address as the guard found it.
+fn peer_of(parts: &Parts) -> Peer {
+    parts.extensions.get::<Peer>().copied().unwrap_or(Peer(std::net::Ipv4Addr::UNSPECIFIED.into()))
 }
 
 /// A refused request: counted, and answered with `status` and `body`.
@@ -109,61 +133,43 @@ fn denied_name(d: Denied) -> &'static str {
     }
 }
 
-/// The API's reader check: `None` to go on, or the JSON refusal.
-fn api_reader(c: &Console, headers: &HeaderMap, peer: Peer) -> Option<Response> {
-    let denied = c.access.reader(headers, peer.0).err()?;
-    c.metrics.denied.with_label_values(&[denied_name(denied)]).inc();
-    Some(error(denied.status(), denied))
-}
-
 async fn incidents_page(
     State(c): State<Console>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    PageReader(v): PageReader,
     Query(filter): Query<Filter>,
 ) -> Response {
-    for_reader(&c, &headers, peer, |v| match filter.checked() {
-        Ok(f) => page(StatusCode::OK, pages::incidents(&c.desk(), &f, v)),
-        Err(e) => page(StatusCode::BAD_REQUEST, pages::not_found(&e, v)),
-    })
+    match filter.checked() {
+        Ok(f) => page(StatusCode::OK, pages::incidents(&c.desk(), &f, &v)),
+        Err(e) => page(StatusCode::BAD_REQUEST, pages::not_found(&e, &v)),
+    }
 }
 
 async fn incident_page(
     State(c): State<Console>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    PageReader(v): PageReader,
     Path(id): Path<String>,
 ) -> Response {
-    for_reader(&c, &headers, peer, |v| {
-        let desk = c.desk();
-        match desk.case(&id) {
-            Some(case) => page(StatusCode::OK, pages::incident(&desk, case, v)),
-            None => page(StatusCode::NOT_FOUND, pages::not_found(&format!("no incident {id}"), v)),
-        }
-    })
+    let desk = c.desk();
+    match desk.case(&id) {
+        Some(case) => page(StatusCode::OK, pages::incident(&desk, case, &v)),
+        None => page(StatusCode::NOT_FOUND, pages::not_found(&format!("no incident {id}"), &v)),
+    }
 }
 
-async fn devices_page(
-    State(c): State<Console>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
-) -> Response {
-    for_reader(&c, &headers, peer, |v| page(StatusCode::OK, pages::devices(&c.desk(), v)))
+async fn devices_page(State(c): State<Console>, PageReader(v): PageReader) -> Response {
+    page(StatusCode::OK, pages::devices(&c.desk(), &v))
 }
 
 async fn device_page(
     State(c): State<Console>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    PageReader(v): PageReader,
     Path(id): Path<String>,
 ) -> Response {
-    for_reader(&c, &headers, peer, |v| {
-        let desk = c.desk();
-        match desk.device(&id) {
-            Some(d) => page(StatusCode::OK, pages::device(&desk, &id, d, v)),
-            None => page(StatusCode::NOT_FOUND, pages::not_found(&format!("no device {id}"), v)),
-        }
-    })
+    let desk = c.desk();
+    match desk.device(&id) {
+        Some(d) => page(StatusCode::OK, pages::device(&desk, &id, d, &v)),
+        None => page(StatusCode::NOT_FOUND, pages::not_found(&format!("no device {id}"), &v)),
+    }
 }
 
 async fn login_page() -> Response {
@@ -235,15 +241,7 @@ async fn api_index() -> impl IntoResponse {
     }))
 }
 
-async fn api_incidents(
-    State(c): State<Console>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
-    Query(filter): Query<Filter>,
-) -> Response {
-    if let Some(refused) = api_reader(&c, &headers, peer) {
-        return refused;
-    }
+async fn api_incidents(State(c): State<Console>, _: ApiReader, Query(filter): Query<Filter>) -> Response {
     match filter.checked() {
         Ok(f) => Json(serde_json::json!({ "incidents": IncidentRow::list(&c.desk(), &f, API_ROWS) }))
             .into_response(),
@@ -251,15 +249,7 @@ async fn api_incidents(
     }
 }
 
-async fn api_incident(
-    State(c): State<Console>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Response {
-    if let Some(refused) = api_reader(&c, &headers, peer) {
-        return refused;
-    }
+async fn api_incident(State(c): State<Console>, _: ApiReader, Path(id): Path<String>) -> Response {
     let desk = c.desk();
     match desk.case(&id) {
         Some(case) => Json(IncidentDetail::of(case)).into_response(),
@@ -267,15 +257,7 @@ async fn api_incident(
     }
 }
 
-async fn api_device(
-    State(c): State<Console>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Response {
-    if let Some(refused) = api_reader(&c, &headers, peer) {
-        return refused;
-    }
+async fn api_device(State(c): State<Console>, _: ApiReader, Path(id): Path<String>) -> Response {
     let desk = c.desk();
     match desk.device(&id) {
         Some(d) => Json(DeviceDetail::of(&desk, &id, d)).into_response(),

@@ -224,7 +224,7 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         // Offsets are stored by hand, only after the batch's outputs are acknowledged.
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", &cfg.kafka.auto_offset_reset)
-        .set("statistics.interval.ms", "5000")
+        .set("statistics.interval.ms", super::health::STATISTICS_INTERVAL.as_millis().to_string())
         .create_with_context(context)?;
     let producer: FutureProducer = kafka::producer_config(&cfg.kafka)
         .set("acks", "all")

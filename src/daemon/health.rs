@@ -3,14 +3,22 @@
 //! disagree. Shared by the service loop, the HTTP server and the Kafka callbacks.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::internal_events::{LagMeasured, Readiness, Rebalanced};
 use super::Metrics;
 
+/// How long after librdkafka said every broker was down (or outputs failed) its
+/// statistics cannot end the outage: the statistics interval (`statistics.interval.ms`),
+/// since a snapshot gathered before the broker went may arrive just after it went.
+pub(crate) const STATISTICS_INTERVAL: Duration = Duration::from_secs(5);
+
 pub(crate) struct Health {
     ready: AtomicBool,
     brokers_down: AtomicBool,
+    /// When an event (not a statistics snapshot) last said the brokers were down.
+    down_said: Mutex<Option<Instant>>,
     /// Device windows are being restored from the state topic.
     restoring: AtomicBool,
     /// The consumer group's first assignment has been restored: before it the daemon
@@ -26,6 +34,7 @@ impl Health {
         Self {
             ready: AtomicBool::new(false),
             brokers_down: AtomicBool::new(false),
+            down_said: Mutex::new(None),
             restoring: AtomicBool::new(false),
             restored_once: AtomicBool::new(false),
             metrics,
@@ -60,6 +69,11 @@ impl Health {
     /// librdkafka reports every broker down, or outputs could not be delivered:
     /// not ready until messages flow again or the brokers answer.
     pub(crate) fn brokers_down(&self) {
+        *self.down_said.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        self.outage();
+    }
+
+    fn outage(&self) {
         self.brokers_down.store(true, Ordering::Relaxed);
         self.set_ready(false);
     }
@@ -87,13 +101,22 @@ impl Health {
 
     /// librdkafka's statistics listed the brokers: `any_up`, whether one of them is
     /// connected. None up is an outage; one up ends it (readiness follows at the next
-    /// refresh). A metadata request is no proof: during an outage librdkafka answered one
-    /// (in the mock cluster's outage test) while it reported every broker down.
+    /// refresh), unless an event said the brokers were down less than a statistics
+    /// interval before: that snapshot may be older than the event (under load /readyz
+    /// was 503 for a moment only, and a poll could miss the outage). A metadata request
+    /// is no proof: during an outage librdkafka answered one (in the mock cluster's
+    /// outage test) while it reported every broker down.
     pub(crate) fn brokers_seen(&self, any_up: bool) {
-        if any_up {
+        self.brokers_seen_at(any_up, Instant::now());
+    }
+
+    fn brokers_seen_at(&self, any_up: bool, now: Instant) {
+        if !any_up {
+            return self.outage();
+        }
+        let said = *self.down_said.lock().unwrap_or_else(|p| p.into_inner());
+        if said.is_none_or(|t| now.saturating_duration_since(t) >= STATISTICS_INTERVAL) {
             self.brokers_down.store(false, Ordering::Relaxed);
-        } else {
-            self.brokers_down();
         }
     }
 
@@ -156,9 +179,32 @@ mod tests {
         assert!(!health.is_ready(), "statistics with no broker up: an outage");
         health.refresh();
         assert!(!health.is_ready(), "still down at the next refresh");
-        health.brokers_seen(true);
+        health.brokers_seen_at(true, Instant::now() + STATISTICS_INTERVAL);
         health.refresh();
         assert!(health.is_ready());
+    }
+
+    /// A snapshot that lists a broker up just after librdkafka said every broker was
+    /// down may have been gathered before: it does not end the outage; one a statistics
+    /// interval later does, and a message at once.
+    #[test]
+    fn statistics_just_after_an_outage_began_do_not_end_it() {
+        let metrics = Arc::new(Metrics::new());
+        let health = Health::new(Arc::clone(&metrics));
+        health.restoring(false);
+        health.started();
+        let went = Instant::now();
+        health.brokers_down();
+        health.brokers_seen_at(true, went + Duration::from_millis(10));
+        health.refresh();
+        assert!(!health.is_ready(), "a stale snapshot ended the outage");
+        health.brokers_seen_at(true, went + STATISTICS_INTERVAL);
+        health.refresh();
+        assert!(health.is_ready());
+        health.brokers_down();
+        health.message_received();
+        health.refresh();
+        assert!(health.is_ready(), "a message ends it at once");
     }
 
     /// While device windows are restored the daemon is not ready, brokers up or not;

@@ -16,6 +16,7 @@ mod kinds;
 mod looks;
 mod mock;
 mod onboard;
+mod packaged_units;
 mod partitions_added;
 mod process;
 mod replay_real_rows;

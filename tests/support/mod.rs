@@ -32,6 +32,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
+use sha2::Digest;
 use tch::Device;
 
 /// Run one of the package's binaries; its output (stdout, then stderr) and exit status.
@@ -244,30 +245,36 @@ pub struct Fixture {
     pub targets: Vec<usize>,
 }
 
-/// A model meta-trained briefly on Synthetic, shared by the tests of one binary and
-/// cached under target/ across binaries (training is deterministic by seed).
+/// The model the tests run: meta-trained briefly on Synthetic (seed 11, 400 iterations),
+/// kept in the repository so that every machine runs the same one. Training the same
+/// seed on another machine gives another model (its BLAS rounds otherwise), and a test
+/// that asserts what a model detects then fails on one machine and passes on the next.
+/// Its hash is checked on load. To remake it (a change to the model's format or to
+/// training): `METAPU_TRAIN_FIXTURE=1 cargo test --test integration -- units` writes it
+/// anew; then set [`FIXTURE_SHA256`] to its new hash.
+pub const FIXTURE_MODEL: &str = "tests/fixtures/synthetic-s11-i400.safetensors";
+pub const FIXTURE_SHA256: &str = "9858fbe94a9e1e539bcab969759696d80ba655fa041c2c94d2742b29f7894950";
+
 pub fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
-        let cfg = TrainConfig {
-            seed: 11,
-            max_iterations: 400,
-            eval_every: 200,
-            meta_batch: 8,
-            ..TrainConfig::default()
-        };
         let (data, split) = generate(&SyntheticConfig::default(), 11);
-        let dir = repo().join("target/test-fixtures");
-        std::fs::create_dir_all(&dir).unwrap();
-        let model_path =
-            dir.join(format!("synthetic-s11-i{}-{}.safetensors", cfg.max_iterations, data.content_hash()));
-        if file::load(&model_path, Device::Cpu).is_err() {
+        let model_path = repo().join(FIXTURE_MODEL);
+        if std::env::var_os("METAPU_TRAIN_FIXTURE").is_some() {
+            let cfg = TrainConfig {
+                seed: 11,
+                max_iterations: 400,
+                eval_every: 200,
+                meta_batch: 8,
+                ..TrainConfig::default()
+            };
             let (out, _, _) = train_on_synthetic(11, &cfg, Device::Cpu).unwrap();
-            // Write under a unique name, then rename: test binaries may race here.
-            let tmp = dir.join(format!("tmp-{}.safetensors", std::process::id()));
-            file::save(&out.model, &tmp).unwrap();
-            std::fs::rename(&tmp, &model_path).unwrap();
+            file::save(&out.model, &model_path).unwrap();
         }
+        let bytes = std::fs::read(&model_path).expect("the fixture model is in the repository");
+        let hash: String = sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hash, FIXTURE_SHA256, "{FIXTURE_MODEL} is not the fixture the tests were written on");
+        file::load(&model_path, Device::Cpu).expect("the fixture model loads");
         let targets = Split::resolve(&split.target, &data).unwrap();
         Fixture { model_path, data, targets }
     })
