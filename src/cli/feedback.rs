@@ -166,10 +166,11 @@ pub fn run(a: FeedbackArgs) -> anyhow::Result<()> {
     };
     let topic = a.kafka.send(&FeedbackMessage::Verdict(feedback.clone()))?;
     println!(
-        "feedback {} on incident {} of {} sent to {topic}",
+        "feedback {} on incident {} of {} sent to {topic} (verdict id {})",
         if a.false_positive { "false_positive" } else { "confirmed" },
         feedback.incident_id,
-        feedback.device
+        feedback.device,
+        feedback.id
     );
     Ok(())
 }
