@@ -95,6 +95,19 @@ pub enum Denied {
 }
 
 impl Denied {
+    /// Its label on `metapu_console_denied_total{reason}`.
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Denied::ReadOnly => "read_only",
+            Denied::NoToken => "no_token",
+            Denied::WrongToken => "wrong_token",
+            Denied::Throttled => "throttled",
+            Denied::ReadRole => "read_role",
+            Denied::NotJson => "not_json",
+            Denied::CrossSite => "cross_site",
+        }
+    }
+
     pub fn status(self) -> axum::http::StatusCode {
         use axum::http::StatusCode;
         match self {

@@ -103,7 +103,7 @@ impl FromRequestParts<Console> for ApiReader {
         match c.access.reader(&parts.headers, peer_of(parts).0) {
             Ok(_) => Ok(Self),
             Err(denied) => {
-                c.metrics.denied.with_label_values(&[denied_name(denied)]).inc();
+                c.metrics.denied.with_label_values(&[denied.reason()]).inc();
                 Err(error(denied.status(), denied))
             }
         }
@@ -117,20 +117,8 @@ fn peer_of(parts: &Parts) -> Peer {
 
 /// A refused request: counted, and answered with `status` and `body`.
 fn denial(metrics: &ConsoleMetrics, denied: Denied, body: maud::Markup) -> Response {
-    metrics.denied.with_label_values(&[denied_name(denied)]).inc();
+    metrics.denied.with_label_values(&[denied.reason()]).inc();
     page(denied.status(), body)
-}
-
-fn denied_name(d: Denied) -> &'static str {
-    match d {
-        Denied::ReadOnly => "read_only",
-        Denied::NoToken => "no_token",
-        Denied::WrongToken => "wrong_token",
-        Denied::Throttled => "throttled",
-        Denied::ReadRole => "read_role",
-        Denied::NotJson => "not_json",
-        Denied::CrossSite => "cross_site",
-    }
 }
 
 async fn incidents_page(
@@ -301,7 +289,7 @@ async fn api_verdict(
     let analyst = match c.access.answerer(&headers, peer.0) {
         Ok(a) => a,
         Err(denied) => {
-            c.metrics.denied.with_label_values(&[denied_name(denied)]).inc();
+            c.metrics.denied.with_label_values(&[denied.reason()]).inc();
             return refused(denied.status(), denied.to_string(), "denied");
         }
     };
