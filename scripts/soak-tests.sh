@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole suite again and again, as CI runs it, on a busy machine: a fresh clone of
 # this repository's HEAD (with ../shared beside it, as CI has it), built once, then the
-# README's test command (`cargo test -- --test-threads=4`) N times with two busy loops
+# README's test command (`cargo test -- --test-threads=4`, with --no-fail-fast so that a run
+# reports every test that failed) N times with two busy loops
 # spinning beside it. Prints each run's result and every test that failed, then
 # "soak: K of N runs passed"; exits non-zero unless all passed.
 # Usage: scripts/soak-tests.sh [N]   (N: runs, default 5; BUSY=0 runs without the loops)
@@ -39,7 +40,7 @@ passed=0
 for i in $(seq "$runs"); do
   log="$work/run-$i.log"
   started=$(date +%s)
-  if cargo test -- --test-threads=4 >"$log" 2>&1; then
+  if cargo test --no-fail-fast -- --test-threads=4 >"$log" 2>&1; then
     passed=$((passed + 1))
     echo "soak: run $i passed in $(($(date +%s) - started)) s"
   else

@@ -69,7 +69,11 @@ impl Health {
     /// librdkafka reports every broker down, or outputs could not be delivered:
     /// not ready until messages flow again or the brokers answer.
     pub(crate) fn brokers_down(&self) {
-        *self.down_said.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        self.brokers_down_at(Instant::now());
+    }
+
+    fn brokers_down_at(&self, now: Instant) {
+        *self.down_said.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
         self.outage();
     }
 
@@ -194,7 +198,7 @@ mod tests {
         health.restoring(false);
         health.started();
         let went = Instant::now();
-        health.brokers_down();
+        health.brokers_down_at(went);
         health.brokers_seen_at(true, went + Duration::from_millis(10));
         health.refresh();
         assert!(!health.is_ready(), "a stale snapshot ended the outage");
