@@ -19,6 +19,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap "exit 130" INT TERM
 
 git clone -q "$root" "$work/metapu"
 # shared/ beside the clone, as CI lays it (read-only there too).

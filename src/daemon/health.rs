@@ -21,6 +21,9 @@ pub(crate) struct Health {
     down_said: Mutex<Option<Instant>>,
     /// Device windows are being restored from the state topic.
     restoring: AtomicBool,
+    /// Partitions are being handed over (assigned or revoked: outputs settled, state
+    /// written or read), which waits on the brokers.
+    handing_over: AtomicBool,
     /// The consumer group's first assignment has been restored: before it the daemon
     /// scores nothing, and a device's first records would wait.
     restored_once: AtomicBool,
@@ -36,6 +39,7 @@ impl Health {
             brokers_down: AtomicBool::new(false),
             down_said: Mutex::new(None),
             restoring: AtomicBool::new(false),
+            handing_over: AtomicBool::new(false),
             restored_once: AtomicBool::new(false),
             metrics,
         }
@@ -93,6 +97,17 @@ impl Health {
         }
     }
 
+    /// Partitions are being handed over: not ready until done (readiness returns at the
+    /// next refresh after it ends). A group lost in a broker outage revokes every
+    /// partition, and writing their state then waits out the producer's timeout with
+    /// nothing consumed.
+    pub(crate) fn handing_over(&self, on: bool) {
+        self.handing_over.store(on, Ordering::Relaxed);
+        if on {
+            self.set_ready(false);
+        }
+    }
+
     /// A message arrived: the brokers are up (readiness follows at the next refresh).
     pub(crate) fn message_received(&self) {
         self.brokers_down.store(false, Ordering::Relaxed);
@@ -128,7 +143,7 @@ impl Health {
     pub(crate) fn refresh(&self) {
         let down = self.brokers_down.load(Ordering::Relaxed);
         let restored = self.restored_once.load(Ordering::Relaxed) && !self.restoring.load(Ordering::Relaxed);
-        self.set_ready(!down && restored);
+        self.set_ready(!down && restored && !self.handing_over.load(Ordering::Relaxed));
     }
 }
 
@@ -209,6 +224,25 @@ mod tests {
         health.message_received();
         health.refresh();
         assert!(health.is_ready(), "a message ends it at once");
+    }
+
+    /// A hand-over (a group lost in an outage revokes every partition, and writing their
+    /// state waits on the brokers) keeps it unready, whatever the statistics say.
+    #[test]
+    fn a_hand_over_keeps_it_unready_until_done() {
+        let metrics = Arc::new(Metrics::new());
+        let health = Health::new(Arc::clone(&metrics));
+        health.restoring(false);
+        health.started();
+        assert!(health.is_ready());
+        health.handing_over(true);
+        assert!(!health.is_ready());
+        health.brokers_seen(true);
+        health.refresh();
+        assert!(!health.is_ready(), "ready while its loop waits on the brokers");
+        health.handing_over(false);
+        health.refresh();
+        assert!(health.is_ready());
     }
 
     /// While device windows are restored the daemon is not ready, brokers up or not;

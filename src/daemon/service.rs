@@ -212,6 +212,10 @@ impl Service {
     }
 
     async fn on_assignment(&mut self, event: AssignmentEvent) {
+        // Settling and writing a revoked partition's state wait on the brokers (up to
+        // the producer's message timeout when they are gone: a group lost in an outage)
+        // and consume nothing meanwhile: not ready until done.
+        self.health.handing_over(true);
         // Outputs of records from revoked partitions are settled while we still own them.
         self.outbox.settle(&self.consumer, true).await;
         match event {
@@ -223,6 +227,7 @@ impl Service {
                 self.carry_out(out).await;
             }
         }
+        self.health.handing_over(false);
     }
 
     /// Restore the state of newly assigned partitions. The consumer is paused meanwhile
