@@ -14,6 +14,11 @@ use axum::response::{IntoResponse, Response};
 #[derive(Debug, Clone, Copy)]
 pub struct Peer(pub IpAddr);
 
+impl Peer {
+    /// Where none is known (a request that did not come over a socket: tests).
+    pub const UNKNOWN: Peer = Peer(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+}
+
 /// The names the console answers to.
 #[derive(Debug, Clone, Default)]
 pub struct Hosts {
@@ -54,11 +59,10 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 
 /// The Host check, the peer's address for the handlers, and the security headers.
 pub async fn guard(State(hosts): State<Hosts>, mut request: Request, next: Next) -> Response {
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
-    request.extensions_mut().insert(Peer(peer));
+    let peer =
+        request.extensions().get::<ConnectInfo<SocketAddr>>().map_or(Peer::UNKNOWN, |c| Peer(c.0.ip()));
+    request.extensions_mut().insert(peer);
+    let peer = peer.0;
     let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok());
     let mut response = if ANY_HOST.contains(&request.uri().path()) || host.is_some_and(|h| hosts.allows(h)) {
         next.run(request).await

@@ -88,7 +88,7 @@ impl FromRequestParts<Console> for PageReader {
         match c.access.reader(&parts.headers, peer_of(parts).0) {
             Ok(analyst) => Ok(Self(Viewer { analyst, verdicts: !c.access.read_only() })),
             Err(Denied::NoToken) => Err(Redirect::to("/login").into_response()),
-            Err(denied) => Err(denial(&c.metrics, denied, pages::login(Some(&denied.to_string())))),
+            Err(denied) => Err(denial_page(&c.metrics, denied)),
         }
     }
 }
@@ -112,13 +112,13 @@ impl FromRequestParts<Console> for ApiReader {
 
 /// The caller's address as the guard found it.
 fn peer_of(parts: &Parts) -> Peer {
-    parts.extensions.get::<Peer>().copied().unwrap_or(Peer(std::net::Ipv4Addr::UNSPECIFIED.into()))
+    parts.extensions.get::<Peer>().copied().unwrap_or(Peer::UNKNOWN)
 }
 
-/// A refused request: counted, and answered with `status` and `body`.
-fn denial(metrics: &ConsoleMetrics, denied: Denied, body: maud::Markup) -> Response {
+/// A refused page or sign-in: counted, and answered with the sign-in page saying why.
+fn denial_page(metrics: &ConsoleMetrics, denied: Denied) -> Response {
     metrics.denied.with_label_values(&[denied.reason()]).inc();
-    page(denied.status(), body)
+    page(denied.status(), pages::login(Some(&denied.to_string())))
 }
 
 async fn incidents_page(
@@ -176,7 +176,7 @@ async fn sign_in(
     body: Bytes,
 ) -> Response {
     if cross_site(&headers) {
-        return denial(&c.metrics, Denied::CrossSite, pages::login(Some(&Denied::CrossSite.to_string())));
+        return denial_page(&c.metrics, Denied::CrossSite);
     }
     let text = std::str::from_utf8(&body).unwrap_or_default();
     let token = text.split('&').find_map(|kv| kv.strip_prefix("token=")).unwrap_or_default();
@@ -193,13 +193,13 @@ async fn sign_in(
             let cookie = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={SESSION_S}");
             ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response()
         }
-        Err(denied) => denial(&c.metrics, denied, pages::login(Some(&denied.to_string()))),
+        Err(denied) => denial_page(&c.metrics, denied),
     }
 }
 
 async fn sign_out(State(c): State<Console>, headers: HeaderMap) -> Response {
     if cross_site(&headers) {
-        return denial(&c.metrics, Denied::CrossSite, pages::login(Some(&Denied::CrossSite.to_string())));
+        return denial_page(&c.metrics, Denied::CrossSite);
     }
     let cookie = format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
     ([(header::SET_COOKIE, cookie)], Redirect::to("/login")).into_response()
