@@ -92,19 +92,27 @@ real-results: build | $(RUNS)
 # it closes, through the feedback path; then every attack merged twice (3 days or 1 hour
 # apart) with nobody answering, and with the first wave's incidents confirmed (about 25
 # minutes on two cores).
+# WEEK_ARGS="--onboard-for 21600": production's onboarding (`metapu onboard --for 6h`)
+# instead of each device's first 10 records labeled (RUNS=… keeps both); the first-hour
+# attacks are then those of the hour after it.
 WEEK := $(RUNS)/week
+WEEK_ARGS ?=
+FIRST_HOUR := $(if $(findstring onboard-for,$(WEEK_ARGS)),first-hour-6h,first-hour)
 week-results: build | $(RUNS)
 	bash scripts/week-data.sh $(WEEK)
-	$(LAB) week --captures $(WEEK)/clean --model $(IOT_MODEL) --out $(WEEK)/clean-out
-	$(LAB) week --captures $(WEEK)/attacked --model $(IOT_MODEL) --out $(WEEK)/attacked-out
-	$(LAB) week --captures $(WEEK)/clean --model $(IOT_MODEL) --out $(WEEK)/clean-analyst --analyst
-	$(LAB) week --captures $(WEEK)/attacked --model $(IOT_MODEL) --out $(WEEK)/attacked-analyst --analyst
-	$(LAB) week --captures $(WEEK)/repeated --model $(IOT_MODEL) --out $(WEEK)/repeated-out
-	$(LAB) week --captures $(WEEK)/repeated --model $(IOT_MODEL) --out $(WEEK)/repeated-confirmed --confirm-attacks
-	$(LAB) week --captures $(WEEK)/first-hour --model $(IOT_MODEL) --out $(WEEK)/first-hour-out
+	$(LAB) week --captures $(WEEK)/clean --model $(IOT_MODEL) --out $(WEEK)/clean-out $(WEEK_ARGS)
+	$(LAB) week --captures $(WEEK)/attacked --model $(IOT_MODEL) --out $(WEEK)/attacked-out $(WEEK_ARGS)
+	$(LAB) week --captures $(WEEK)/clean --model $(IOT_MODEL) --out $(WEEK)/clean-analyst --analyst $(WEEK_ARGS)
+	$(LAB) week --captures $(WEEK)/attacked --model $(IOT_MODEL) --out $(WEEK)/attacked-analyst --analyst $(WEEK_ARGS)
+	$(LAB) week --captures $(WEEK)/repeated --model $(IOT_MODEL) --out $(WEEK)/repeated-out $(WEEK_ARGS)
+	$(LAB) week --captures $(WEEK)/repeated --model $(IOT_MODEL) --out $(WEEK)/repeated-confirmed --confirm-attacks $(WEEK_ARGS)
+	$(LAB) week --captures $(WEEK)/$(FIRST_HOUR) --model $(IOT_MODEL) --out $(WEEK)/first-hour-out $(WEEK_ARGS)
+	$(LAB) week --captures $(WEEK)/never-learned --model $(IOT_MODEL) --out $(WEEK)/never-learned-out $(WEEK_ARGS)
+	$(LAB) week --captures $(WEEK)/inside --model $(IOT_MODEL) --out $(WEEK)/inside-out $(WEEK_ARGS)
 	python3 scripts/week-results.py $(WEEK)/clean-out/week.json $(WEEK)/attacked-out/week.json \
 	  $(WEEK)/clean-analyst/week.json $(WEEK)/attacked-analyst/week.json \
-	  $(WEEK)/repeated-out/week.json $(WEEK)/repeated-confirmed/week.json $(WEEK)/first-hour-out/week.json
+	  $(WEEK)/repeated-out/week.json $(WEEK)/repeated-confirmed/week.json $(WEEK)/first-hour-out/week.json \
+	  $(WEEK)/never-learned-out/week.json $(WEEK)/inside-out/week.json
 
 # Device kinds (scripts/kinds-results.sh): a camera fleet of one kind and IoT Sentinel's
 # pairs of one model, without and with the kind; needs week-results' inputs (1 min).

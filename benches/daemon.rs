@@ -286,11 +286,14 @@ fn incident_looks() {
     println!();
     println!("The incident tracker per record with packet context (1,000 devices, 200 records each, a record a second of device time):");
     println!();
-    println!("| traffic | look off | look on (defaults) |");
-    println!("|---|---|---|");
+    println!(
+        "| traffic | look off | look on (defaults) | incident state per device, look on (JSON bytes, mean) |"
+    );
+    println!("|---|---|---|---|");
     for (name, sweepers) in [("a few cloud peers each", 0usize), ("one device in 50 sweeping addresses", 50)]
     {
         let mut cells = Vec::new();
+        let mut state = 0.0;
         for rules in [FanOutRules::OFF, defaults.fan_out] {
             let rules = metapu::monitor::incidents::IncidentRules { fan_out: rules, ..defaults };
             let mut trackers: Vec<IncidentTracker> = (0..1000).map(|_| IncidentTracker::default()).collect();
@@ -325,7 +328,12 @@ fn incident_looks() {
                 }
             }
             cells.push(format!("{:.0} ns/record", started.elapsed().as_nanos() as f64 / n as f64));
+            // What a device's incident state (its history, its remote peers) takes in its
+            // snapshot.
+            let bytes: usize =
+                trackers.iter().map(|t| serde_json::to_vec(t).expect("a tracker serialises").len()).sum();
+            state = bytes as f64 / trackers.len() as f64;
         }
-        println!("| {name} | {} | {} |", cells[0], cells[1]);
+        println!("| {name} | {} | {} | {state:.0} |", cells[0], cells[1]);
     }
 }

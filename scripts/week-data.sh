@@ -8,14 +8,21 @@
 # at a quarter and again 3 days later, and at half and again 1 hour later: what the
 # daemon learned of an unanswered first wave may not hide the second. OUT/first-hour:
 # each of the five attacks merged 1, 10 and 30 min after the capture's first packet (the
-# device's onboarding: its first records), inside its learning period. Writes NAME.pcap,
+# device's onboarding: its first records), inside its learning period; OUT/first-hour-6h,
+# the same 6 h later (the first hour after `metapu onboard --for 6h`). OUT/never-learned:
+# what learning must never take (issue #96), each merged at a quarter of the week and
+# again 3 days later, nobody answering: 50 MiB uploaded to a public host the device never
+# used, a TLS check-in every minute for two days to another, and ten times the most the
+# device sent its busiest public peer in 5 minutes, to that peer (its own cloud:
+# scripts/usual-upload.py). Writes NAME.pcap,
 # NAME.mac (and NAME.labels.csv for the attacked ones).
 # Usage: scripts/week-data.sh OUT   (METAPU and PCAP may point elsewhere)
 set -euo pipefail
 out=${1:?usage: scripts/week-data.sh OUT}
 metapu=${METAPU:-target/release/metapu}
 pcap=${PCAP:-../shared/data/pcap}
-mkdir -p "$out/clean" "$out/attacked" "$out/repeated" "$out/first-hour" "$out/attacks"
+mkdir -p "$out/clean" "$out/attacked" "$out/repeated" "$out/first-hour" "$out/first-hour-6h" "$out/never-learned" \
+  "$out/attacks"
 
 # A classic pcap's first packet time (Unix seconds).
 first_packet() {
@@ -47,6 +54,9 @@ for a in arp.sweep=15 ssh.bruteforce=60; do
   repeated+=("$kind=$out/attacks/$kind.pcap")
 done
 
+"$metapu" datasets attack --kind upload --duration 600 --seed 1 --out "$out/attacks/upload-stranger.pcap" >/dev/null
+"$metapu" datasets attack --kind beacon.slow --duration 172800 --seed 1 --out "$out/attacks/beacon-slow.pcap" >/dev/null
+
 for capture in "$pcap"/week/*.pcap; do
   device=$(basename "$capture" .pcap)
   mac=$(tr -d '[:space:]' <"$pcap/week/$device.mac")
@@ -70,7 +80,24 @@ for capture in "$pcap"/week/*.pcap; do
       "$metapu" datasets infect --benign "$capture" --device-mac "$mac" --attack "$file" --start-at "$at" \
         --out "$out/first-hour/$name.pcap" >/dev/null
       echo "$mac" >"$out/first-hour/$name.mac"
+      # The same after production's onboarding (`metapu onboard --for 6h`): its first
+      # hour starts 6 h after the first packet.
+      at=$(python3 -c "print($start_ts + 6 * 3600 + 60 * $minutes)")
+      "$metapu" datasets infect --benign "$capture" --device-mac "$mac" --attack "$file" --start-at "$at" \
+        --out "$out/first-hour-6h/$name.pcap" >/dev/null
+      echo "$mac" >"$out/first-hour-6h/$name.mac"
     done
+  done
+  read -r peer bytes < <(python3 scripts/usual-upload.py "$capture" "$mac")
+  "$metapu" datasets attack --kind upload --to "$peer" --bytes "$bytes" --duration 600 --seed 1 \
+    --out "$out/attacks/$device.upload-10x-usual.pcap" >/dev/null
+  for a in "upload-stranger=$out/attacks/upload-stranger.pcap" "beacon-slow=$out/attacks/beacon-slow.pcap" \
+    "upload-10x-usual=$out/attacks/$device.upload-10x-usual.pcap"; do
+    kind=${a%%=*} file=${a#*=}
+    name=$device.$kind.again3d
+    "$metapu" datasets infect --benign "$capture" --device-mac "$mac" --attack "$file" --start 0.25 \
+      --again-after 259200 --out "$out/never-learned/$name.pcap" >/dev/null
+    echo "$mac" >"$out/never-learned/$name.mac"
   done
   for a in "${repeated[@]}"; do
     kind=${a%%=*} file=${a#*=}
@@ -83,4 +110,22 @@ for capture in "$pcap"/week/*.pcap; do
     done
   done
 done
-echo "week-data: $(ls "$out"/clean/*.pcap | wc -l) clean weeks, $(ls "$out"/attacked/*.pcap | wc -l) with an attack, $(ls "$out"/repeated/*.pcap | wc -l) with one repeated, $(ls "$out"/first-hour/*.pcap | wc -l) in the first hour, in $out"
+# OUT/inside: the camera's week with the SYN scan and the SSH guesser merged while one of
+# its incidents is open (on the shipped model, 10 records labeled: the false incident of
+# its first evening, 20 s after its last upload packet, and two of its learned uploads,
+# suppressed, 5 s in): an attack inside an open incident gets its own (issue #96).
+mkdir -p "$out/inside"
+camera=$pcap/week/blink-cam-01.pcap
+if [[ -f $camera ]]; then
+  mac=$(tr -d '[:space:]' <"$pcap/week/blink-cam-01.mac")
+  for a in "syn-scan=$pcap/ndpi/synscan.pcap" "ssh.bruteforce=$out/attacks/ssh.bruteforce.pcap"; do
+    kind=${a%%=*} file=${a#*=}
+    for at in 1615227560 1615310660 1615663040; do
+      name=blink-cam-01.$kind.at$at
+      "$metapu" datasets infect --benign "$camera" --device-mac "$mac" --attack "$file" --start-at "$at" \
+        --out "$out/inside/$name.pcap" >/dev/null
+      echo "$mac" >"$out/inside/$name.mac"
+    done
+  done
+fi
+echo "week-data: $(ls "$out"/clean/*.pcap | wc -l) clean weeks, $(ls "$out"/attacked/*.pcap | wc -l) with an attack, $(ls "$out"/repeated/*.pcap | wc -l) with one repeated, $(ls "$out"/first-hour/*.pcap | wc -l) in the first hour, $(ls "$out"/never-learned/*.pcap | wc -l) never to be learned, $(ls "$out"/inside/*.pcap | wc -l) inside an open incident, in $out"

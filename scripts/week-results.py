@@ -5,13 +5,17 @@ the alert rate per day since onboarding, and for every attack merged in whether 
 an incident of its own.
 
     scripts/week-results.py CLEAN/week.json ATTACKED/week.json [CLEAN_ANALYST/week.json ATTACKED_ANALYST/week.json
-                            [REPEATED/week.json REPEATED_CONFIRMED/week.json [FIRST_HOUR/week.json]]]
+                            [REPEATED/week.json REPEATED_CONFIRMED/week.json [FIRST_HOUR/week.json
+                            [NEVER_LEARNED/week.json [INSIDE/week.json]]]]]
 
 With the analyst's runs (`metapu-lab week --analyst`: every false incident dismissed as
 it closes), their tables follow under "With an analyst"; with the repeated attacks' runs
 (scripts/week-data.sh's OUT/repeated: nobody answering, and every attack incident
 answered `confirmed` as it closes), what each wave got; with the first hour's
-(OUT/first-hour: each attack 1, 10 and 30 min after onboarding), what each got.
+(OUT/first-hour: each attack 1, 10 and 30 min after onboarding), what each got; with
+what learning must never take (OUT/never-learned: merged twice, nobody answering), what
+each wave got and whether any of it was learned; with the camera's week with an attack
+merged while one of its incidents is open (OUT/inside), whether each got its own.
 """
 import json
 import sys
@@ -19,7 +23,7 @@ from collections import defaultdict
 
 
 def main(clean_path, attacked_path, clean_analyst=None, attacked_analyst=None, repeated=None, confirmed=None,
-         first_hour=None):
+         first_hour=None, never_learned=None, inside=None):
     tables(json.load(open(clean_path)), json.load(open(attacked_path)), "")
     if clean_analyst and attacked_analyst:
         print("\n## With an analyst\n")
@@ -33,6 +37,12 @@ def main(clean_path, attacked_path, clean_analyst=None, attacked_analyst=None, r
     if first_hour:
         print("\n## Attacks in a device's first hour\n")
         early(json.load(open(first_hour)))
+    if never_learned:
+        print("\n## What learning must never take\n")
+        waves(json.load(open(never_learned)), "nobody answering")
+    if inside:
+        print("\n## An attack inside an open incident\n")
+        attack_table(json.load(open(inside)))
 
 
 OUTCOMES = ["own", "look", "news", "reopened", "inside", "suppressed", "none"]
@@ -41,20 +51,23 @@ OUTCOMES = ["own", "look", "news", "reopened", "inside", "suppressed", "none"]
 def waves(weeks, who):
     """Per attack and spacing, what the analyst got of each wave on the three devices."""
     print(f"### Each attack merged twice, {who}\n")
-    print("| attack | apart | devices | first wave | second wave | second wave raised (own, look, news or reopened) | records the model alerted, first wave / second (per device) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| attack | apart | devices | first wave | second wave | second wave raised (own, look, news or reopened) | records the model alerted, first wave / second (per device) | wave's records to its raise, first / second (per device) | incidents learned in a wave |")
+    print("|---|---|---|---|---|---|---|---|---|")
     groups = defaultdict(list)
     for w in weeks:
         attack, apart = w["capture"].split(".", 1)[1].rsplit(".again", 1)
         groups[(attack, apart)].append(w)
-    raised_all = total = 0
+    raised_all = total = learned_all = 0
     for (attack, apart), ws in sorted(groups.items()):
         cell = lambda k: ", ".join(f"{o} {n}" for o in OUTCOMES if (n := sum(len(w["waves"]) > k and w["waves"][k]["raised"] == o for w in ws)))
         raised = sum(len(w["waves"]) > 1 and w["waves"][1]["raised"] in ("own", "look", "news", "reopened") for w in ws)
         raised_all, total = raised_all + raised, total + len(ws)
         alerted = "; ".join(" / ".join(f"{v['alerted']}" for v in w["waves"]) + f" of {w['waves'][0]['records']}" for w in ws)
-        print(f"| {attack} | {apart} | {len(ws)} | {cell(0)} | {cell(1)} | {raised} of {len(ws)} | {alerted} |")
-    print(f"| **all** | | {total} | | | {raised_all} of {total} | |")
+        at = "; ".join(" / ".join(str(v["at"]) if v.get("at") else "–" for v in w["waves"]) for w in ws)
+        learned = sum(v.get("learned", 0) for w in ws for v in w["waves"])
+        learned_all += learned
+        print(f"| {attack} | {apart} | {len(ws)} | {cell(0)} | {cell(1)} | {raised} of {len(ws)} | {alerted} | {at} | {learned} |")
+    print(f"| **all** | | {total} | | | {raised_all} of {total} | | | {learned_all} |")
 
 
 def early(weeks):
@@ -116,6 +129,11 @@ def tables(clean, attacked, suffix):
         print(f"| {w['capture']} | " + " | ".join(cells + ["–"] * (days - len(cells))) + " |")
 
     print(f"\n### Attacks merged into the weeks (at ¼, ½ and ¾ of each){suffix}\n")
+    attack_table(attacked)
+
+
+def attack_table(attacked):
+    """Per attack (captures named DEVICE.ATTACK.atWHEN), whether each got its own incident."""
     print("| attack | records | own incident | of them raised by the fan-out look | inside a false incident already open | of those, news to the analyst | reopened a false incident | none | attack records to its incident (median) |")
     print("|---|---|---|---|---|---|---|---|---|")
     by_attack = defaultdict(list)
@@ -143,4 +161,4 @@ def tables(clean, attacked, suffix):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:8])
+    main(*sys.argv[1:10])

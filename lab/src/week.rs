@@ -92,6 +92,9 @@ struct Wave {
     raised: &'static str,
     /// Its records up to the one that raised it (1 = its first).
     at: Option<usize>,
+    /// Incidents learned without a verdict (closed quietly) within its time, with one of
+    /// its peers among their top ones.
+    learned: usize,
 }
 
 fn waves(s: &DeviceStream, o: &DeviceOutcome, t0: f64) -> Vec<Wave> {
@@ -120,7 +123,18 @@ fn waves(s: &DeviceStream, o: &DeviceOutcome, t0: f64) -> Vec<Wave> {
                 None if within().next().is_some() => ("suppressed", None),
                 None => ("none", None),
             };
-            Wave { hour: (s.ts[a] - t0) / 3600.0, records: wave.len(), alerted, raised, at }
+            // Learned: closed quietly unanswered within the wave, with one of its peers.
+            let (from, to) = (s.ts[a], s.ts[b]);
+            let peers: std::collections::HashSet<String> = wave
+                .iter()
+                .filter_map(|&i| s.contexts.get(i)?.device_and_peer()?.1.map(|p| p.to_string()))
+                .collect();
+            let learned = o
+                .learned_spans
+                .iter()
+                .filter(|(f, l, top)| *f <= to && *l >= from && top.iter().any(|p| peers.contains(p)))
+                .count();
+            Wave { hour: (s.ts[a] - t0) / 3600.0, records: wave.len(), alerted, raised, at, learned }
         })
         .collect()
 }

@@ -23,9 +23,17 @@ pub enum DatasetsCommand {
 #[derive(Debug, Args)]
 pub struct AttackArgs {
     /// The attack (N-BaIoT's mirai.scan … gafgyt.combo, or telnet.bruteforce,
-    /// cnc.beacon, dns.amplification, exfiltration.burst, arp.sweep, ssh.bruteforce).
+    /// cnc.beacon, dns.amplification, exfiltration.burst, arp.sweep, ssh.bruteforce,
+    /// upload, beacon.slow).
     #[arg(long)]
     kind: metapu::traffic::profiles::Attack,
+    /// upload and beacon.slow: the peer (a device's own cloud, by its address); default
+    /// a public host the device never used.
+    #[arg(long)]
+    to: Option<std::net::IpAddr>,
+    /// upload: how many bytes it sends.
+    #[arg(long, default_value_t = 50 << 20)]
+    bytes: u64,
     /// How long it runs (seconds).
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
@@ -40,7 +48,8 @@ fn attack_capture(a: AttackArgs) -> anyhow::Result<()> {
     use metapu::traffic::pcap::PcapWriter;
     use metapu::traffic::simulate;
     anyhow::ensure!(a.duration.is_finite() && a.duration > 0.0, "--duration must be positive");
-    let (device, packets) = simulate::attack_packets(a.kind, a.duration, a.seed);
+    let upload = simulate::UploadPlan { to: a.to, bytes: a.bytes };
+    let (device, packets) = simulate::attack_packets_with(a.kind, a.duration, a.seed, upload);
     let (mac, gateway) = simulate::device_macs(&device);
     let file = std::fs::File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let mut w = PcapWriter::new(std::io::BufWriter::new(file))?;

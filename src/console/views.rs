@@ -23,6 +23,8 @@ pub const RAISED_BY: &[&str] = &[
     "arp_sweep",
     "login_guessing",
     "spoofed_sources",
+    "data_to_stranger",
+    "far_above_usual",
 ];
 
 /// Severities, least first, as incidents name them.

@@ -129,6 +129,13 @@ pub struct IncidentsConfig {
     pub login_attempts: u32,
     /// ...or packets sent from `spoofed_sources` source addresses (a forged-source flood).
     pub spoofed_sources: u32,
+    /// ...or `stranger_bytes` sent to, or `stranger_exchanges` separate exchanges with, a
+    /// public peer whose name and address the device never used (data to a stranger);
+    /// or, to a known peer within one window, `usual_volume_factor` times the most the
+    /// device sent it in one (and at least `stranger_bytes`).
+    pub stranger_bytes: u64,
+    pub stranger_exchanges: u32,
+    pub usual_volume_factor: u32,
     /// A device sending traffic this long without a known-normal record is reported
     /// (once) as unmonitored; 0 = never.
     pub unmonitored_after_s: u64,
@@ -411,6 +418,9 @@ impl DaemonConfig {
                 probes: i.scan_probes.max(1),
                 logins: i.login_attempts.max(1),
                 sources: i.spoofed_sources.max(1),
+                stranger_bytes: i.stranger_bytes.max(1),
+                stranger_exchanges: i.stranger_exchanges.max(1),
+                usual_factor: i.usual_volume_factor.max(1),
             },
         }
     }

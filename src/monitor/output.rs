@@ -233,8 +233,9 @@ pub struct IncidentReport {
     /// incident carries it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suppressed: Option<Box<super::behaviours::Dismissal>>,
-    /// It had been suppressed and went beyond the dismissed behaviour: how, in words,
-    /// and the record that did.
+    /// Something new in it, told in this event only (a later update carries none): it
+    /// had been suppressed and went beyond the dismissed behaviour, or a look or an
+    /// attack's footprint showed in it; how, in words, and the record that did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub news: Option<Box<super::behaviours::News>>,
     /// What raised it: `model` (its records' decisions, `open_k` of `open_n`), or a look
@@ -249,7 +250,7 @@ pub struct IncidentReport {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub learned: bool,
     /// What it showed of an attack's footprint (a scan, repeated attempts on one
-    /// service, a new local peer or served port, high severity): never learned without a
+    /// login service, a new local peer or served port, a stranger): never learned without a
     /// verdict (`footprint.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footprint: Option<Box<super::footprint::Footprint>>,
@@ -306,7 +307,7 @@ impl IncidentReport {
             (Some(d), _) if i.held() => format!(
                 "; held in the device's learning period{}: learned if it closes quietly, raised if it \
                  shows what is never learned (a scan, repeated attempts, a new local peer or \
-                 served port, high severity)",
+                 served port, a stranger)",
                 d.expires_at.map(|t| format!(" (until {})", iso8601(t))).unwrap_or_default()
             ),
             (Some(d), _) if d.learned => format!(
@@ -322,8 +323,8 @@ impl IncidentReport {
                 d.by,
                 if d.note.is_empty() { String::new() } else { format!(" ({})", d.note) }
             ),
-            (None, Some(news)) => format!("; news: {}", news.why),
-            (None, None) => String::new(),
+            (None, Some(news)) if i.news_fresh => format!("; news: {}", news.why),
+            (None, _) => String::new(),
         };
         let fleet = match &i.fleet {
             Some(f) => format!(
@@ -379,7 +380,7 @@ impl IncidentReport {
             reopened: i.reopened,
             reopened_by: i.reopened_by.clone().map(Box::new),
             suppressed: i.suppressed.clone().map(Box::new),
-            news: i.news.clone().map(Box::new),
+            news: i.fresh_news().cloned().map(Box::new),
             raised_by: i.look.as_ref().map_or_else(Default::default, |f| f.look),
             look: i.look.clone().map(Box::new),
             learned: i.learned,

@@ -217,7 +217,7 @@ impl Pipeline {
             }
         };
         let decision = Decision::of(d.record, d.source, posterior, anomalous, prior, taken_as_normal);
-        if let Some(t) = engine.devices_mut().observe_decision(device, decision, &self.rules, now) {
+        for t in engine.devices_mut().observe_decision(device, decision, &self.rules, now) {
             out.push(self.incident_output(engine, device, &t, model_version, now));
         }
     }

@@ -177,6 +177,10 @@ pub enum Attack {
     // Issue #75: what a first wave may leave for a second one to hide in.
     ArpSweep,
     SshBruteforce,
+    // Issue #96: what learning must never take: data to a stranger, a slow beacon, far
+    // more than usual to a known peer (`datasets attack --kind upload --to --bytes`).
+    Upload,
+    BeaconSlow,
 }
 
 pub const ATTACKS: [Attack; 10] = [
@@ -195,13 +199,15 @@ pub const ATTACKS: [Attack; 10] = [
 /// Attacks beyond N-BaIoT's, drawn only when named (`simulate --attacks`, `datasets
 /// attack --kind`): the default fleet, and the shipped model's training data, are
 /// [`ATTACKS`] alone.
-pub const EXTRA_ATTACKS: [Attack; 6] = [
+pub const EXTRA_ATTACKS: [Attack; 8] = [
     Attack::TelnetBruteforce,
     Attack::CncBeacon,
     Attack::DnsAmplification,
     Attack::Exfiltration,
     Attack::ArpSweep,
     Attack::SshBruteforce,
+    Attack::Upload,
+    Attack::BeaconSlow,
 ];
 
 impl Attack {
@@ -224,6 +230,8 @@ impl Attack {
             Exfiltration => "exfiltration.burst",
             ArpSweep => "arp.sweep",
             SshBruteforce => "ssh.bruteforce",
+            Upload => "upload",
+            BeaconSlow => "beacon.slow",
         }
     }
 

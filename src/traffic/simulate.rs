@@ -43,6 +43,23 @@ pub struct FleetConfig {
     /// streams only in sessions, so a device is bursty and quiet in turns as real ones
     /// are over days (the week camera). Off for training fleets and the demo.
     pub diurnal: bool,
+    /// The `upload` and `beacon.slow` attacks' peer and size.
+    pub upload: UploadPlan,
+}
+
+/// Where the `upload` attack sends and how much (`beacon.slow` checks in with `to` too).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UploadPlan {
+    /// A peer of the device's own (its cloud's address), or `None`: a public host it never used.
+    pub to: Option<std::net::IpAddr>,
+    pub bytes: u64,
+}
+
+impl Default for UploadPlan {
+    /// 50 MB to a stranger (issue #96).
+    fn default() -> Self {
+        Self { to: None, bytes: 50 << 20 }
+    }
 }
 
 impl Default for FleetConfig {
@@ -59,6 +76,7 @@ impl Default for FleetConfig {
             max_rows_per_class: None,
             start_ts: DEFAULT_START_TS,
             diurnal: false,
+            upload: UploadPlan::default(),
         }
     }
 }
@@ -155,6 +173,7 @@ struct Generator {
     gateway: Host,
     gateway_mac: u64,
     diurnal: bool,
+    upload: UploadPlan,
     out: Vec<SimPacket>,
 }
 
@@ -439,7 +458,18 @@ pub fn device_macs(device: &DevicePlan) -> (u64, u64) {
 /// replies), from a simulated device attacked for `duration_s`: attack kinds that no
 /// real capture covers, to merge into real devices with `metapu datasets infect`.
 pub fn attack_packets(attack: Attack, duration_s: f64, seed: u64) -> (DevicePlan, Vec<SimPacket>) {
+    attack_packets_with(attack, duration_s, seed, UploadPlan::default())
+}
+
+/// [`attack_packets`] with the `upload` attack's peer and size.
+pub fn attack_packets_with(
+    attack: Attack,
+    duration_s: f64,
+    seed: u64,
+    upload: UploadPlan,
+) -> (DevicePlan, Vec<SimPacket>) {
     let cfg = FleetConfig {
+        upload,
         devices: 1,
         attacks: vec![attack],
         duration_s,
@@ -470,6 +500,7 @@ pub fn device_packets(cfg: &FleetConfig, device: &DevicePlan) -> Vec<SimPacket> 
         gateway: v4(192, 168, subnet, 1),
         gateway_mac,
         diurnal: cfg.diurnal,
+        upload: cfg.upload,
         out: Vec::new(),
     };
     g.benign(&device.kind.profile(), device.kind);

@@ -7,7 +7,7 @@ use super::*;
 impl Generator {
     pub(super) fn attack(&mut self, attack: Attack, from: f64) {
         use Attack::*;
-        if matches!(attack, ArpSweep | SshBruteforce) {
+        if matches!(attack, ArpSweep | SshBruteforce | Upload | BeaconSlow) {
             // As the wire has them (ARP frames, TCP flags), and without a controller's
             // keep-alives: the footprint of the attack alone.
             return self.wire_attack(attack, from);
@@ -41,9 +41,8 @@ impl Generator {
                 GafgytTcp => 350.0,
                 GafgytUdp => 300.0,
                 GafgytCombo => 300.0,
-                TelnetBruteforce | CncBeacon | DnsAmplification | Exfiltration | ArpSweep | SshBruteforce => {
-                    unreachable!("handled above")
-                }
+                TelnetBruteforce | CncBeacon | DnsAmplification | Exfiltration | ArpSweep | SshBruteforce
+                | Upload | BeaconSlow => unreachable!("handled above"),
             };
         let mut t = from;
         let mut n = 0u64;
@@ -92,9 +91,7 @@ impl Generator {
                     GafgytUdp => (self.ephemeral_port(), victim_port, 60, UDP, true),
                     MiraiScan | GafgytScan => unreachable!("scans are handled above"),
                     TelnetBruteforce | CncBeacon | DnsAmplification | Exfiltration | ArpSweep
-                    | SshBruteforce => {
-                        unreachable!("handled above")
-                    }
+                    | SshBruteforce | Upload | BeaconSlow => unreachable!("handled above"),
                 };
                 if spoofed {
                     // BASHLITE's UDP flood forges its source address.
@@ -235,6 +232,50 @@ impl Generator {
                     step(self, false, 66, 0x11, 0.001);
                     step(self, true, 66, 0x10, 0.0);
                     t = at + self.exponential(0.5);
+                }
+            }
+            // One TLS connection that uploads `upload.bytes` in full frames at about 2 MB/s,
+            // acknowledged every second frame: to `upload.to` (a peer of the device's
+            // own, by its address), or to a public host it never used.
+            Attack::Upload => {
+                let peer = self.upload.to.map_or_else(|| self.public_ip(), host_of_ip);
+                let port = self.ephemeral_port();
+                t = self.handshake(t, peer, port, 443);
+                let mut sent = 0u64;
+                let mut n = 0u32;
+                while sent < self.upload.bytes && t < self.end {
+                    self.tcp(t, true, peer, port, 443, 1514, 0x10);
+                    sent += 1514;
+                    n += 1;
+                    if n % 2 == 0 {
+                        let ack = t + self.uniform(0.01, 0.05);
+                        self.tcp(ack, false, peer, port, 443, 66, 0x10);
+                    }
+                    t += self.exponential(1.0 / 1_400.0);
+                }
+                self.tcp(t, true, peer, port, 443, 66, 0x11);
+                self.tcp(t + 0.03, false, peer, port, 443, 66, 0x11);
+                self.tcp(t + 0.031, true, peer, port, 443, 66, 0x10);
+            }
+            // A bot checking in with its controller every minute over TLS: a new
+            // connection, the handshake's few packets, a small request and answer, the
+            // close.
+            Attack::BeaconSlow => {
+                let peer = self.upload.to.map_or_else(|| self.public_ip(), host_of_ip);
+                while t < self.end {
+                    let port = self.ephemeral_port();
+                    let mut at = self.handshake(t, peer, port, 443);
+                    let rtt = self.uniform(0.02, 0.08);
+                    for (out, len) in
+                        [(true, 300), (false, 1_400), (false, 900), (true, 150), (true, 220), (false, 320)]
+                    {
+                        self.tcp(at, out, peer, port, 443, len, 0x18);
+                        at += if out { rtt } else { 0.002 };
+                    }
+                    self.tcp(at, true, peer, port, 443, 66, 0x11);
+                    self.tcp(at + rtt, false, peer, port, 443, 66, 0x11);
+                    self.tcp(at + rtt + 0.001, true, peer, port, 443, 66, 0x10);
+                    t += 60.0 + self.uniform(-1.0, 1.0);
                 }
             }
             _ => unreachable!("{attack} is not written as the wire has it"),

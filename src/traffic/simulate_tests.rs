@@ -63,6 +63,19 @@ fn the_extra_attacks_are_drawn_only_when_named_and_look_as_described() {
                 assert!((20..80).contains(&syn), "{attack}: {syn} connections in a minute");
                 assert!(sent.iter().all(|p| p.tcp_flags != 0), "{attack}: no flagless TCP");
             }
+            // 60 s cut the upload short: about 2 MB/s in full frames to one host.
+            Attack::Upload => {
+                let bytes: u64 = sent.iter().map(|p| u64::from(p.len)).sum();
+                let peers: std::collections::HashSet<Host> = sent.iter().map(|p| p.dst).collect();
+                assert!(
+                    peers.len() == 1 && (50 << 20..200 << 20).contains(&bytes),
+                    "{attack}: {bytes} bytes"
+                );
+            }
+            Attack::BeaconSlow => {
+                let syn = sent.iter().filter(|p| p.tcp_flags == 0x02).count();
+                assert!((1..=2).contains(&syn), "{attack}: {syn} check-ins in a minute");
+            }
             _ => unreachable!(),
         }
     }

@@ -144,6 +144,10 @@ pub struct DeviceOutcome {
     /// Incidents that closed quietly and were not learned for the footprint they showed:
     /// the capture time each opened, and the footprint in words.
     pub not_learned: Vec<(f64, String)>,
+    /// Incidents that closed learned (quietly, without a verdict): the capture times of
+    /// their first and last anomalous records and their top peers, for what learning
+    /// took of an attack.
+    pub learned_spans: Vec<(f64, f64, Vec<String>)>,
     /// Capture hours the stream spans.
     pub hours: f64,
     /// Each prior update of the device (its time at it, Unix seconds, and the prior).
@@ -508,9 +512,11 @@ impl DeviceRun<'_> {
         let mut news = news_at.into_iter().peekable();
         let mut closed = closed_at.into_iter().peekable();
         for i in start..end {
+            let mut ended_here = false;
             while closed.peek() == Some(&i) {
                 closed.next();
                 open_now = false;
+                ended_here = true;
             }
             if news.peek() == Some(&i) {
                 news.next();
@@ -539,6 +545,13 @@ impl DeviceRun<'_> {
                 if out.attack > 0 || task.labels[i] == Label::Negative {
                     out.incidents_in_attack += 1;
                     out.attack_covered = true;
+                    if ended_here && out.open_at_attack && out.attack_news.is_none() {
+                        // The incident open when the attack began ended at this record
+                        // and the attack's own opened (a new behaviour: `tracker.rs`).
+                        out.open_at_attack = false;
+                        out.first_incident =
+                            Some(out.attack + usize::from(task.labels[i] == Label::Negative));
+                    }
                 } else {
                     out.incidents_before_attack += 1;
                 }
@@ -596,6 +609,15 @@ impl DeviceRun<'_> {
             if let Emitted::Incident(IncidentEvent::Closed(r)) = e {
                 if let (Some(f), false, Some("quiet")) = (&r.footprint, r.learned, r.resolution.as_deref()) {
                     self.out.not_learned.push((r.figures.first_ts, f.words()));
+                }
+                if r.learned {
+                    let peers =
+                        r.traffic.as_ref().map(|t| t.top_peers.iter().map(|p| p.value.clone()).collect());
+                    self.out.learned_spans.push((
+                        r.figures.first_ts,
+                        r.figures.last_ts,
+                        peers.unwrap_or_default(),
+                    ));
                 }
                 if self.false_incidents.remove(&r.incident_id) {
                     let verdict = FeedbackVerdict::FalsePositive;

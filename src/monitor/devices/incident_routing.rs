@@ -11,28 +11,31 @@ impl DeviceTable {
         self.devices.iter().filter(|(_, d)| awaits(d)).map(|(id, _)| id.clone()).collect()
     }
 
-    /// A scored record's decision moves the device's incident state; the transition,
-    /// if it opened one.
+    /// A scored record's decision moves the device's incident state; the transitions
+    /// (an incident that ended as a new behaviour began, and the new one; or one).
     pub fn observe_decision(
         &mut self,
         id: &str,
         decision: Decision<'_>,
         rules: &IncidentRules,
         now: Now,
-    ) -> Option<Transition> {
-        let d = self.devices.get_mut(id)?;
+    ) -> Vec<Transition> {
+        let Some(d) = self.devices.get_mut(id) else { return Vec::new() };
         d.scored += 1;
         d.alerted += u64::from(decision.anomalous);
         // Traffic declared normal while it is onboarded raises nothing.
         if d.onboarding.is_some() {
-            return None;
+            return Vec::new();
         }
         let memory = d.kind.as_deref().and_then(|k| self.kinds.memory(k));
         let siblings = d.kind.as_deref().map_or(&[][..], |k| self.kinds.raised(k));
         let t = d.incidents.observe(id, decision, rules, memory, siblings, now.ms, now.unix);
         // A raise, or a join, is its kind's to hear (the fleet incident and its members):
         // its siblings here at once, the others through its share.
-        if let (Some(kind), Some(Transition::Opened(i) | Transition::Joined(i))) = (&d.kind, &t) {
+        for raised in t.iter().filter(|t| matches!(t, Transition::Opened(_) | Transition::Joined(_))) {
+            let (Some(kind), Transition::Opened(i) | Transition::Joined(i)) = (&d.kind, raised) else {
+                continue;
+            };
             if let Some(r) = super::kind_membership::raised(id, i, self.dim) {
                 self.kinds.hear_raised(kind, r);
             }

@@ -252,7 +252,7 @@ fn onboarding_takes_a_span_of_records_and_ends_on_time() {
         context: None,
         judged: true,
     };
-    assert!(t.observe_decision("cam", d, &rules, Now::at(0, now)).is_none(), "no incident while onboarding");
+    assert!(t.observe_decision("cam", d, &rules, Now::at(0, now)).is_empty(), "no incident while onboarding");
     t.set_time(now + 10.0);
     t.end_onboarding_due(0);
     assert!(t.take_onboarded().is_empty(), "not yet");
@@ -311,7 +311,7 @@ fn open_incident(t: &mut DeviceTable, id: &str) {
         context: None,
         judged: true,
     };
-    t.devices.get_mut(id).unwrap().incidents.observe(id, d, &rules, None, &[], 0, 0.0).expect("opened");
+    t.devices.get_mut(id).unwrap().incidents.observe(id, d, &rules, None, &[], 0, 0.0).pop().expect("opened");
     assert!(t.get(id).unwrap().incidents.open().is_some());
 }
 
@@ -395,7 +395,7 @@ fn a_kinds_members_raising_one_behaviour_form_one_fleet_incident_with_one_verdic
             context: Some(c),
             judged: true,
         };
-        t.observe_decision(cam, d, &rules, Now::event(ts))
+        t.observe_decision(cam, d, &rules, Now::event(ts)).pop()
     };
     let hear = |t: &mut DeviceTable| {
         let shares = t.take_shares();

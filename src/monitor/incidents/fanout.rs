@@ -59,11 +59,54 @@ pub struct FanOutRules {
     pub logins: u32,
     /// Source addresses the device sends from.
     pub sources: u32,
+    /// Data to a stranger (`remote_peers.rs`): bytes sent to, or separate exchanges with,
+    /// a public peer whose name and address the device never used; also the least a
+    /// window to a known peer must carry to be far more than usual.
+    pub stranger_bytes: u64,
+    pub stranger_exchanges: u32,
+    /// Far more than usual: this many times the most the device sent a known peer in one
+    /// window.
+    pub usual_factor: u32,
 }
 
 impl FanOutRules {
-    pub const OFF: Self =
-        Self { window_ms: 0, hosts: 0, ports: 0, flood: 0, probes: 0, logins: 0, sources: 0 };
+    /// The daemon's defaults (`config/default.toml`), for tests.
+    #[cfg(test)]
+    pub const DEFAULTS: Self = Self {
+        window_ms: 300_000,
+        hosts: 25,
+        ports: 15,
+        flood: 100,
+        probes: 2,
+        logins: 10,
+        sources: 8,
+        stranger_bytes: 1 << 20,
+        stranger_exchanges: 10,
+        usual_factor: 10,
+    };
+
+    pub const OFF: Self = Self {
+        window_ms: 0,
+        hosts: 0,
+        ports: 0,
+        flood: 0,
+        probes: 0,
+        logins: 0,
+        sources: 0,
+        stranger_bytes: 0,
+        stranger_exchanges: 0,
+        usual_factor: 0,
+    };
+}
+
+/// Where the device stands as a packet comes: an incident is open on it (its peers are
+/// not history), and the packet's peer is one of its remote peers, known by name or
+/// address (`remote_peers.rs`): a cloud it reached before that does not answer now is
+/// no flood's victim, whatever its address today.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Standing {
+    pub in_incident: bool,
+    pub known_peer: bool,
 }
 
 /// What raised an incident: the model's decisions, or one of the looks.
@@ -79,6 +122,10 @@ pub enum RaisedBy {
     ArpSweep,
     LoginGuessing,
     SpoofedSources,
+    /// Data sent to a public peer the device never used (`remote_peers.rs`).
+    DataToStranger,
+    /// Far more sent to a known peer than the device's most in one window.
+    FarAboveUsual,
 }
 
 /// What the look found: which look, why in words, and the record that crossed.
@@ -215,7 +262,8 @@ impl FanOut {
     /// Take one record's packet at device time `ts`: a finding when it crosses a threshold
     /// (at most one per window: the incident it raised counts the rest).
     /// `usual`: what the device usually attempts, which sets its thresholds;
-    /// `in_incident`: an incident is open on the device (its peers are not history).
+    /// `standing`: whether an incident is open, and whether the peer is one the device
+    /// knows.
     pub fn observe(
         &mut self,
         c: &Context,
@@ -223,8 +271,9 @@ impl FanOut {
         source: &Source,
         rules: &FanOutRules,
         usual: &FanOutUsual,
-        in_incident: bool,
+        standing: Standing,
     ) -> Option<Finding> {
+        let Standing { in_incident, known_peer } = standing;
         self.counted = None;
         if rules.window_ms == 0 {
             return None;
@@ -356,7 +405,7 @@ impl FanOut {
         let to_it = self.ports_by_host.get(&peer).and_then(|p| p.get(&service)).copied().unwrap_or(0);
         let warm = ts - first >= window_s;
         let silent = self.answering.get(&peer).is_none_or(|&t| t < since);
-        if warm && !established && to_it >= rules.flood && silent && service != ARP {
+        if warm && !established && !known_peer && to_it >= rules.flood && silent && service != ARP {
             return self.found(
                 ts,
                 window_s,

@@ -1,8 +1,7 @@
 //! Tests of `fanout.rs`.
 use super::*;
 
-const RULES: FanOutRules =
-    FanOutRules { window_ms: 300_000, hosts: 25, ports: 15, flood: 100, probes: 2, logins: 10, sources: 8 };
+const RULES: FanOutRules = FanOutRules::DEFAULTS;
 /// A device with no usual yet: the site's thresholds.
 const NEW: FanOutUsual = FanOutUsual::new();
 
@@ -32,9 +31,16 @@ fn a_port_scan_of_one_host_is_found_at_its_fifteenth_refused_port() {
     let mut found = Vec::new();
     for (i, port) in (1..=28u16).enumerate() {
         let c = out("192.168.1.9", port, 6, 0x02);
-        found.extend(f.observe(&c, 100.0 + i as f64 * 0.01, &src(i as i64), &RULES, &NEW, false));
+        found.extend(f.observe(
+            &c,
+            100.0 + i as f64 * 0.01,
+            &src(i as i64),
+            &RULES,
+            &NEW,
+            Standing::default(),
+        ));
         // The host refuses every port: a reset is no answer.
-        assert!(f.observe(&back(&c, 0x14), 100.0, &src(0), &RULES, &NEW, false).is_none());
+        assert!(f.observe(&back(&c, 0x14), 100.0, &src(0), &RULES, &NEW, Standing::default()).is_none());
     }
     let [hit] = &found[..] else { panic!("{found:?}") };
     assert_eq!((hit.look, hit.by.offset), (RaisedBy::PortScan, 14));
@@ -47,12 +53,18 @@ fn answered_connections_and_a_few_hosts_are_no_scan() {
     let mut f = FanOut::default();
     for i in 0..40u16 {
         let c = out("52.1.2.3", 8000 + i, 6, 0x02);
-        assert!(f.observe(&c, f64::from(i), &src(0), &RULES, &NEW, false).is_none());
-        assert!(f.observe(&back(&c, 0x12), f64::from(i), &src(0), &RULES, &NEW, false).is_none(), "SYN-ACK");
+        assert!(f.observe(&c, f64::from(i), &src(0), &RULES, &NEW, Standing::default()).is_none());
+        assert!(
+            f.observe(&back(&c, 0x12), f64::from(i), &src(0), &RULES, &NEW, Standing::default()).is_none(),
+            "SYN-ACK"
+        );
     }
     for i in 0..24 {
         let c = out(&format!("10.0.1.{i}"), 23, 6, 0x02);
-        assert!(f.observe(&c, 50.0, &src(0), &RULES, &NEW, false).is_none(), "24 hosts: under the threshold");
+        assert!(
+            f.observe(&c, 50.0, &src(0), &RULES, &NEW, Standing::default()).is_none(),
+            "24 hosts: under the threshold"
+        );
     }
 }
 
@@ -61,7 +73,14 @@ fn an_address_scan_and_an_icmp_sweep_are_found_and_forgotten_after_the_window() 
     let mut f = FanOut::default();
     let hits: Vec<Finding> = (0..30)
         .filter_map(|i| {
-            f.observe(&out(&format!("10.0.1.{i}"), 23, 6, 0x02), 10.0, &src(i), &RULES, &NEW, false)
+            f.observe(
+                &out(&format!("10.0.1.{i}"), 23, 6, 0x02),
+                10.0,
+                &src(i),
+                &RULES,
+                &NEW,
+                Standing::default(),
+            )
         })
         .collect();
     assert_eq!(hits.len(), 1, "{hits:?}");
@@ -69,13 +88,13 @@ fn an_address_scan_and_an_icmp_sweep_are_found_and_forgotten_after_the_window() 
     let mut g = FanOut::default();
     for i in 0..20 {
         assert!(g
-            .observe(&out(&format!("10.0.2.{i}"), 0, 1, 0), 0.0, &src(i), &RULES, &NEW, false)
+            .observe(&out(&format!("10.0.2.{i}"), 0, 1, 0), 0.0, &src(i), &RULES, &NEW, Standing::default())
             .is_none());
     }
     // The first 20 leave the window before the next 20 arrive.
     for i in 20..40 {
         assert!(g
-            .observe(&out(&format!("10.0.2.{i}"), 0, 1, 0), 301.0, &src(i), &RULES, &NEW, false)
+            .observe(&out(&format!("10.0.2.{i}"), 0, 1, 0), 301.0, &src(i), &RULES, &NEW, Standing::default())
             .is_none());
     }
     assert_eq!(g.hosts(), 20);
@@ -88,12 +107,15 @@ fn a_flood_to_a_new_host_is_found_and_a_stream_to_an_old_peer_is_not() {
     for i in 0..2_000 {
         let t = f64::from(i) * 0.5;
         assert!(
-            f.observe(&out("192.168.1.20", 5004, 17, 0), t, &src(0), &RULES, &NEW, false).is_none(),
+            f.observe(&out("192.168.1.20", 5004, 17, 0), t, &src(0), &RULES, &NEW, Standing::default())
+                .is_none(),
             "at {t}"
         );
     }
     let hits: Vec<Finding> = (0..300)
-        .filter_map(|i| f.observe(&out("198.51.100.7", 80, 17, 0), 1_000.0, &src(i), &RULES, &NEW, false))
+        .filter_map(|i| {
+            f.observe(&out("198.51.100.7", 80, 17, 0), 1_000.0, &src(i), &RULES, &NEW, Standing::default())
+        })
         .collect();
     let [hit] = &hits[..] else { panic!("{hits:?}") };
     assert_eq!((hit.look, hit.by.offset), (RaisedBy::Flood, 99));
@@ -102,13 +124,23 @@ fn a_flood_to_a_new_host_is_found_and_a_stream_to_an_old_peer_is_not() {
     // flood again (its packets were the attack's, not the device's history).
     f.incident_opened(1_000.0, &RULES);
     let again = (0..300)
-        .filter_map(|i| f.observe(&out("198.51.100.7", 80, 17, 0), 4_600.0, &src(i), &RULES, &NEW, false))
+        .filter_map(|i| {
+            f.observe(&out("198.51.100.7", 80, 17, 0), 4_600.0, &src(i), &RULES, &NEW, Standing::default())
+        })
         .count();
     assert_eq!(again, 1);
+    // A cloud the device reached before, by name, that stops answering its reconnects
+    // (a lock's MQTT broker at a new address): no flood's victim.
+    let known = Standing { known_peer: true, ..Standing::default() };
+    let reconnects = (0..300)
+        .filter_map(|i| f.observe(&out("198.51.100.8", 8883, 6, 0x02), 9_000.0, &src(i), &RULES, &NEW, known))
+        .count();
+    assert_eq!(reconnects, 0);
     // Not before the device has a window of history.
     let mut cold = FanOut::default();
-    assert!((0..300)
-        .all(|i| cold.observe(&out("198.51.100.7", 80, 17, 0), 1.0, &src(i), &RULES, &NEW, false).is_none()));
+    assert!((0..300).all(|i| cold
+        .observe(&out("198.51.100.7", 80, 17, 0), 1.0, &src(i), &RULES, &NEW, Standing::default())
+        .is_none()));
 }
 
 /// A who-has for every address of the /24 at 20 a second: found at the 25th, in its
@@ -121,10 +153,10 @@ fn an_arp_sweep_of_the_lan_is_found_and_a_device_asking_for_its_gateway_is_not()
     for h in 1..=254u8 {
         let ask = Context::arp_request(&format!("10.0.0.{h}"));
         let at = 100.0 + f64::from(h) * 0.05;
-        hits.extend(f.observe(&ask, at, &src(i64::from(h)), &RULES, &NEW, false));
+        hits.extend(f.observe(&ask, at, &src(i64::from(h)), &RULES, &NEW, Standing::default()));
         if h % 20 == 0 {
             let reply = Context { arp: Some(crate::traffic::packet::ArpOp::Reply), ..back(&ask, 0) };
-            assert!(f.observe(&reply, at, &src(0), &RULES, &NEW, false).is_none());
+            assert!(f.observe(&reply, at, &src(0), &RULES, &NEW, Standing::default()).is_none());
         }
     }
     let [hit] = &hits[..] else { panic!("{hits:?}") };
@@ -139,23 +171,30 @@ fn an_arp_sweep_of_the_lan_is_found_and_a_device_asking_for_its_gateway_is_not()
     for i in 0..5_000 {
         let t = f64::from(i) * 2.0;
         let who = if i % 7 == 0 { "10.0.0.9" } else { "10.0.0.1" };
-        assert!(g.observe(&Context::arp_request(who), t, &src(0), &RULES, &NEW, false).is_none());
+        assert!(g
+            .observe(&Context::arp_request(who), t, &src(0), &RULES, &NEW, Standing::default())
+            .is_none());
     }
     let gratuitous = Context::arp_request("10.0.0.5");
-    assert!((0..100)
-        .all(|i| g.observe(&gratuitous, 20_000.0 + f64::from(i), &src(0), &RULES, &NEW, false).is_none()));
+    assert!((0..100).all(|i| g
+        .observe(&gratuitous, 20_000.0 + f64::from(i), &src(0), &RULES, &NEW, Standing::default())
+        .is_none()));
 }
 
 #[test]
 fn fin_null_and_xmas_probes_are_a_stealth_scan_and_multicast_is_no_attempt() {
     let mut f = FanOut::default();
-    assert!(f.observe(&out("192.168.1.2", 80, 6, 0x02), 0.0, &src(0), &RULES, &NEW, false).is_none());
+    assert!(f
+        .observe(&out("192.168.1.2", 80, 6, 0x02), 0.0, &src(0), &RULES, &NEW, Standing::default())
+        .is_none());
     assert!(
-        f.observe(&out("192.168.1.2", 3390, 6, 0x01), 8.0, &src(1), &RULES, &NEW, false).is_none(),
+        f.observe(&out("192.168.1.2", 3390, 6, 0x01), 8.0, &src(1), &RULES, &NEW, Standing::default())
+            .is_none(),
         "FIN: one"
     );
-    let hit =
-        f.observe(&out("192.168.1.2", 3391, 6, 0x00), 16.0, &src(2), &RULES, &NEW, false).expect("NULL: two");
+    let hit = f
+        .observe(&out("192.168.1.2", 3391, 6, 0x00), 16.0, &src(2), &RULES, &NEW, Standing::default())
+        .expect("NULL: two");
     assert_eq!(hit.look, RaisedBy::StealthScan);
     assert!(hit.why.contains("2 TCP packets with flags no connection uses"), "{}", hit.why);
     assert!(f.is_hot(&out("192.168.1.2", 3392, 6, 0x29), 20.0), "Xmas counts towards it");
@@ -163,12 +202,15 @@ fn fin_null_and_xmas_probes_are_a_stealth_scan_and_multicast_is_no_attempt() {
     let mut g = FanOut::default();
     for i in 0..1_200 {
         let t = f64::from(i) * 0.5;
-        assert!(g.observe(&out("224.0.0.251", 5353, 17, 0), t, &src(0), &RULES, &NEW, false).is_none());
+        assert!(g
+            .observe(&out("224.0.0.251", 5353, 17, 0), t, &src(0), &RULES, &NEW, Standing::default())
+            .is_none());
     }
     assert_eq!(g.hosts(), 0);
     // Packets of a connection (ACK set) are no attempts and no probes.
-    assert!((0..50)
-        .all(|i| g.observe(&out("52.1.2.3", 443, 6, 0x18), 700.0, &src(i), &RULES, &NEW, false).is_none()));
+    assert!((0..50).all(|i| g
+        .observe(&out("52.1.2.3", 443, 6, 0x18), 700.0, &src(i), &RULES, &NEW, Standing::default())
+        .is_none()));
 }
 
 /// A device whose usual was learned over its first day: `icmp` to `hosts` hosts in a
@@ -189,10 +231,10 @@ fn guesses(f: &mut FanOut, usual: &FanOutUsual, t0: f64, n: u16, every_s: f64) -
             let t = t0 + f64::from(i) * every_s;
             let mut syn = out("203.0.113.7", 22, 6, 0x02);
             syn.src_port = 40_000 + i;
-            let hit = f.observe(&syn, t, &src(i64::from(i)), &RULES, usual, false);
+            let hit = f.observe(&syn, t, &src(i64::from(i)), &RULES, usual, Standing::default());
             // The server's banner and refusals: bytes of the same connection.
             let reply = Context { bytes: 400, ..back(&syn, 0x18) };
-            assert!(f.observe(&reply, t + 0.1, &src(0), &RULES, usual, false).is_none());
+            assert!(f.observe(&reply, t + 0.1, &src(0), &RULES, usual, Standing::default()).is_none());
             hit.map(|h| (i + 1, h))
         })
         .collect()
@@ -236,7 +278,7 @@ fn a_host_guessing_the_devices_own_telnet_is_found() {
         .filter_map(|i| {
             let mut syn = back(&out("198.51.100.4", 23, 6, 0), 0x02);
             (syn.src_port, syn.dst_port) = (50_000 + i, 23);
-            f.observe(&syn, 10.0 + f64::from(i), &src(i64::from(i)), &RULES, &NEW, false)
+            f.observe(&syn, 10.0 + f64::from(i), &src(i64::from(i)), &RULES, &NEW, Standing::default())
         })
         .collect();
     let [hit] = &hits[..] else { panic!("{hits:?}") };
@@ -260,7 +302,7 @@ fn a_learned_device_sweeping_ten_hosts_is_a_scan_and_a_new_one_is_judged_by_the_
                     &src(h.into()),
                     &RULES,
                     usual,
-                    false,
+                    Standing::default(),
                 )
             })
             .collect()
@@ -287,13 +329,13 @@ fn a_flood_from_forged_sources_is_found_at_the_eighth_address() {
     // Its own address all day, to many peers: one source.
     for i in 0..500u16 {
         let c = out(&format!("52.1.{}.{}", i / 200, i % 200 + 1), 443, 6, 0x18);
-        assert!(f.observe(&c, f64::from(i), &src(0), &RULES, &NEW, false).is_none());
+        assert!(f.observe(&c, f64::from(i), &src(0), &RULES, &NEW, Standing::default()).is_none());
     }
     let hits: Vec<(i64, Finding)> = (0..50i64)
         .filter_map(|i| {
             let mut c = out("198.51.100.7", 80, 17, 0);
             c.src_ip = Some(format!("203.0.{}.9", i).parse().unwrap());
-            f.observe(&c, 600.0, &src(i), &RULES, &NEW, false).map(|h| (i, h))
+            f.observe(&c, 600.0, &src(i), &RULES, &NEW, Standing::default()).map(|h| (i, h))
         })
         .collect();
     let [(at, hit)] = &hits[..] else { panic!("{hits:?}") };
@@ -303,4 +345,10 @@ fn a_flood_from_forged_sources_is_found_at_the_eighth_address() {
         "spoofed sources: sent from 8 source addresses within 5 min (threshold 8), the last from 203.0.6.9 \
          to 198.51.100.7 on 80/udp"
     );
+}
+
+#[test]
+fn the_test_defaults_are_the_daemons() {
+    let daemon = crate::daemon::config::DaemonConfig::defaults().incident_rules().fan_out;
+    assert_eq!(daemon, FanOutRules::DEFAULTS, "config/default.toml's [incidents] looks");
 }

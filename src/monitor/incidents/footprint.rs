@@ -8,11 +8,18 @@
 //!
 //! - a **scan or sweep**: attempts (TCP SYN, UDP, ICMP, ARP who-has) to [`SCAN_HOSTS`]
 //!   hosts, or to [`SCAN_SERVICES`] services of one host;
-//! - **repeated attempts** on one service: [`REPEATED_ATTEMPTS`] TCP connections to (or
-//!   from) one peer's port, as a password guesser opens them;
+//! - **repeated attempts** on a login service: [`REPEATED_ATTEMPTS`] TCP connections to
+//!   (or from) one peer's ssh, telnet, rdp, vnc, ftp or smb port, as a password guesser
+//!   opens them (a cloud's 443/tcp takes many connections a day);
 //! - a **new local peer**: a host on the device's LAN that its normal traffic never had;
 //! - a **new service**: a TCP connection to a port of the device it never served;
-//! - **high or critical severity** ([`Severity::of`]).
+//! - a **stranger**: a public host whose name and address the device never used, after
+//!   its learning period (`remote_peers.rs`; its looks raise data to it, and far more
+//!   than usual to a known peer).
+//!
+//! Volume is no footprint: an incident's severity says how big it is, for the analyst to
+//! sort by, and never decides what is learned (a camera's daily uploads to its own cloud
+//! are its routine; far more than usual to that cloud is the look's to raise).
 //!
 //! The thresholds are set, not tuned: far below Zeek's scan policy (25 hosts, 15 ports),
 //! because the cost of a false footprint is one incident more, and the cost of a missed
@@ -23,7 +30,9 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::incident_traffic::{Severity, Traffic};
+use super::incident_traffic::Traffic;
+use super::logins::login_name;
+use super::remote_peers::RemotePeers;
 use crate::traffic::context::{is_group, Context, Direction};
 
 /// Hosts attempted within one incident that make it a scan (a sweep).
@@ -49,8 +58,11 @@ pub enum Footprint {
     NewLocalPeer { peer: IpAddr },
     /// A connection to a port of the device it never served.
     NewService { service: String, from: IpAddr },
-    /// The incident's severity reached high or critical.
-    Severe { severity: Severity },
+    /// Traffic with a public host whose name and address the device never used.
+    Stranger { peer: String },
+    /// The incident's severity reached high or critical: a footprint in snapshots taken
+    /// before volume stopped being one (read, never made).
+    Severe { severity: super::incident_traffic::Severity },
 }
 
 impl Footprint {
@@ -58,12 +70,13 @@ impl Footprint {
     /// local peer or served port), not only of an incident's size: what a fleet
     /// incident's member is raised on its own for (`tracker.rs`).
     pub fn on_the_device(&self) -> bool {
-        !matches!(self, Footprint::Severe { .. })
+        !matches!(self, Footprint::Severe { .. } | Footprint::Stranger { .. })
     }
 
     /// How much it says of an attack: an incident keeps the weightiest it showed.
     pub fn weight(&self) -> u8 {
         match self {
+            Footprint::Stranger { .. } => 0,
             Footprint::NewLocalPeer { .. } => 1,
             Footprint::NewService { .. } => 2,
             Footprint::RepeatedAttempts { .. } => 3,
@@ -84,6 +97,9 @@ impl Footprint {
             }
             Footprint::NewService { service, from } => {
                 format!("a connection from {from} to {service}, a service the device never served")
+            }
+            Footprint::Stranger { peer } => {
+                format!("traffic with {peer}, a public host whose name and address the device never used")
             }
             Footprint::Severe { severity } => format!("{} severity", severity.as_str()),
         }
@@ -120,7 +136,9 @@ fn of_attempts(c: &Context, traffic: &Traffic) -> Option<Footprint> {
         return Some(Footprint::Scan { why: format!("attempts on {services} services of {peer}") });
     }
     let attempts = traffic.attempts.by_key.get(&Traffic::attempt_key(peer, &service)).copied().unwrap_or(0);
-    (c.is_syn() && attempts >= REPEATED_ATTEMPTS).then_some(Footprint::RepeatedAttempts {
+    // A SYN's destination port is the service either way (the device's own, inbound).
+    let login = login_name(c.dst_port).is_some();
+    (c.is_syn() && login && attempts >= REPEATED_ATTEMPTS).then_some(Footprint::RepeatedAttempts {
         peer,
         service,
         attempts,
@@ -130,15 +148,7 @@ fn of_attempts(c: &Context, traffic: &Traffic) -> Option<Footprint> {
 /// The weightiest footprint an incident shows once `c` (one of its anomalous records'
 /// packets) is counted in its `traffic`, given what the device's normal traffic had
 /// (`history`).
-pub fn of_record(
-    c: Option<&Context>,
-    traffic: &Traffic,
-    severity: Severity,
-    history: &History,
-) -> Option<Footprint> {
-    if severity >= Severity::High {
-        return Some(Footprint::Severe { severity });
-    }
+pub fn of_record(c: Option<&Context>, traffic: &Traffic, history: &History) -> Option<Footprint> {
     let c = c?;
     if let Some(found) = of_attempts(c, traffic) {
         return Some(found);
@@ -147,7 +157,10 @@ pub fn of_record(
     if c.direction == Some(Direction::Inbound) && c.is_syn() && !history.served.contains_key(&c.dst_port) {
         return Some(Footprint::NewService { service: format!("{}/tcp", c.dst_port), from: peer });
     }
-    (is_local(peer) && !history.local_peers.contains_key(&peer)).then_some(Footprint::NewLocalPeer { peer })
+    if is_local(peer) && !history.local_peers.contains_key(&peer) {
+        return Some(Footprint::NewLocalPeer { peer });
+    }
+    history.remote.stranger_in(c).map(|peer| Footprint::Stranger { peer })
 }
 
 /// What a device's normal traffic had: its local peers, and the TCP ports it accepted
@@ -162,6 +175,9 @@ pub struct History {
     /// What it usually attempts on the wire (the fan-out and login looks' thresholds).
     #[serde(default)]
     pub fan_out: super::fanout_usual::FanOutUsual,
+    /// Its public peers, by name and address, and what it sends each.
+    #[serde(default)]
+    pub remote: RemotePeers,
 }
 
 impl History {
@@ -186,7 +202,7 @@ mod tests {
 
     fn count(traffic: &mut Traffic, c: &Context) -> Option<Footprint> {
         traffic.add(c, 0.0);
-        of_record(Some(c), traffic, Severity::Low, &History::default())
+        of_record(Some(c), traffic, &History::default())
     }
 
     #[test]
@@ -211,14 +227,14 @@ mod tests {
             .map(|h| {
                 let c = Context::arp_request(&format!("10.0.0.{h}"));
                 t.add(&c, 0.0);
-                of_record(Some(&c), &t, Severity::Low, &history)
+                of_record(Some(&c), &t, &history)
             })
             .collect();
         assert!(matches!(&found[7], Some(Footprint::Scan { why }) if why.contains("arp")), "{found:?}");
     }
 
     #[test]
-    fn ten_connections_to_one_service_are_a_guesser_s_and_an_upload_is_nothing() {
+    fn ten_connections_to_a_login_service_are_a_guesser_s_and_an_upload_is_nothing() {
         let mut t = Traffic::default();
         let ssh = Context::outbound("52.0.0.9", 22, 6, 0x02, 74);
         let found: Vec<Option<Footprint>> = (0..10).map(|_| count(&mut t, &ssh)).collect();
@@ -239,11 +255,11 @@ mod tests {
         let known =
             History { local_peers: [("10.0.0.1".parse().unwrap(), 0.0)].into(), ..History::default() };
         t.add(&dns, 0.0);
-        assert_eq!(of_record(Some(&dns), &t, Severity::Medium, &known), None, "its resolver, known");
-        assert_eq!(
-            of_record(Some(&dns), &t, Severity::High, &known),
-            Some(Footprint::Severe { severity: Severity::High })
-        );
+        assert_eq!(of_record(Some(&dns), &t, &known), None, "its resolver, known");
+        // Ten connections to a cloud's 443/tcp are its routine, not a guesser's.
+        let mut t = Traffic::default();
+        let tls = Context::outbound("52.0.0.9", 443, 6, 0x02, 74);
+        assert!((0..50).all(|_| count(&mut t, &tls).is_none()));
     }
 
     #[test]
@@ -252,13 +268,13 @@ mod tests {
         let gateway = Context::outbound("192.168.1.1", 53, 17, 0, 80);
         let t = Traffic::default();
         assert_eq!(
-            of_record(Some(&gateway), &t, Severity::Low, &history),
+            of_record(Some(&gateway), &t, &history),
             Some(Footprint::NewLocalPeer { peer: "192.168.1.1".parse().unwrap() })
         );
         history.observe(&gateway, 10.0);
-        assert_eq!(of_record(Some(&gateway), &t, Severity::Low, &history), None);
+        assert_eq!(of_record(Some(&gateway), &t, &history), None);
         assert_eq!(
-            of_record(Some(&Context::outbound("52.1.2.3", 443, 6, 0x18, 80)), &t, Severity::Low, &history),
+            of_record(Some(&Context::outbound("52.1.2.3", 443, 6, 0x18, 80)), &t, &history),
             None,
             "the cloud is no local peer"
         );
@@ -284,9 +300,9 @@ mod tests {
             ..Context::default()
         };
         history.observe(&served, 20.0);
-        assert_eq!(of_record(Some(&into(80, 0x02)), &t, Severity::Low, &history), None);
+        assert_eq!(of_record(Some(&into(80, 0x02)), &t, &history), None);
         assert_eq!(
-            of_record(Some(&into(22, 0x02)), &t, Severity::Low, &history),
+            of_record(Some(&into(22, 0x02)), &t, &history),
             Some(Footprint::NewService { service: "22/tcp".into(), from: "192.168.1.1".parse().unwrap() })
         );
         assert!(is_local("fe80::1".parse().unwrap()) && !is_local("224.0.0.251".parse().unwrap()));

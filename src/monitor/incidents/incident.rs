@@ -48,6 +48,10 @@ pub struct Incident {
     /// and the record that did.
     #[serde(default)]
     pub news: Option<News>,
+    /// Its news was told in the event at hand: later events (updates, the close) carry
+    /// none, so that an update is news only when something new appeared in it.
+    #[serde(skip)]
+    pub news_fresh: bool,
     /// Raised by the fan-out look (`fanout.rs`), not by the model's decisions: which
     /// look, why, and the record.
     #[serde(default)]
@@ -147,6 +151,7 @@ impl Incident {
             reopened_by: None,
             suppressed: None,
             news: None,
+            news_fresh: false,
             look: None,
             learned: false,
             footprint: None,
@@ -167,6 +172,17 @@ impl Incident {
         }
     }
 
+    /// The news told in the event at hand, if any.
+    pub fn fresh_news(&self) -> Option<&News> {
+        self.news.as_ref().filter(|_| self.news_fresh)
+    }
+
+    /// It showed evidence of an attack on the wire: a look's finding, or a footprint on
+    /// the device (a stranger alone is never learned, but a fleet's new host is one too).
+    pub fn shows_evidence(&self) -> bool {
+        self.look.is_some() || self.footprint.as_ref().is_some_and(Footprint::on_the_device)
+    }
+
     /// Not raised to an analyst by itself: suppressed (or held), or joined to a
     /// sibling's fleet incident. Its updates are not sent.
     pub fn quiet(&self) -> bool {
@@ -177,6 +193,7 @@ impl Incident {
     /// update waits its interval from here).
     pub(super) fn tell(&mut self, news: News, now_ms: u64) {
         self.news = Some(news);
+        self.news_fresh = true;
         self.changed = false;
         self.last_update_ms = now_ms;
     }
@@ -217,7 +234,7 @@ impl Incident {
     /// who-has is a new local peer, its eighth a scan. Returns one on the device of a
     /// kind the incident had not shown (`shown`).
     pub(super) fn note_footprint(&mut self, c: Option<&Context>, history: &History) -> Option<Footprint> {
-        let found = footprint::of_record(c, &self.traffic, self.severity(), history)?;
+        let found = footprint::of_record(c, &self.traffic, history)?;
         let bit = 1u8 << found.weight();
         let new_kind = self.shown & bit == 0;
         self.shown |= bit;

@@ -149,6 +149,24 @@ impl Traffic {
         self.transports.add(transport);
     }
 
+    /// Connection attempts only, none answered, to one peer the device looked up by
+    /// name on one service: a device that cannot reach its cloud (a lock whose MQTT
+    /// broker is gone reconnects for hours).
+    pub fn cannot_reach_its_cloud(&self) -> bool {
+        self.packets > 0
+            && self.syn == self.packets
+            && self.inbound == 0
+            && self.services.distinct() == 1
+            && self.one_name().is_some()
+    }
+
+    /// The peers it reached, a name the device looked up counting once for all its
+    /// addresses (a cloud's rotation is one peer), the rest by address.
+    pub fn reached(&self) -> usize {
+        let unnamed = self.peers.by_key.keys().filter(|p| !self.peer_names.contains_key(*p)).count();
+        self.names.distinct() + unnamed
+    }
+
     /// The key of [`Traffic::attempts`]: a peer and the service attempted.
     pub fn attempt_key(peer: IpAddr, service: &str) -> String {
         format!("{peer} {service}")
@@ -224,8 +242,9 @@ impl Traffic {
             }
             n => format!(" on {more}{n} ports"),
         };
+        let unanswered = if self.cannot_reach_its_cloud() { ", unanswered," } else { "" };
         format!(
-            "{} {} {what} packet{} ({}){peers}{ports} in {}",
+            "{} {} {what} packet{} ({}){peers}{ports}{unanswered} in {}",
             if outbound { "sent" } else { "received" },
             thousands(self.packets),
             if self.packets == 1 { "" } else { "s" },
@@ -273,8 +292,11 @@ pub struct TrafficReport {
 }
 
 /// How bad an incident looks, by a fixed rule on what it saw (docs/analysts.md,
-/// "Incidents"): fan-out (distinct peers or ports of its anomalous records), the share
-/// of its records that were anomalous, how many and for how long.
+/// "Incidents"): fan-out (what the device reached: peers, by name where it looked them
+/// up, or services, the server's side of each connection, so a cloud's replies to the
+/// device's ephemeral ports add nothing), the share of its records that were anomalous,
+/// how many and for how long. What an analyst reads and a SIEM sorts by; it decides
+/// nothing that is learned (`footprint.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -286,8 +308,12 @@ pub enum Severity {
 
 impl Severity {
     pub fn of(anomalous: u64, records: u64, seconds: f64, traffic: &Traffic) -> Self {
+        if traffic.cannot_reach_its_cloud() {
+            // Its own cloud not answering is the device's trouble, not an attack.
+            return Severity::Low;
+        }
         let share = anomalous as f64 / records.max(1) as f64;
-        let fan_out = traffic.peers.distinct().max(traffic.ports.distinct());
+        let fan_out = traffic.reached().max(traffic.services.distinct());
         if fan_out >= 100 && share >= 0.5 {
             Severity::Critical
         } else if fan_out >= 20 || (share >= 0.5 && anomalous >= 100) {
@@ -441,5 +467,55 @@ mod tests {
         assert!(r.counts_capped && r.distinct_peers == MAX_DISTINCT, "{r:?}");
         assert!(t.sentence().contains(&format!("over {MAX_DISTINCT} hosts")), "{}", t.sentence());
         assert!(Traffic::default().report().is_none(), "no context, no report");
+    }
+
+    #[test]
+    fn a_cloud_s_replies_to_many_ephemeral_ports_are_a_fan_out_of_one() {
+        // 40 connections to one cloud by name at two addresses: the replies go to 40 of
+        // the device's ephemeral ports; it reached one peer on one service.
+        let mut t = Traffic::default();
+        for i in 0..40u16 {
+            let peer = if i % 2 == 0 { "52.70.158.224" } else { "3.220.152.140" };
+            let c = Context {
+                src_ip: Some(peer.parse().unwrap()),
+                dst_ip: Some("192.168.1.7".parse().unwrap()),
+                src_port: 443,
+                dst_port: 50_000 + i,
+                proto: 6,
+                tcp_flags: 0x10,
+                bytes: 1_500,
+                direction: Some(Direction::Inbound),
+                peer_name: Some(crate::traffic::peer_names::PeerName::new("vs-cam.example.com").unwrap()),
+                ..Context::default()
+            };
+            t.add(&c, f64::from(i));
+        }
+        assert_eq!((t.reached(), t.services.distinct(), t.ports.distinct()), (1, 1, 40));
+        assert_eq!(Severity::of(40, 400, 39.0, &t), Severity::Low, "no fan-out of 40");
+    }
+
+    #[test]
+    fn a_device_that_cannot_reach_its_cloud_says_so_at_low_severity() {
+        let mut t = Traffic::default();
+        for i in 0..600u16 {
+            let c = Context {
+                src_ip: Some("192.168.1.7".parse().unwrap()),
+                dst_ip: Some("44.237.243.166".parse().unwrap()),
+                src_port: 40_000 + i,
+                dst_port: 8883,
+                proto: 6,
+                tcp_flags: 0x02,
+                bytes: 74,
+                direction: Some(Direction::Outbound),
+                peer_name: Some(crate::traffic::peer_names::PeerName::new("broker.example.com").unwrap()),
+                ..Context::default()
+            };
+            t.add(&c, f64::from(i) * 18.0);
+        }
+        assert_eq!(
+            t.sentence(),
+            "sent 600 TCP SYN packets (43 KiB) to broker.example.com (44.237.243.166) on 8883/tcp, unanswered, in 3.0 h"
+        );
+        assert_eq!(Severity::of(600, 600, 10_782.0, &t), Severity::Low);
     }
 }

@@ -151,6 +151,8 @@ impl Logins {
 pub fn bytes_words(n: u64) -> String {
     if n < 1024 {
         format!("{n} bytes")
+    } else if n >= 1 << 20 {
+        format!("{:.1} MiB", n as f64 / f64::from(1 << 20))
     } else {
         format!("{:.1} KiB", n as f64 / 1024.0)
     }

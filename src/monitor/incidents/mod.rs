@@ -11,6 +11,7 @@ pub mod footprint;
 mod incident;
 pub mod incident_traffic;
 pub mod logins;
+pub mod remote_peers;
 pub mod spoofing;
 mod tracker;
 

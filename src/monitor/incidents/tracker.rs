@@ -1,6 +1,8 @@
 //! A device's incident state machine: its last decisions, its open incident, what it
 //! dismissed, and the looks over its packets.
 
+use super::fanout::Standing;
+use super::remote_peers::Teach;
 use super::*;
 
 /// A device's incident state: its last decisions and its open incident.
@@ -100,6 +102,7 @@ impl IncidentTracker {
                 continue;
             }
             incident.members.extend(new.into_iter().cloned());
+            incident.news_fresh = false;
             changed = true;
             if incident.closed_at.is_none() && !incident.quiet() {
                 update = Some(Transition::Updated(incident.clone()));
@@ -126,21 +129,40 @@ impl IncidentTracker {
         siblings: &[Raised],
         now_ms: u64,
         now_unix: f64,
-    ) -> Option<Transition> {
+    ) -> Vec<Transition> {
         if self.redelivered(d.source) {
-            return None;
+            return Vec::new();
         }
         if d.judged && self.learning_until.is_none() {
             self.learning_until = Some(now_unix + rules.memory.learning_ms as f64 / 1000.0);
         }
         let in_incident = self.open.is_some();
+        // What the device learned lapses first: a peer looked up below is one it keeps.
+        self.history.remote.expire(d.ts, rules.memory.learned_ms as f64 / 1000.0);
+        // The packet's public peer, looked up once for the flood look and the peers' looks.
+        let looking = rules.fan_out.window_ms > 0;
+        let seen = d.context.filter(|_| looking).and_then(|c| self.history.remote.sight(c));
         let finding = d.context.and_then(|c| {
-            self.fan_out.observe(c, d.ts, d.source, &rules.fan_out, &self.history.fan_out, in_incident)
+            let usual = &self.history.fan_out;
+            let standing = Standing { in_incident, known_peer: seen.is_some_and(|s| s.known()) };
+            self.fan_out.observe(c, d.ts, d.source, &rules.fan_out, usual, standing)
         });
         // Attempts after a finding are the look's anomalies, whatever the model said.
         let mut d = d;
         d.anomalous |= d.context.is_some_and(|c| self.fan_out.is_hot(c, d.ts));
         let counted = self.fan_out.take_counted();
+        let teach = Teach {
+            normal: !d.anomalous && !in_incident,
+            learning: self.learning_until.is_none_or(|until| now_unix < until),
+            footprint_open: self.open.as_ref().is_some_and(Incident::shows_evidence),
+        };
+        // The remote peers' looks see every record: volume is the device's, whatever the
+        // model said of each.
+        let peer_finding = seen
+            .zip(d.context)
+            .and_then(|(seen, c)| self.history.remote.observe(seen, c, d.ts, teach, &rules.fan_out));
+        let finding = finding
+            .or_else(|| peer_finding.map(|f| Finding { look: f.look, why: f.why, by: d.source.clone() }));
         if let (false, None, Some(c)) = (d.anomalous, &self.open, d.context) {
             // Normal traffic outside any incident: what the device does.
             self.history.observe(c, d.ts);
@@ -152,12 +174,12 @@ impl IncidentTracker {
             return self.observe_open(&d, finding, &j);
         }
         if finding.is_none() && (!d.anomalous || self.recent.count_ones() < rules.open_k.max(1)) {
-            return None;
+            return Vec::new();
         }
         if finding.is_none() && self.may_reopen(rules, now_unix) {
-            return Some(self.reopen(&d, &j));
+            return vec![self.reopen(&d, &j)];
         }
-        Some(self.open_new(&d, finding, &j))
+        vec![self.open_new(&d, finding, &j)]
     }
 
     /// What the device did in the window before an incident opened at `ts` may be its
@@ -194,6 +216,53 @@ impl IncidentTracker {
         d: &Decision<'_>,
         finding: Option<Finding>,
         j: &Judging<'_>,
+    ) -> Vec<Transition> {
+        let without_evidence = self.open.as_ref().is_some_and(|o| !o.shows_evidence());
+        let new_footprint = || {
+            let shown = self.open.as_ref().map_or(0, |o| o.shown);
+            d.anomalous && self.footprint_alone(d).is_some_and(|f| shown & (1 << f.weight()) == 0)
+        };
+        // Another peer than the open incident's (its own stranger's finding is its news).
+        let other_peer = || {
+            let peer = d.context.and_then(|c| c.device_and_peer()).and_then(|(_, p)| p);
+            let open = self.open.as_ref().map(|o| &o.traffic.peers.by_key);
+            peer.zip(open).is_none_or(|(p, peers)| !peers.contains_key(&p.to_string()))
+        };
+        if without_evidence && (finding.is_some() || new_footprint()) && other_peer() {
+            // A look's finding, or a footprint of a kind it had not shown, with another
+            // peer, inside an incident that showed no evidence on the device (the
+            // device's routine, maybe, held or raised): a new behaviour, its own
+            // incident. The open one ends here, unlearned, so that an attack never
+            // hides in it.
+            let mut out: Vec<Transition> = self.split(j.now_unix).into_iter().collect();
+            out.push(self.open_new(d, finding, j));
+            return out;
+        }
+        self.observe_open_one(d, finding, j).into_iter().collect()
+    }
+
+    /// The footprint the record's packet shows alone (a new local peer or served port,
+    /// a stranger), if any.
+    fn footprint_alone(&self, d: &Decision<'_>) -> Option<Footprint> {
+        let c = d.context?;
+        let mut alone = Traffic::default();
+        alone.add(c, d.ts);
+        footprint::of_record(Some(c), &alone, &self.history)
+    }
+
+    /// The open incident ends as a new behaviour begins: closed quietly, never learned,
+    /// never reopened.
+    fn split(&mut self, now_unix: f64) -> Option<Transition> {
+        let t = self.close(Resolution::Quiet, now_unix);
+        self.closed_quietly = false;
+        t
+    }
+
+    fn observe_open_one(
+        &mut self,
+        d: &Decision<'_>,
+        finding: Option<Finding>,
+        j: &Judging<'_>,
     ) -> Option<Transition> {
         let Judging { device, rules, kind, siblings, now_ms, now_unix } = *j;
         let open = self.open.as_mut()?;
@@ -202,10 +271,12 @@ impl IncidentTracker {
         open.changed = true;
         let shown = if d.anomalous { open.add_anomalous(d, rules, now_ms, &self.history) } else { None };
         if let Some(f) = finding {
-            // Something else during an open incident: the analyst is told at once.
+            // Something else during an open incident: the analyst is told at once, and
+            // the incident is the look's from now on (never learned without a verdict).
             let was_quiet = open.quiet();
             open.suppressed = None;
             open.fleet = None;
+            open.look.get_or_insert_with(|| f.clone());
             open.tell(News { why: f.why, by: f.by }, now_ms);
             return Some(if was_quiet {
                 Transition::Opened(open.clone())
@@ -237,6 +308,7 @@ impl IncidentTracker {
         self.incident_opened(d.ts, rules);
         let mut incident = self.last_closed.take().expect("a closed incident");
         incident.closed_at = None;
+        incident.news_fresh = false;
         incident.reopened += 1;
         incident.reopened_by = Some(d.source.clone());
         incident.figures.records += 1;
@@ -428,9 +500,16 @@ impl IncidentTracker {
                         .or_else(|| kind?.recognise(c, f, m, now_unix))
                         .is_some_and(|other| !(footprint && other.dismissal.learned))
                 };
+                // Volume alone is news against an analyst's dismissal; against what the
+                // daemon learned, the far-more-than-usual look judges it per peer, on
+                // every record the device sent (`remote_peers.rs`).
+                let by_volume = !dismissal.learned || open.traffic.packets == 0;
                 b.admits(c, f)
                     .filter(|_| !elsewhere())
-                    .or_else(|| b.admits_volume(&open.traffic, open.figures.anomalous, m.volume_factor))
+                    .or_else(|| {
+                        b.admits_volume(&open.traffic, open.figures.anomalous, m.volume_factor)
+                            .filter(|_| by_volume)
+                    })
                     .map(|why| why.words(dismissal))
             }
             None => Some(format!(
@@ -473,6 +552,7 @@ impl IncidentTracker {
     fn close(&mut self, resolution: Resolution, now_unix: f64) -> Option<Transition> {
         let mut closed = self.open.take()?;
         closed.closed_at = Some(now_unix);
+        closed.news_fresh = false;
         // What the learning period held is learned as it closes; its return is judged
         // against that (a new incident), never reopened unseen.
         let held = closed.held();
@@ -592,6 +672,15 @@ impl IncidentTracker {
             return Err(FeedbackError::AlreadyDismissed(fb.incident_id.clone()));
         }
         incident.feedback.push(fb.clone());
+        incident.news_fresh = false;
+        // Its peers: a stranger dismissed is the device's now; a confirmed attack's
+        // peers are forgotten.
+        match fb.verdict {
+            Verdict::FalsePositive => {
+                self.history.remote.dismissed(&incident.traffic, incident.figures.last_ts)
+            }
+            Verdict::Confirmed => self.history.remote.confirmed(&incident.traffic, incident.figures.first_ts),
+        }
         if fb.verdict == Verdict::Confirmed && self.memory.forget(&fb.incident_id) {
             // An attack after all: what was remembered of it (learned or dismissed) goes.
             incident.learned = false;
@@ -684,6 +773,7 @@ impl IncidentTracker {
         {
             open.changed = false;
             open.last_update_ms = now_ms;
+            open.news_fresh = false;
             return Some(Transition::Updated(open.clone()));
         }
         None

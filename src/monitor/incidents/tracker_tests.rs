@@ -1,6 +1,7 @@
 //! Tests of the incident tracker.
 
 use super::*;
+use crate::monitor::incidents::fanout::RaisedBy;
 use crate::monitor::output::IncidentReport;
 
 const RULES: IncidentRules = IncidentRules {
@@ -662,12 +663,13 @@ fn a_learned_upload_expires_unless_seen_again() {
     assert!(t.memory.find(&learned.id).is_none());
 }
 
-/// A return of a learned upload that starts guessing passwords on the same peer and
-/// port is news at the tenth attempt: the daemon's learning quiets no attack.
+/// A return of a learned SSH session that starts guessing passwords on the same peer
+/// and port is news at the tenth attempt: the daemon's learning quiets no attack. Ten
+/// connections to a cloud's 443/tcp are its routine, no guesser's.
 #[test]
 fn a_learned_behaviour_s_return_that_guesses_passwords_is_news() {
     let rules = learning();
-    let upload = packet("52.1.2.3", 443, 1_000);
+    let upload = packet("52.1.2.3", 22, 1_000);
     let mut t = IncidentTracker::default();
     feed_packets(&mut t, &rules, &upload, 10, 0, 1_000.0);
     let learned = close_quietly(&mut t, &rules, 1_200.0);
@@ -677,11 +679,18 @@ fn a_learned_behaviour_s_return_that_guesses_passwords_is_news() {
     let n = news.news.as_ref().expect("news");
     assert_eq!(n.by.offset, 100 + 11, "the tenth connection attempt after the two before it opened");
     assert!(
-        n.why.contains(&learned.id) && n.why.contains("10 connection attempts to 52.1.2.3 on 443/tcp"),
+        n.why.contains(&learned.id) && n.why.contains("10 connection attempts to 52.1.2.3 on 22/tcp"),
         "{}",
         n.why
     );
     assert!(news.suppressed.is_none());
+    let mut t = IncidentTracker::default();
+    let tls = packet("52.1.2.3", 443, 1_000);
+    feed_packets(&mut t, &rules, &tls, 10, 0, 1_000.0);
+    close_quietly(&mut t, &rules, 1_200.0);
+    let connections = Context { tcp_flags: 0x02, bytes: 74, ..tls };
+    let back = feed_packets(&mut t, &rules, &connections, 30, 100, 50_000.0);
+    assert!(matches!(back.as_slice(), [Transition::Suppressed(_)]), "{back:?}");
 }
 
 /// A cloud answered by two addresses, each dismissed once: a return on one that moves
@@ -717,4 +726,107 @@ fn without_memory_a_dismissed_behaviour_opens_again() {
     assert!(t.memory.is_empty());
     let again = feed_packets(&mut t, &RULES, &upload, 10, 100, 80_000.0);
     assert!(matches!(again.as_slice(), [Transition::Opened(_)]), "{again:?}");
+}
+
+/// The looks on, as deployed.
+fn looking() -> IncidentRules {
+    let fan_out = FanOutRules::DEFAULTS;
+    IncidentRules { open_k: 1, open_n: 1, fan_out, ..learning() }
+}
+
+/// A password guesser that starts while an upload's incident (no evidence: the
+/// device's routine, maybe) is open gets its own incident; the upload's ends there,
+/// unlearned and not to be reopened.
+#[test]
+fn an_attack_inside_an_open_incident_without_evidence_is_an_incident_of_its_own() {
+    let rules =
+        IncidentRules { memory: MemoryRules { learning_ms: 3_600_000, ..learning().memory }, ..looking() };
+    let mut t = IncidentTracker::default();
+    // Its cloud, in its learning period.
+    let cloud = packet("52.1.2.3", 443, 900);
+    let s = source(0);
+    let d = Decision {
+        anomalous: false,
+        posterior: 0.9,
+        prior: 0.99,
+        ts: 0.0,
+        source: &s,
+        features: &[1.0, 2.0],
+        context: Some(&cloud),
+        judged: true,
+    };
+    assert!(t.observe("cam", d, &rules, None, &[], 0, 0.0).is_empty());
+    let opened = feed_packets(&mut t, &rules, &cloud, 3, 1, 10_000.0);
+    let [Transition::Opened(upload)] = opened.as_slice() else { panic!("{opened:?}") };
+    let guesses: Vec<Context> = (0..10).map(|_| Context::outbound("52.9.9.9", 22, 6, 0x02, 74)).collect();
+    let out = feed_each(&mut t, &rules, &guesses, 10, 10_010.0);
+    // Its first connection is to a host the device never used: a new incident there;
+    // the look's finding at the fifth (a login service it never used) is told in it.
+    let [Transition::Closed(ended, Resolution::Quiet), Transition::Opened(guesser), Transition::Updated(told), ..] =
+        out.as_slice()
+    else {
+        panic!("{out:?}")
+    };
+    assert_eq!(ended.id, upload.id);
+    assert!(!ended.learned && t.memory.is_empty(), "an incident cut by an attack is not learned");
+    assert_eq!(guesser.footprint, Some(Footprint::Stranger { peer: "52.9.9.9".into() }));
+    assert_eq!(guesser.opened_by.offset, 10);
+    assert!(told.id == guesser.id && told.news.as_ref().is_some_and(|n| n.why.starts_with("login guessing")));
+    assert_eq!(told.look.as_ref().map(|l| l.look), Some(RaisedBy::LoginGuessing), "the look's now");
+    assert_ne!(guesser.id, upload.id);
+    assert!(!t.closed_quietly, "the upload's incident is not reopened");
+    let closed = close_quietly(&mut t, &rules, 20_000.0);
+    assert!(!closed.learned && t.memory.is_empty(), "the guesser's is never learned");
+}
+
+/// A device's cloud, looked up by name in its learning period, is its own after it at
+/// any address; a beacon to a host it never used is raised at its tenth check-in, and
+/// nothing of it is learned.
+#[test]
+fn a_beacon_to_a_stranger_is_raised_and_the_cloud_by_name_is_not() {
+    let rules =
+        IncidentRules { memory: MemoryRules { learning_ms: 3_600_000, ..learning().memory }, ..looking() };
+    let named = |peer: &str, name: &str, flags: u8| Context {
+        peer_name: Some(crate::traffic::peer_names::PeerName::new(name).unwrap()),
+        tcp_flags: flags,
+        ..packet(peer, 443, 200)
+    };
+    let mut t = IncidentTracker::default();
+    let normal = |t: &mut IncidentTracker, c: &Context, offset: i64, at: f64| {
+        let s = source(offset);
+        let d = Decision {
+            anomalous: false,
+            posterior: 0.9,
+            prior: 0.99,
+            ts: at,
+            source: &s,
+            features: &[1.0, 2.0],
+            context: Some(c),
+            judged: true,
+        };
+        t.observe("cam", d, &rules, None, &[], (at * 1000.0) as u64, at)
+    };
+    assert!(normal(&mut t, &named("52.0.0.1", "cloud.example.com", 0x18), 0, 1_000.0).is_empty());
+    let mut out = Vec::new();
+    for i in 0..20 {
+        let at = 10_000.0 + f64::from(i) * 60.0;
+        out.extend(normal(&mut t, &named("3.3.3.3", "cloud.example.com", 0x02), 1 + 2 * i64::from(i), at));
+        out.extend(normal(
+            &mut t,
+            &named("198.51.100.9", "c2.example.net", 0x02),
+            2 + 2 * i64::from(i),
+            at + 1.0,
+        ));
+    }
+    let [Transition::Opened(beacon)] = out.as_slice() else { panic!("{out:?}") };
+    let look = beacon.look.as_ref().expect("a look's");
+    assert_eq!(look.look, RaisedBy::DataToStranger);
+    assert!(
+        look.why.contains("c2.example.net (198.51.100.9)") && look.why.contains("10 exchanges"),
+        "{}",
+        look.why
+    );
+    assert_eq!(look.by.offset, 2 + 2 * 9, "its tenth check-in");
+    close_quietly(&mut t, &rules, 20_000.0);
+    assert!(t.memory.is_empty() && t.history.remote.known_count() == 1, "only its cloud is known");
 }
