@@ -90,8 +90,8 @@ real-results: build | $(RUNS)
 # week (scripts/week-data.sh): false incidents per device-day, and whether every attack
 # got an incident; then the same with an analyst who dismisses every false incident as
 # it closes, through the feedback path; then every attack merged twice (3 days or 1 hour
-# apart) with nobody answering, and with the first wave's incidents confirmed (about 25
-# minutes on two cores).
+# apart) with nobody answering, and with the first wave's incidents confirmed; what learning
+# must never take, and attacks inside an open incident (about 11 minutes on two cores).
 # WEEK_ARGS="--onboard-for 21600": production's onboarding (`metapu onboard --for 6h`)
 # instead of each device's first 10 records labeled (RUNS=… keeps both); the first-hour
 # attacks are then those of the hour after it.
