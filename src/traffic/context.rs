@@ -130,12 +130,18 @@ impl Context {
     /// convention: a reply's destination is an ephemeral port), with its transport, as
     /// `443/tcp`; `None` for a protocol without ports.
     pub fn service(&self) -> Option<String> {
+        let (port, proto) = self.service_port()?;
+        Some(format!("{port}/{}", transport_name(proto)))
+    }
+
+    /// [`Context::service`] as numbers (the port, the IP protocol), without a string.
+    pub fn service_port(&self) -> Option<(u16, u8)> {
         let port = match (self.src_port, self.dst_port) {
             (0, 0) => return None,
             (0, p) | (p, 0) => p,
             (a, b) => a.min(b),
         };
-        Some(format!("{port}/{}", transport_name(self.proto)))
+        Some((port, self.proto))
     }
 
     /// What a packet attempts, if it attempts something: the peer and its service

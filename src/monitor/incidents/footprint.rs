@@ -150,9 +150,13 @@ fn of_attempts(c: &Context, traffic: &Traffic) -> Option<Footprint> {
 /// (`history`).
 pub fn of_record(c: Option<&Context>, traffic: &Traffic, history: &History) -> Option<Footprint> {
     let c = c?;
-    if let Some(found) = of_attempts(c, traffic) {
-        return Some(found);
-    }
+    of_attempts(c, traffic).or_else(|| of_packet(c, history))
+}
+
+/// The footprint one packet shows by itself, whatever the incident counted before it:
+/// a connection to a port the device never served, a local peer or a stranger (a scan
+/// and repeated attempts take more than one packet).
+pub fn of_packet(c: &Context, history: &History) -> Option<Footprint> {
     let (_, Some(peer)) = c.device_and_peer()? else { return None };
     if c.direction == Some(Direction::Inbound) && c.is_syn() && !history.served.contains_key(&c.dst_port) {
         return Some(Footprint::NewService { service: format!("{}/tcp", c.dst_port), from: peer });

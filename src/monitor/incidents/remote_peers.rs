@@ -181,16 +181,6 @@ fn identity(peer: IpAddr, name: Option<&str>) -> String {
     name.map_or_else(|| peer.to_string(), str::to_string)
 }
 
-/// The server's side of a packet: the lower of its ports, and its IP protocol.
-fn service(c: &Context) -> Option<(u16, u8)> {
-    let port = match (c.src_port, c.dst_port) {
-        (0, 0) => return None,
-        (0, p) | (p, 0) => p,
-        (a, b) => a.min(b),
-    };
-    Some((port, c.proto))
-}
-
 impl RemotePeers {
     /// The known peer of this identity (a name, or an address), for tests and tools.
     pub fn peer(&self, identity: &str) -> Option<&KnownPeer> {
@@ -261,7 +251,7 @@ impl RemotePeers {
         known.last_address = Some(peer);
         // A service is known by its first packets: a SYN, or any packet of another transport.
         if teach.normal && (c.proto != 6 || c.is_syn()) && known.services.len() < MAX_SERVICES {
-            if let Some(s) = service(c) {
+            if let Some(s) = c.service_port() {
                 known.services.insert(s);
             }
         }

@@ -220,7 +220,8 @@ impl IncidentTracker {
         let without_evidence = self.open.as_ref().is_some_and(|o| !o.shows_evidence());
         let new_footprint = || {
             let shown = self.open.as_ref().map_or(0, |o| o.shown);
-            d.anomalous && self.footprint_alone(d).is_some_and(|f| shown & (1 << f.weight()) == 0)
+            let alone = d.context.and_then(|c| footprint::of_packet(c, &self.history));
+            d.anomalous && alone.is_some_and(|f| shown & (1 << f.weight()) == 0)
         };
         // Another peer than the open incident's (its own stranger's finding is its news).
         let other_peer = || {
@@ -239,15 +240,6 @@ impl IncidentTracker {
             return out;
         }
         self.observe_open_one(d, finding, j).into_iter().collect()
-    }
-
-    /// The footprint the record's packet shows alone (a new local peer or served port,
-    /// a stranger), if any.
-    fn footprint_alone(&self, d: &Decision<'_>) -> Option<Footprint> {
-        let c = d.context?;
-        let mut alone = Traffic::default();
-        alone.add(c, d.ts);
-        footprint::of_record(Some(c), &alone, &self.history)
     }
 
     /// The open incident ends as a new behaviour begins: closed quietly, never learned,
