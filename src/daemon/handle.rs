@@ -30,6 +30,9 @@ pub struct Daemon {
     pub http_addr: SocketAddr,
     pub metrics: Arc<Metrics>,
     control: mpsc::UnboundedSender<Control>,
+    /// Set on shutdown; a restore in progress watches it (the control channel waits for
+    /// the main loop).
+    stop: tokio::sync::watch::Sender<bool>,
     thread: std::thread::JoinHandle<Result<(), DaemonError>>,
     finished: tokio::sync::watch::Receiver<bool>,
 }
@@ -51,6 +54,7 @@ impl Daemon {
 
     /// Ask for a clean shutdown and wait for it.
     pub async fn shutdown(self) -> Result<(), DaemonError> {
+        let _ = self.stop.send(true);
         self.send(Control::Shutdown);
         self.wait().await
     }
@@ -210,6 +214,7 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
     .await
     .map_err(|source| DaemonError::Http { addr: cfg.http.listen.clone(), source })?;
 
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let assignment = Arc::new(Assignment::default());
     let (assignments_tx, assignments) = mpsc::unbounded_channel();
     let context = DaemonContext {
@@ -278,6 +283,8 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
         consumer,
         kinds,
         assignments,
+        stop: stop_rx,
+        restore_abandoned: false,
         started: Instant::now(),
         cfg,
     };
@@ -298,5 +305,5 @@ pub async fn start(mut cfg: DaemonConfig) -> Result<Daemon, DaemonError> {
             result
         })
         .map_err(|source| DaemonError::Spawn { what: "service thread", source })?;
-    Ok(Daemon { http_addr, metrics, control, thread, finished })
+    Ok(Daemon { http_addr, metrics, control, stop, thread, finished })
 }

@@ -43,6 +43,12 @@ pub(crate) struct Service {
     /// The kinds topic, read whole (`kinds.rs`).
     pub(crate) kinds: StreamConsumer<ChangelogContext>,
     pub(crate) assignments: mpsc::UnboundedReceiver<AssignmentEvent>,
+    /// Turns true when the daemon is asked to stop (or its handle is gone): a restore
+    /// waiting on its brokers gives up on it rather than hold the stop for as long.
+    pub(crate) stop: tokio::sync::watch::Receiver<bool>,
+    /// A restore was given up for a stop: its partitions' records are not scored
+    /// (they are not committed either; the next owner takes them with their state).
+    pub(crate) restore_abandoned: bool,
     pub(crate) started: Instant,
 }
 
@@ -158,7 +164,7 @@ impl Service {
                 _ = due(deadline) => self.process().await,
             }
         }
-        while self.monitor.has_work() {
+        while self.monitor.has_work() && !self.restore_abandoned {
             self.process().await;
         }
         self.shutdown().await;
@@ -181,6 +187,9 @@ impl Service {
         // records are scored.
         while let Ok(event) = self.assignments.try_recv() {
             self.on_assignment(event).await;
+        }
+        if self.restore_abandoned {
+            return;
         }
         let started = Instant::now();
         let out = self.tell(Input::Run);
@@ -235,7 +244,14 @@ impl Service {
     /// `max.poll.interval.ms` is put out of its group, and would come back to restore
     /// again. What it still hands out (fetched before the pause) is held and gathered
     /// after the restore, in order; a rebalance meanwhile is taken after it.
+    ///
+    /// Asked to stop meanwhile, it gives the restore up: nothing of those partitions is
+    /// scored or written, and the stop is not held for as long as the brokers are gone.
     async fn restore(&mut self, parts: &[(String, i32)]) {
+        if self.restore_abandoned || *self.stop.borrow() {
+            self.restore_abandoned = true;
+            return;
+        }
         let paused = self.consumer.assignment().ok().filter(|tpl| tpl.count() > 0);
         if let Some(tpl) = &paused {
             if let Err(e) = self.consumer.pause(tpl) {
@@ -251,6 +267,11 @@ impl Service {
                     Ok(m) => held.push(received(&m)),
                     Err(e) => self.metrics.emit(ConsumeFailed(&e)),
                 },
+                _ = self.stop.wait_for(|stop| *stop) => {
+                    tracing::warn!(partitions = ?parts, "stopping during a restore: it is given up");
+                    self.restore_abandoned = true;
+                    return;
+                }
             }
         };
         let restored = self.state.sort(reading);

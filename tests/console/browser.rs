@@ -316,7 +316,7 @@ async fn an_analyst_dismisses_an_incident_in_the_browser_and_sees_its_return_sup
     // refused by the console, and straight on the feedback topic by the daemon, whose
     // state keeps the ids: nothing changes.
     drop(console);
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
     let daemon = daemon::start(cfg.clone()).await.expect("daemon starts again");
     console = metapu_with_config("console", &config);
     let replay =
@@ -349,5 +349,5 @@ async fn an_analyst_dismisses_an_incident_in_the_browser_and_sees_its_return_sup
     let verdicts = refused.1["verdicts"].as_array().unwrap();
     assert_eq!(verdicts.len(), 1, "the replay changed nothing: {}", refused.1);
     drop(console);
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }

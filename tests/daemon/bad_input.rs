@@ -228,7 +228,7 @@ async fn each_kind_of_bad_input_is_dead_lettered_counted_and_harmless() {
     }
 
     // The windows hold exactly the valid records, all finite (the final snapshot).
-    daemon.shutdown().await.expect("clean shutdown");
+    stop(daemon).await;
     let last = read_state(&boot, &cfg.kafka.state_topic, Duration::from_secs(20), |last| {
         ["dev-a", "dev-b"].iter().all(|d| last.get(*d).is_some_and(|s| s.seen == 24))
     });

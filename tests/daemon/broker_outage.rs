@@ -80,6 +80,6 @@ async fn a_broker_outage_is_reported_and_survived_without_loss() {
     }));
     let alerted: HashSet<(i64, i64)> = alerts.iter().map(source_of).collect();
     assert!(alerted.is_superset(&anomalous), "an alert was lost");
-    daemon.shutdown().await.expect("clean shutdown after the outage");
+    stop(daemon).await;
     drop(broker);
 }

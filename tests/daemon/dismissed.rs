@@ -76,7 +76,7 @@ async fn a_dismissed_behaviour_returns_suppressed_and_ten_times_its_volume_is_ra
     let got = incidents(&|m| !events(m, "closed").is_empty());
     assert_eq!(events(&got, "closed")[0]["resolution"], "dismissed");
     // A restart: the device's state, the memory with it, comes back from the state topic.
-    first.shutdown().await.unwrap();
+    stop(first).await;
     let daemon = daemon::start(cfg.clone()).await.expect("daemon starts again");
 
     // The next night: the same upload. Recorded as suppressed, with whose verdict.
@@ -107,7 +107,7 @@ async fn a_dismissed_behaviour_returns_suppressed_and_ten_times_its_volume_is_ra
     let body = http_get(daemon.http_addr, "/metrics").1;
     assert_eq!(metric(&body, "metapu_incident_events_total{event=\"suppressed\"}"), Some(1.0));
     assert_eq!(metric(&body, "metapu_incident_events_total{event=\"opened\"}"), Some(1.0), "the news");
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }
 
 /// Without an analyst: an incident that closes quietly, unanswered, is learned (its close
@@ -192,7 +192,7 @@ async fn an_unanswered_behaviour_is_learned_said_so_and_undone_by_a_confirmed_ve
     send_rows(&upload[45..60], false, 1_000, 600.0).await;
     let got = incidents(&|m| events(m, "opened").len() >= 3);
     assert!(events(&got, "opened")[2].get("suppressed").is_none());
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }
 
 /// Without an analyst, what the daemon learns by itself never hides an attack's second
@@ -298,5 +298,5 @@ async fn what_the_daemon_learns_by_itself_never_hides_a_second_wave() {
     assert!(last.get("suppressed").is_none() && last.get("news").is_none(), "{last}");
     let body = http_get(daemon.http_addr, "/metrics").1;
     assert_eq!(metric(&body, "metapu_incident_events_total{event=\"suppressed\"}"), Some(1.0));
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }

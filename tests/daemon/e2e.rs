@@ -95,7 +95,7 @@ async fn records_flow_to_alerts_priors_and_dead_letters_and_state_survives_a_res
     assert_eq!(http_get(daemon.http_addr, "/healthz").0, 200);
     dashboard_metrics_exist_in(&body);
     assert_eq!(http_get(daemon.http_addr, "/readyz").0, 200);
-    daemon.shutdown().await.expect("clean shutdown");
+    stop(daemon).await;
 
     // Restart: dev-a's windows come back from the state topic, so it is adapted again
     // without any new known-normal record.
@@ -113,7 +113,7 @@ async fn records_flow_to_alerts_priors_and_dead_letters_and_state_survives_a_res
     });
     let last = json_values(&priors).into_iter().rfind(|v| v["device"] == "dev-a").unwrap();
     assert_eq!(last["positive_window"], 10, "the restored positive window");
-    daemon.shutdown().await.expect("clean shutdown");
+    stop(daemon).await;
 }
 
 /// Every metric the Grafana dashboard queries is present in a real scrape.

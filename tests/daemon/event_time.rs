@@ -62,7 +62,7 @@ async fn incidents(pace: f64) -> Vec<(String, String, String, u64, u64)> {
     };
     let events = json_values(&read_topic(&boot, "ev.incidents", Duration::from_secs(30), closed));
 
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
     let mut out: Vec<_> = events
         .iter()
         .filter(|e| ["opened", "reopened", "closed"].contains(&e["event"].as_str().unwrap_or_default()))

@@ -44,7 +44,7 @@ async fn an_idle_device_keeps_its_known_normal_records_across_a_restart() {
     })
     .await;
     assert!(idle, "cam did not go idle");
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 
     // Its latest snapshot: the known-normal records as sent, no unlabeled window (not
     // deleted: a deleted device has no main record).
@@ -64,7 +64,7 @@ async fn an_idle_device_keeps_its_known_normal_records_across_a_restart() {
     }));
     let after = scores.iter().find(|s| s["ts"] == 100.0).expect("the record after the restart is scored");
     assert_ne!(after["decision"], "unknown", "{after}");
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }
 
 /// `metapu forget` is how an onboarded device is let go: it is recorded on the
@@ -119,5 +119,5 @@ async fn metapu_forget_lets_a_device_go_and_says_so() {
     }));
     let after = scores.iter().find(|s| s["ts"] == 100.0).expect("the next record");
     assert_eq!(after["decision"], "unknown", "{after}");
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }

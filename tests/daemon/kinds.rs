@@ -179,5 +179,5 @@ async fn a_sibling_is_spared_what_its_kind_dismissed_and_siblings_raising_togeth
     let body = http_get(daemon.http_addr, "/metrics").1;
     assert_eq!(metric(&body, "metapu_kinds"), Some(1.0));
     assert_eq!(metric(&body, "metapu_kind_members"), Some(2.0));
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }

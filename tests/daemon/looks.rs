@@ -53,7 +53,7 @@ async fn a_28_packet_stealth_scan_raises_an_incident_of_its_own() {
     assert_eq!(incident["severity"], "high", "{incident}");
     let body = http_get(daemon.http_addr, "/metrics").1;
     assert!(metric(&body, "metapu_incident_events_total{event=\"opened\"}").is_some_and(|n| n >= 1.0));
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }
 
 /// A paced SSH password guesser (`metapu datasets attack --kind ssh.bruteforce`, 27

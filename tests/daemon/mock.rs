@@ -67,7 +67,7 @@ async fn known_normal_then_mixed_traffic_gives_alerts() {
     assert_eq!(ids.len(), alerts.len());
     assert!(alerts.iter().any(|a| a["source"]["index"].as_u64().is_some_and(|i| i > 0)), "{alerts:?}");
     assert_eq!(daemon.metrics.records_consumed(), 8 + 30 + 30, "records, not messages");
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }
 
 /// Sum over partitions of the group's committed offsets on `topic`.
@@ -124,13 +124,13 @@ async fn two_daemons_through_a_rebalance_score_every_record() {
         tokio::time::sleep(Duration::from_secs(if b.is_some() { 3 } else { 1 })).await;
         if let Some(b) = b {
             assert_commits_trail_outputs(&boot, &cfg.kafka.group_id, "m2");
-            b.shutdown().await.unwrap();
+            stop(b).await;
         }
     }
     let scores = json_values(&read_topic(&boot, "m2.scores", Duration::from_secs(40), |m| {
         sources(&json_values(m)).len() >= sent
     }));
-    a.shutdown().await.unwrap();
+    stop(a).await;
     assert_commits_trail_outputs(&boot, &cfg.kafka.group_id, "m2");
     assert!(committed(&boot, &cfg.kafka.group_id, "m2.features", 4) > 0, "nothing was committed");
     let seen = sources(&scores);
@@ -162,7 +162,7 @@ async fn a_broker_outage_is_reported_and_survived() {
     send_record(&p, "m3.features", "plug", 1.0, &normal[1], false).await;
     let scores = read_topic(&boot, "m3.scores", Duration::from_secs(30), |m| m.len() >= 2);
     assert!(scores.len() >= 2, "no scoring after the broker came back");
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,7 +208,7 @@ async fn a_model_reload_keeps_windows_and_a_bad_model_is_refused() {
     send_record(&p, "m4.features", "hub", 10.0, &normal[10], false).await;
     let scored = wait_until(Duration::from_secs(10), || scored_total() > before).await;
     assert!(scored, "the old model stopped scoring");
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }
 
 /// Incident rules for the incident tests: open on 3 of the last 5 decisions, and no
@@ -314,7 +314,7 @@ async fn analysts_verdicts_travel_through_the_feedback_topic() {
     assert_eq!(metric(&body, "metapu_incidents_closed_total{resolution=\"dismissed\"}"), Some(1.0));
     // The 45 records, not the four feedback messages: a verdict is no record.
     assert_eq!(metric(&body, "metapu_records_consumed_total"), Some(45.0));
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }
 
 /// A device with an open incident that the daemon stops tracking (here: a new device
@@ -358,7 +358,7 @@ async fn an_evicted_device_closes_its_open_incident() {
     let body = http_get(daemon.http_addr, "/metrics").1;
     assert_eq!(metric(&body, "metapu_incidents_closed_total{resolution=\"evicted\"}"), Some(1.0));
     assert_eq!(metric(&body, "metapu_devices_evicted_total{reason=\"capacity\"}"), Some(1.0));
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 
     // cam went idle, not forgotten: its known-normal records stay, in memory and in its
     // snapshot. Restart: both come back from the state topic (cam idle, not counting in
@@ -378,5 +378,5 @@ async fn an_evicted_device_closes_its_open_incident() {
     let body = http_get(daemon.http_addr, "/metrics").1;
     assert_eq!(metric(&body, "metapu_state_restored_devices_total"), Some(2.0));
     assert_eq!(metric(&body, "metapu_devices_evicted_total{reason=\"capacity\"}"), Some(0.0));
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }

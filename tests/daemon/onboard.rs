@@ -83,5 +83,5 @@ async fn metapu_onboard_takes_a_span_of_traffic_as_known_normal_and_says_so() {
     }));
     let after = scores.iter().find(|s| s["ts"] == 100.0).unwrap();
     assert_ne!(after["decision"], "unknown", "{after}");
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }

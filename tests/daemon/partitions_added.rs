@@ -42,7 +42,7 @@ async fn devices_keep_their_state_when_input_partitions_are_added() {
         }
     }
     read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(60), |m| m.len() >= DEVICES * 15);
-    d.shutdown().await.unwrap();
+    stop(d).await;
     let before = read_state(&boot, &cfg.kafka.state_topic, Duration::from_secs(20), |s| s.len() >= DEVICES);
     assert_eq!(before.len(), DEVICES);
 
@@ -82,8 +82,8 @@ async fn devices_keep_their_state_when_input_partitions_are_added() {
     // four partitions.)
     let (r1, r2) = (restored(&first), restored(&second));
     assert!(r1 > 0.0 && r2 > 0.0 && r1 + r2 >= DEVICES as f64, "restored {r1} and {r2}");
-    first.shutdown().await.unwrap();
-    second.shutdown().await.unwrap();
+    stop(first).await;
+    stop(second).await;
 
     // Written back under four partitions, known-normal rows unchanged; a restart finds
     // each device at once (nothing parked) and scores its next record.
@@ -113,5 +113,5 @@ async fn devices_keep_their_state_when_input_partitions_are_added() {
     }
     let again = decisions_at(&boot, &cfg, 200.0, DEVICES);
     assert!(again.values().all(|d| d != "unknown") && again.len() == DEVICES, "{again:?}");
-    d.shutdown().await.unwrap();
+    stop(d).await;
 }

@@ -24,7 +24,7 @@ async fn real_doorbell_rows_detected_through_broker_and_daemon() {
     let cfg = doorbell_config(&broker.bootstrap(), "realrows", root.join("models/iot-default.safetensors"));
     let daemon = daemon::start(cfg.clone()).await.expect("daemon starts");
     replay_and_check(&broker.bootstrap(), &cfg, Path::new(env!("CARGO_BIN_EXE_metapu")), false).await;
-    daemon.shutdown().await.expect("clean shutdown");
+    stop(daemon).await;
 }
 
 /// `make package-test`: the same with the daemon and `replay` run from the unpacked .deb
@@ -283,5 +283,5 @@ async fn a_burst_is_scored_and_a_device_without_normal_traffic_is_reported() {
     let again =
         read_topic(&boot, &cfg.kafka.incidents_topic, Duration::from_secs(3), |m| unmonitored(m).len() > 1);
     assert_eq!(unmonitored(&again).len(), 1, "the unmonitored device was reported again");
-    daemon.shutdown().await.expect("clean shutdown");
+    stop(daemon).await;
 }

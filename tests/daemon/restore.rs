@@ -4,20 +4,25 @@
 //! cannot read, counts the failed reads, keeps polling its consumer so that it stays in
 //! its group past `max.poll.interval.ms`, and takes a second daemon joining meanwhile
 //! (one partition each). Broker 2 back: both finish, and no device is scored `unknown`.
+//! And a daemon asked to stop while its restore cannot finish stops, without scoring
+//! what it held for the state it never read.
 
 use std::time::Duration;
 
 use crate::support::*;
 use metapu::daemon;
+use metapu::daemon::config::DaemonConfig;
 use metapu::data::Label;
 use rdkafka::mocking::{MockCluster, MockCoordinator};
 
 const DEVICES: usize = 6;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restore_waits_out_its_broker_in_its_group_while_another_daemon_joins() {
+/// A two-broker cluster with the state topic on broker 2 and the rest on broker 1, the
+/// daemon's configuration for it, and six devices onboarded whose state is written.
+async fn onboarded(
+    tag: &str,
+) -> (MockCluster<'static, rdkafka::producer::DefaultProducerContext>, DaemonConfig) {
     let fx = fixture();
-    let tag = "rst";
     let cluster = MockCluster::new(2).expect("mock cluster");
     for suffix in ["features", "state", "feedback"] {
         cluster.create_topic(&format!("{tag}.{suffix}"), 2, 1).expect("create topic");
@@ -41,8 +46,6 @@ async fn a_restore_waits_out_its_broker_in_its_group_while_another_daemon_joins(
     let input = cfg.kafka.input_topics[0].clone();
     let normal = fx.rows(0, Label::Positive);
     let p = producer(&boot);
-    let device = |i: usize| format!("dev-{i}");
-
     // Six devices onboarded, three on each partition; their state written at shutdown.
     let d = daemon::start(cfg.clone()).await.expect("daemon starts");
     for i in 0..DEVICES {
@@ -51,17 +54,39 @@ async fn a_restore_waits_out_its_broker_in_its_group_while_another_daemon_joins(
         }
     }
     read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(30), |m| m.len() >= DEVICES * 12);
-    d.shutdown().await.unwrap();
+    stop(d).await;
+    (cluster, cfg)
+}
+
+fn device(i: usize) -> String {
+    format!("dev-{i}")
+}
+
+fn metrics(d: &daemon::Daemon) -> String {
+    http_get(d.http_addr, "/metrics").1
+}
+
+/// Waits until `d` has counted a failed restore.
+async fn restore_failing(d: &daemon::Daemon) {
+    let failing = wait_until(Duration::from_secs(30), || {
+        metric(&metrics(d), "metapu_state_restore_failures_total").unwrap_or(0.0) >= 1.0
+    })
+    .await;
+    assert!(failing, "no failed restore counted: {}", metrics(d));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_waits_out_its_broker_in_its_group_while_another_daemon_joins() {
+    let (cluster, cfg) = onboarded("rst").await;
+    let boot = cluster.bootstrap_servers();
+    let input = cfg.kafka.input_topics[0].clone();
+    let normal = fixture().rows(0, Label::Positive);
+    let p = producer(&boot);
 
     // The state topic's broker goes down; the daemon starts and cannot restore.
     cluster.broker_down(2).expect("broker 2 down");
     let first = daemon::start(cfg.clone()).await.expect("starts without its state broker");
-    let metrics = |d: &daemon::Daemon| http_get(d.http_addr, "/metrics").1;
-    let failing = wait_until(Duration::from_secs(30), || {
-        metric(&metrics(&first), "metapu_state_restore_failures_total").unwrap_or(0.0) >= 1.0
-    })
-    .await;
-    assert!(failing, "no failed restore counted: {}", metrics(&first));
+    restore_failing(&first).await;
     assert_eq!(http_get(first.http_addr, "/readyz").0, 503, "ready with its state unread");
     // Past max.poll.interval.ms, still restoring: a second daemon joins and gets one
     // partition. (A daemon that stopped polling for its restore had left the group by
@@ -91,6 +116,34 @@ async fn a_restore_waits_out_its_broker_in_its_group_while_another_daemon_joins(
     }
     let after = decisions_at(&boot, &cfg, 100.0, DEVICES);
     assert!(after.len() == DEVICES && after.values().all(|d| d != "unknown"), "{after:?}");
-    first.shutdown().await.unwrap();
-    second.shutdown().await.unwrap();
+    stop(first).await;
+    stop(second).await;
+}
+
+/// systemd's stop while the state broker is down: the daemon stops at once rather than
+/// wait for a restore that cannot finish (it had before: the stop waited for as long as
+/// the broker was gone). The records it held meanwhile are neither scored without their
+/// state nor committed: the next daemon scores them with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_during_a_restore_that_cannot_finish_stops_and_scores_nothing() {
+    let (cluster, cfg) = onboarded("rststop").await;
+    let boot = cluster.bootstrap_servers();
+    let input = cfg.kafka.input_topics[0].clone();
+    let normal = fixture().rows(0, Label::Positive);
+    let p = producer(&boot);
+
+    cluster.broker_down(2).expect("broker 2 down");
+    let restoring = daemon::start(cfg.clone()).await.expect("starts without its state broker");
+    restore_failing(&restoring).await;
+    for i in 0..DEVICES {
+        send_to(&p, &input, (i % 2) as i32, &device(i), 100.0, &normal[40 + i], false).await;
+    }
+    let stopped = tokio::time::timeout(Duration::from_secs(30), restoring.shutdown()).await;
+    assert!(matches!(stopped, Ok(Ok(()))), "the stop waited on the restore: {stopped:?}");
+
+    cluster.broker_up(2).expect("broker 2 up");
+    let next = daemon::start(cfg.clone()).await.expect("daemon starts");
+    let after = decisions_at(&boot, &cfg, 100.0, DEVICES);
+    assert!(after.len() == DEVICES && after.values().all(|d| d != "unknown"), "{after:?}");
+    stop(next).await;
 }

@@ -183,7 +183,7 @@ async fn every_incident_event_reaches_a_webhook_and_syslog_once_in_order_after_t
             metric(&body, &format!("metapu_sink_events_total{{result=\"delivered\",sink=\"{sink}\"}}"));
         assert_eq!(delivered, Some(total as f64), "{sink}");
     }
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }
 
 /// A receiver that refuses an event for good (HTTP 400) does not hold up the rest: the
@@ -212,7 +212,7 @@ async fn an_event_the_webhook_refuses_is_dead_lettered() {
     assert!(
         metric(&body, "metapu_sink_events_total{result=\"rejected\",sink=\"webhook\"}").unwrap_or(0.0) >= 1.0
     );
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }
 
 /// Syslog over TLS (RFC 5425) to a receiver with a certificate the daemon is told to
@@ -278,5 +278,5 @@ async fn syslog_over_tls_reaches_a_receiver_with_its_own_ca() {
     );
     let doc: serde_json::Value = serde_json::from_str(&frame[frame.find("] {").unwrap() + 2..]).unwrap();
     assert_eq!(doc["event"]["kind"], "alert", "the ECS form by default: {doc}");
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }

@@ -16,7 +16,7 @@ async fn the_state_topic_is_created_compacted_and_a_deleting_one_is_refused() {
     // Created by the daemon: compacted.
     let cfg = daemon_config(&boot, "st1");
     let d = daemon::start(cfg.clone()).await.expect("daemon starts");
-    d.shutdown().await.unwrap();
+    stop(d).await;
     let policy =
         kafka::topic_config(&cfg.kafka, &cfg.kafka.state_topic, "cleanup.policy", Duration::from_secs(10))
             .await
@@ -35,7 +35,7 @@ async fn the_state_topic_is_created_compacted_and_a_deleting_one_is_refused() {
     let err = match daemon::start(cfg.clone()).await {
         Err(e) => e,
         Ok(d) => {
-            d.shutdown().await.unwrap();
+            stop(d).await;
             panic!("started on a state topic that deletes snapshots");
         }
     };
@@ -51,5 +51,5 @@ async fn the_state_topic_is_created_compacted_and_a_deleting_one_is_refused() {
     // The operator may start anyway.
     cfg.state.require_compacted = false;
     let d = daemon::start(cfg).await.expect("starts when told to");
-    d.shutdown().await.unwrap();
+    stop(d).await;
 }

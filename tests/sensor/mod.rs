@@ -17,7 +17,7 @@ use metapu::monitor::record;
 use crate::support::veth::{ip, Veth};
 use crate::support::{
     data_dir, free_port, http_get, metapu, metapu_binary, metric, notifications, read_all_partitions_until,
-    repo, signal, Broker, KillOnDrop,
+    repo, signal, stop, Broker, KillOnDrop,
 };
 
 /// The capture sent: 2,000 packets of a camera network, 12 hosts.
@@ -580,5 +580,5 @@ async fn from_the_wire_a_scan_after_onboarding_opens_an_incident() {
     assert!(["low", "medium", "high", "critical"].contains(&incident["severity"].as_str().unwrap()));
     let (status, log) = sense.stop();
     assert!(status.success(), "{log}");
-    daemon.shutdown().await.unwrap();
+    stop(daemon).await;
 }

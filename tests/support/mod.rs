@@ -523,6 +523,15 @@ pub fn json_values(messages: &[(Option<String>, Vec<u8>)]) -> Vec<serde_json::Va
     messages.iter().filter_map(|(_, v)| serde_json::from_slice(v).ok()).collect()
 }
 
+/// Stop a daemon and wait for it, for a bounded time: a stop that hangs fails its test
+/// here, with the reason, instead of holding the whole suite.
+pub async fn stop(d: metapu::daemon::Daemon) {
+    match tokio::time::timeout(Duration::from_secs(120), d.shutdown()).await {
+        Ok(result) => result.expect("the daemon stopped with an error"),
+        Err(_) => panic!("the daemon did not stop within 120 s"),
+    }
+}
+
 pub async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let started = Instant::now();
     while started.elapsed() < limit {
