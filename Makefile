@@ -132,7 +132,7 @@ test:
 	$(CARGO) fmt --all --check
 	CARGO="$(CARGO)" bash scripts/setup-while-building.sh
 	$(CARGO) clippy --all-targets -- -D warnings
-	$(CARGO) test -- --test-threads=4
+	bash scripts/test-with-limit.sh $(CARGO) test -- --test-threads=4
 
 # target/debian/metapu_<version>_amd64.deb and target/metapu-<version>-x86_64-linux.tar.gz
 # (+ .sha256): the binary, the libtorch libraries it links, unit, configuration, model and

@@ -68,13 +68,15 @@ impl Daemon {
         }
     }
 
-    /// The service thread's result; its panic becomes an error, never `Ok`.
+    /// The service thread's result; its panic becomes an error, never `Ok`. Waits on
+    /// the thread's finished flag, not in a blocking task: a caller that gives up on it
+    /// (a timeout) leaves nothing behind that its runtime would wait for at its end.
     pub async fn wait(self) -> Result<(), DaemonError> {
-        let thread = self.thread;
-        let joined = tokio::task::spawn_blocking(move || thread.join())
-            .await
-            .map_err(|e| DaemonError::Panicked(e.to_string()))?;
-        joined.map_err(|panic| {
+        let mut finished = self.finished.clone();
+        // Err only once the flag's sender is gone, which is the thread ending too.
+        let _ = finished.wait_for(|done| *done).await;
+        // The flag is set as the thread's closure returns: joining takes no time.
+        self.thread.join().map_err(|panic| {
             let text = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
