@@ -5,6 +5,14 @@ use super::fanout::Standing;
 use super::remote_peers::Teach;
 use super::*;
 
+// Its verdicts, analysts' and fleets', in a file of their own (they reach its private
+// parts, so child modules, as is the next).
+#[path = "tracker_verdicts.rs"]
+mod verdicts;
+// When a suppressed incident becomes news.
+#[path = "tracker_news.rs"]
+mod news;
+
 /// A device's incident state: its last decisions and its open incident.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IncidentTracker {
@@ -453,68 +461,6 @@ impl IncidentTracker {
         })
     }
 
-    /// A suppressed incident's newest anomalous record (`d`) went beyond the behaviour
-    /// it was suppressed as, and beyond everything else the device and its kind remember
-    /// (or that behaviour was forgotten): it is news, and no longer suppressed. Only a
-    /// verdict's behaviour admits a record of an incident that shows an attack's
-    /// footprint.
-    fn becomes_news(
-        open: &mut Incident,
-        memory: &Memory,
-        kind: Option<&Memory>,
-        d: &Decision<'_>,
-        rules: &IncidentRules,
-        now: (u64, f64),
-    ) -> bool {
-        let (now_ms, now_unix) = now;
-        let held = open.held();
-        let Some(dismissal) = &open.suppressed else { return false };
-        let id = &dismissal.incident_id;
-        let beyond = match memory.find(id).or_else(|| kind?.find(id)) {
-            // Held by the learning period: raised once it shows what is never learned.
-            None if held => open.footprint.as_ref().map(|f| {
-                format!("in the device's learning period, but it shows what is never learned: {}", f.words())
-            }),
-            // Only a verdict quiets what an attack leaves.
-            Some(_) if dismissal.learned && open.footprint.is_some() => open.footprint.as_ref().map(|f| {
-                format!(
-                    "like the behaviour learned from incident {id}, which closed quietly without a verdict, \
-                     but it shows what is never learned: {}",
-                    f.words()
-                )
-            }),
-            Some(b) => {
-                let (c, f, m) = (d.context, d.features, &rules.memory);
-                let footprint = open.footprint.is_some();
-                let elsewhere = || {
-                    memory
-                        .recognise(c, f, m, now_unix)
-                        .or_else(|| kind?.recognise(c, f, m, now_unix))
-                        .is_some_and(|other| !(footprint && other.dismissal.learned))
-                };
-                // Volume alone is news against an analyst's dismissal; against what the
-                // daemon learned, the far-more-than-usual look judges it per peer, on
-                // every record the device sent (`remote_peers.rs`).
-                let by_volume = !dismissal.learned || open.traffic.packets == 0;
-                b.admits(c, f)
-                    .filter(|_| !elsewhere())
-                    .or_else(|| {
-                        b.admits_volume(&open.traffic, open.figures.anomalous, m.volume_factor)
-                            .filter(|_| by_volume)
-                    })
-                    .map(|why| why.words(dismissal))
-            }
-            None => Some(format!(
-                "the behaviour dismissed in incident {} is no longer remembered",
-                dismissal.incident_id
-            )),
-        };
-        let Some(why) = beyond else { return false };
-        open.suppressed = None;
-        open.tell(News { why, by: d.source.clone() }, now_ms);
-        true
-    }
-
     /// The last incident closed quietly within `reopen_ms` of `now_unix` and nobody
     /// called it a false positive (a dismissed behaviour that comes back is news).
     fn may_reopen(&self, rules: &IncidentRules, now_unix: f64) -> bool {
@@ -557,158 +503,6 @@ impl IncidentTracker {
         self.closed_quietly = resolution == Resolution::Quiet && !held && closed.fleet.is_none();
         self.last_closed = Some(closed.clone());
         Some(Transition::Closed(closed, resolution))
-    }
-
-    /// The incident at hand (open, or the last closed) that joined a fleet incident and
-    /// has no verdict yet, and that fleet incident.
-    pub fn awaiting_fleet_verdict(&self) -> Option<(&Incident, &Fleet)> {
-        [&self.open, &self.last_closed]
-            .into_iter()
-            .flatten()
-            .filter(|i| i.feedback.is_empty())
-            .find_map(|i| Some((i, i.fleet.as_ref()?)))
-    }
-
-    /// The incident at hand (open, or the last closed) joined a fleet incident that an
-    /// analyst has since dismissed on its sibling (`kind`: the dismissals the kind
-    /// shares, taken from when they were given, on this device's clock): the same
-    /// verdict answers it.
-    pub fn answer_from_fleet(
-        &mut self,
-        device: &str,
-        kind: Option<&Memory>,
-        now_unix: f64,
-        memory: &MemoryRules,
-        dim: usize,
-    ) -> Option<Transition> {
-        let (incident, fleet) = self.awaiting_fleet_verdict()?;
-        let verdict = kind?
-            .find(&fleet.incident_id)
-            .map(|b| &b.dismissal)
-            .filter(|d| !d.learned && d.at <= now_unix && d.on.as_deref() == Some(fleet.device.as_str()))?;
-        let fb = Feedback {
-            device: device.to_string(),
-            incident_id: incident.id.clone(),
-            verdict: Verdict::FalsePositive,
-            by: verdict.by.clone(),
-            note: fleet_note(fleet),
-            id: String::new(),
-            at: 0.0,
-            from: String::new(),
-        };
-        match self.feedback(&fb, now_unix, u64::MAX, memory, dim) {
-            Ok(Applied::Dismissed(t)) => Some(t),
-            Ok(other) => unreachable!("a dismissal gives a dismissal, not {other:?}"),
-            Err(e) => unreachable!("the incident at hand takes a first verdict: {e}"),
-        }
-    }
-
-    /// Apply an analyst's verdict on the open incident, or on the last closed one if it
-    /// closed less than `max_age_s` ago.
-    /// A false positive's behaviour is remembered (`memory`; rows of `dim` features).
-    pub fn feedback(
-        &mut self,
-        fb: &Feedback,
-        now_unix: f64,
-        max_age_s: u64,
-        memory: &MemoryRules,
-        dim: usize,
-    ) -> Result<Applied, FeedbackError> {
-        if !fb.id.is_empty() && self.verdict_ids.contains(&fb.id) {
-            return Err(FeedbackError::Replayed(fb.id.clone()));
-        }
-        let applied = self.take_verdict(fb, now_unix, max_age_s, memory, dim)?;
-        if !fb.id.is_empty() {
-            if self.verdict_ids.len() == VERDICT_IDS_KEPT {
-                self.verdict_ids.pop_front();
-            }
-            self.verdict_ids.push_back(fb.id.clone());
-        }
-        Ok(applied)
-    }
-
-    fn take_verdict(
-        &mut self,
-        fb: &Feedback,
-        now_unix: f64,
-        max_age_s: u64,
-        memory: &MemoryRules,
-        dim: usize,
-    ) -> Result<Applied, FeedbackError> {
-        let is_open = self.open.as_ref().is_some_and(|i| i.id == fb.incident_id);
-        let recent_closed = self.last_closed.as_ref().is_some_and(|i| {
-            i.id == fb.incident_id && i.closed_at.is_some_and(|t| now_unix - t <= max_age_s as f64)
-        });
-        let unknown = || FeedbackError::UnknownIncident {
-            device: fb.device.clone(),
-            incident: fb.incident_id.clone(),
-            max_age_s,
-        };
-        if !is_open
-            && !recent_closed
-            && fb.verdict == Verdict::Confirmed
-            && self.memory.forget(&fb.incident_id)
-        {
-            return Ok(Applied::Unlearned);
-        }
-        let incident = if is_open {
-            self.open.as_mut()
-        } else if recent_closed {
-            self.last_closed.as_mut()
-        } else {
-            None
-        }
-        .ok_or_else(unknown)?;
-        let dismissed = incident.feedback.iter().any(|f| f.verdict == Verdict::FalsePositive);
-        if dismissed && fb.verdict == Verdict::FalsePositive {
-            return Err(FeedbackError::AlreadyDismissed(fb.incident_id.clone()));
-        }
-        incident.feedback.push(fb.clone());
-        incident.news_fresh = false;
-        // Its peers: a stranger dismissed is the device's now; a confirmed attack's
-        // peers are forgotten.
-        match fb.verdict {
-            Verdict::FalsePositive => {
-                self.history.remote.dismissed(&incident.traffic, incident.figures.last_ts)
-            }
-            Verdict::Confirmed => self.history.remote.confirmed(&incident.traffic, incident.figures.first_ts),
-        }
-        if fb.verdict == Verdict::Confirmed && self.memory.forget(&fb.incident_id) {
-            // An attack after all: what was remembered of it (learned or dismissed) goes.
-            incident.learned = false;
-        }
-        match (fb.verdict, is_open) {
-            (Verdict::Confirmed, true) => Ok(Applied::Confirmed(Transition::Updated(incident.clone()))),
-            (Verdict::Confirmed, false) => Ok(Applied::Confirmed(Transition::Reviewed(incident.clone()))),
-            (Verdict::FalsePositive, open) => {
-                let dismissal = Dismissal {
-                    incident_id: fb.incident_id.clone(),
-                    by: fb.by.clone(),
-                    note: fb.note.clone(),
-                    at: now_unix,
-                    on: None,
-                    learned: false,
-                    expires_at: None,
-                };
-                let behaviour = Behaviour::of(
-                    &incident.traffic,
-                    incident.figures.anomalous,
-                    &incident.kept,
-                    dim,
-                    dismissal,
-                );
-                incident.kept = Vec::new();
-                let transition = if open {
-                    self.close(Resolution::Dismissed, now_unix).expect("an open incident")
-                } else {
-                    Transition::Reviewed(incident.clone())
-                };
-                if memory.remember_ms > 0 {
-                    self.memory.remember(behaviour);
-                }
-                Ok(Applied::Dismissed(transition))
-            }
-        }
     }
 
     /// Time passes: an update is due, or the incident has been quiet long enough (rows
