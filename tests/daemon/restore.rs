@@ -18,10 +18,18 @@ use rdkafka::mocking::{MockCluster, MockCoordinator};
 const DEVICES: usize = 6;
 
 /// A two-broker cluster with the state topic on broker 2 and the rest on broker 1, the
-/// daemon's configuration for it, and six devices onboarded whose state is written.
-async fn onboarded(
-    tag: &str,
-) -> (MockCluster<'static, rdkafka::producer::DefaultProducerContext>, DaemonConfig) {
+/// daemon's configuration for it, six devices onboarded whose state is written, and a
+/// producer to send them more.
+struct Onboarded {
+    cluster: MockCluster<'static, rdkafka::producer::DefaultProducerContext>,
+    cfg: DaemonConfig,
+    boot: String,
+    input: String,
+    normal: Vec<Vec<f32>>,
+    p: rdkafka::producer::FutureProducer,
+}
+
+async fn onboarded(tag: &str) -> Onboarded {
     let fx = fixture();
     let cluster = MockCluster::new(2).expect("mock cluster");
     for suffix in ["features", "state", "feedback"] {
@@ -55,7 +63,7 @@ async fn onboarded(
     }
     read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(30), |m| m.len() >= DEVICES * 12);
     stop(d).await;
-    (cluster, cfg)
+    Onboarded { cluster, cfg, boot, input, normal, p }
 }
 
 fn device(i: usize) -> String {
@@ -77,11 +85,7 @@ async fn restore_failing(d: &daemon::Daemon) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_waits_out_its_broker_in_its_group_while_another_daemon_joins() {
-    let (cluster, cfg) = onboarded("rst").await;
-    let boot = cluster.bootstrap_servers();
-    let input = cfg.kafka.input_topics[0].clone();
-    let normal = fixture().rows(0, Label::Positive);
-    let p = producer(&boot);
+    let Onboarded { cluster, cfg, boot, input, normal, p } = onboarded("rst").await;
 
     // The state topic's broker goes down; the daemon starts and cannot restore.
     cluster.broker_down(2).expect("broker 2 down");
@@ -126,11 +130,7 @@ async fn a_restore_waits_out_its_broker_in_its_group_while_another_daemon_joins(
 /// state nor committed: the next daemon scores them with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_during_a_restore_that_cannot_finish_stops_and_scores_nothing() {
-    let (cluster, cfg) = onboarded("rststop").await;
-    let boot = cluster.bootstrap_servers();
-    let input = cfg.kafka.input_topics[0].clone();
-    let normal = fixture().rows(0, Label::Positive);
-    let p = producer(&boot);
+    let Onboarded { cluster, cfg, boot, input, normal, p } = onboarded("rststop").await;
 
     cluster.broker_down(2).expect("broker 2 down");
     let restoring = daemon::start(cfg.clone()).await.expect("starts without its state broker");
