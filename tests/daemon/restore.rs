@@ -138,7 +138,7 @@ async fn a_stop_during_a_restore_that_cannot_finish_stops_and_scores_nothing() {
     for i in 0..DEVICES {
         send_to(&p, &input, (i % 2) as i32, &device(i), 100.0, &normal[40 + i], false).await;
     }
-    let stopped = tokio::time::timeout(Duration::from_secs(30), restoring.shutdown()).await;
+    let stopped = tokio::time::timeout(Duration::from_secs(60), restoring.shutdown()).await;
     assert!(matches!(stopped, Ok(Ok(()))), "the stop waited on the restore: {stopped:?}");
 
     cluster.broker_up(2).expect("broker 2 up");
