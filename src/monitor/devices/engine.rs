@@ -272,84 +272,6 @@ impl Engine {
         kept
     }
 
-    /// Every device with records in a later round reached its adaptation point just
-    /// before them: the classifier of the job handed over at its last point is installed
-    /// (waited for if the solver is behind), and its windows as they are now go to the
-    /// solver, unless they did not change since its last job (a device's first
-    /// classifier, adapted a round before, as in a batch of its own). So the classifier
-    /// of point k scores from point k+1 on, however fast the solver is. A device whose
-    /// unlabeled window is still filling (just onboarded, back from idleness) is adapted
-    /// here and now instead, as before the solver: its early classifiers, adapted on a
-    /// few rows, must not score for two points. Returns the devices whose classifier
-    /// changed.
-    fn adapt_at_points(
-        &mut self,
-        records: &[(&FeatureRecord, &Source)],
-        kept: &[usize],
-        here: &[usize],
-        out: &mut Processed,
-    ) -> Vec<String> {
-        let mut at_point: Vec<&str> = here.iter().map(|&k| records[kept[k]].0.device.as_str()).collect();
-        at_point.sort_unstable();
-        at_point.dedup();
-        let (settled, filling): (Vec<&str>, Vec<&str>) =
-            at_point.into_iter().partition(|id| self.devices.get(id).is_none_or(|d| d.window_full()));
-        let filling: Vec<&str> = filling
-            .into_iter()
-            .filter(|id| self.devices.get(id).is_some_and(|d| d.changed_since_adaptation()))
-            .collect();
-        for id in &filling {
-            self.pending.remove(*id);
-        }
-        let mut installed = self.adapt_now(filling);
-        out.waits += self.collect_pending(&settled);
-        let solved: Vec<Adapted> = settled
-            .iter()
-            .filter_map(|id| match self.pending.remove(*id)? {
-                Pending { handover, state: Some(state) } => {
-                    Some(Adapted { device: id.to_string(), handover, state })
-                }
-                Pending { state: None, .. } => None,
-            })
-            .collect();
-        installed.extend(self.install(solved));
-        let changed: Vec<&str> = settled
-            .into_iter()
-            .filter(|id| self.devices.get(id).is_some_and(|d| d.changed_since_adaptation() && d.adaptable()))
-            .collect();
-        let jobs: Vec<AdaptJob> =
-            changed.into_iter().filter_map(|id| self.devices.take_windows(id)).collect();
-        for j in &jobs {
-            self.pending.insert(j.device.clone(), Pending { handover: j.handover, state: None });
-        }
-        if !jobs.is_empty() {
-            self.solver.submit(self.generation, jobs);
-        }
-        installed
-    }
-
-    /// Take the solver's results until every device of `ids` with a job in flight has
-    /// its classifier; how many times that meant waiting.
-    fn collect_pending(&mut self, ids: &[&str]) -> usize {
-        let mut waits = 0;
-        while let Some(solved) = self.solver.next(&self.model, false) {
-            self.keep_solved(solved);
-        }
-        while ids.iter().any(|id| self.pending.get(*id).is_some_and(|p| p.state.is_none())) {
-            waits += 1;
-            match self.solver.next(&self.model, true) {
-                Some(solved) => self.keep_solved(solved),
-                None => break,
-            }
-        }
-        if self.pending.len() > 2 * self.devices.len() + 1024 {
-            // Devices evicted with a job in flight.
-            let devices = &self.devices;
-            self.pending.retain(|id, _| devices.get(id).is_some());
-        }
-        waits
-    }
-
     /// What a snapshot of `ids` keeps of their classifiers: each one's classifier waiting
     /// for its next point, a job in flight solved first (so a restart installs at that
     /// point what would have been installed).
@@ -600,70 +522,11 @@ impl Engine {
     }
 }
 
+// The event clock's adaptation points, in a file of their own (a child module: they
+// reach the engine's private parts).
+#[path = "engine_points.rs"]
+mod points;
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{MetaPuNet, NetConfig, PreprocessKind, Preprocessor, Provenance};
-
-    fn at(partition: i32, offset: i64) -> Source {
-        Source::new("in", partition, offset)
-    }
-
-    /// An untrained model on two raw features.
-    fn two_feature_model() -> Model {
-        Model {
-            net: MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu),
-            preprocess: Preprocessor::identity(PreprocessKind::None, 2),
-            feature_names: vec!["a".into(), "b".into()],
-            provenance: Provenance::default(),
-        }
-    }
-
-    #[test]
-    fn the_engine_scores_only_adapted_devices() {
-        tch::manual_seed(1);
-        let model = two_feature_model;
-        let sizes =
-            WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0, ..WindowSizes::default() };
-        let mut e = Engine::new(model(), DeviceTable::new(2, sizes, 10), 0.5, Scheduling::default());
-        let rec = |d: &str, x: f32, normal: bool| crate::monitor::record::FeatureRecord {
-            device: d.into(),
-            ts: 0.0,
-            features: vec![x, -x],
-            known_normal: normal,
-            context: None,
-        };
-        let (r1, r2, r3) = (rec("p", 0.1, true), rec("p", 0.3, false), rec("q", 0.2, false));
-        let processed =
-            e.process(&[(&r1, &at(0, 0)), (&r2, &at(0, 1)), (&r3, &at(0, 2))], &[0.0; 3], Now::at(0, 0.0));
-        let v = processed.outcomes;
-        assert!(
-            v[..2].iter().all(|v| matches!(v, RecordOutcome::Scored { .. })),
-            "p adapted before scoring: {v:?}"
-        );
-        assert_eq!(v[2], RecordOutcome::Unknown, "q has no positive: no classifier");
-        assert_eq!(processed.adapted, ["p"]);
-        assert!(e.adaptation_jobs(1, 100).is_empty(), "p's windows were just adapted; q has no positive");
-        let r4 = rec("p", 0.5, false);
-        e.process(&[(&r4, &at(0, 3))], &[0.0], Now::at(0, 0.0));
-        let jobs = e.adaptation_jobs(1, 100);
-        assert_eq!(jobs.len(), 1, "p changed since; q has no positive");
-        assert_eq!(e.install(run_adaptation(&e.model, &jobs, 8)), ["p"]);
-        // The adapter thread holds p's windows while an analyst's verdict adapts p at once:
-        // the thread's classifier, adapted on the older windows, must not replace it.
-        let r5 = rec("p", 0.7, true);
-        e.process(&[(&r5, &at(0, 4))], &[0.0], Now::at(0, 0.0));
-        let held_by_the_adapter = e.adaptation_jobs(1, 100);
-        assert_eq!(e.adapt_now(["p"]), ["p"]);
-        assert!(e.install(run_adaptation(&e.model, &held_by_the_adapter, 8)).is_empty(), "stale classifier");
-        let v = e.score([&r2, &r3].into_iter());
-        assert!(matches!(v[0], RecordOutcome::Scored { posterior, .. } if (0.0..=1.0).contains(&posterior)));
-        assert_eq!(v[1], RecordOutcome::Unknown);
-        e.replace_model(model(), None);
-        assert_eq!(
-            e.score([&r2].into_iter()),
-            [RecordOutcome::Unknown],
-            "states of the old model are dropped"
-        );
-    }
-}
+#[path = "engine_tests.rs"]
+mod tests;
