@@ -33,10 +33,10 @@ pub enum DaemonError {
     StateTopicNotCompacted { topic: String, policy: String, brokers: String },
 }
 
-/// Requests to a running daemon.
+/// Requests to a running daemon (a stop is [`super::Daemon::shutdown`]'s flag, which a
+/// restore in progress watches too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
-    Shutdown,
     /// Load the model file again (SIGHUP).
     Reload,
 }

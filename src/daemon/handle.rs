@@ -30,8 +30,7 @@ pub struct Daemon {
     pub http_addr: SocketAddr,
     pub metrics: Arc<Metrics>,
     control: mpsc::UnboundedSender<Control>,
-    /// Set on shutdown; a restore in progress watches it (the control channel waits for
-    /// the main loop).
+    /// Set on shutdown: the service's loop and a restore in progress both watch it.
     stop: tokio::sync::watch::Sender<bool>,
     thread: std::thread::JoinHandle<Result<(), DaemonError>>,
     finished: tokio::sync::watch::Receiver<bool>,
@@ -55,7 +54,6 @@ impl Daemon {
     /// Ask for a clean shutdown and wait for it.
     pub async fn shutdown(self) -> Result<(), DaemonError> {
         let _ = self.stop.send(true);
-        self.send(Control::Shutdown);
         self.wait().await
     }
 
@@ -72,9 +70,7 @@ impl Daemon {
     /// the thread's finished flag, not in a blocking task: a caller that gives up on it
     /// (a timeout) leaves nothing behind that its runtime would wait for at its end.
     pub async fn wait(self) -> Result<(), DaemonError> {
-        let mut finished = self.finished.clone();
-        // Err only once the flag's sender is gone, which is the thread ending too.
-        let _ = finished.wait_for(|done| *done).await;
+        self.finished().await;
         // The flag is set as the thread's closure returns: joining takes no time.
         self.thread.join().map_err(|panic| {
             let text = panic

@@ -43,8 +43,9 @@ pub(crate) struct Service {
     /// The kinds topic, read whole (`kinds.rs`).
     pub(crate) kinds: StreamConsumer<ChangelogContext>,
     pub(crate) assignments: mpsc::UnboundedReceiver<AssignmentEvent>,
-    /// Turns true when the daemon is asked to stop (or its handle is gone): a restore
-    /// waiting on its brokers gives up on it rather than hold the stop for as long.
+    /// Turns true when the daemon is asked to stop (or its handle is gone): the loop
+    /// ends, and a restore waiting on its brokers gives up on it rather than hold the
+    /// stop for as long.
     pub(crate) stop: tokio::sync::watch::Receiver<bool>,
     /// A restore was given up for a stop: its partitions' records are not scored
     /// (they are not committed either; the next owner takes them with their state).
@@ -108,10 +109,14 @@ impl Service {
         notify::notify("READY=1");
         self.health.started();
         tracing::info!(version = %self.monitor.version(), topics = ?self.cfg.kafka.input_topics, "metapu daemon running");
+        // The loop's own copy of the stop flag: its branches' handlers take the service.
+        let mut stop = self.stop.clone();
         loop {
             let deadline = self.deadline();
             tokio::select! {
                 biased;
+                // Asked to stop, or the handle is gone (the flag's sender with it).
+                _ = stop.wait_for(|stop| *stop) => break,
                 c = control.recv() => match c {
                     Some(Control::Reload) => {
                         if let Some(input) = model_host::reload(&self.cfg.model.path, self.cfg.adaptation.solver_threads, self.monitor.dim(), &self.metrics) {
@@ -119,7 +124,7 @@ impl Service {
                             self.carry_out(out).await;
                         }
                     }
-                    Some(Control::Shutdown) | None => break,
+                    None => break,
                 },
                 done = self.model_host.adapted() => {
                     let out = self.tell(done.ok_or(DaemonError::AdapterGone)?);
