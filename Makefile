@@ -130,6 +130,7 @@ console-week: build | $(RUNS)
 
 test:
 	$(CARGO) fmt --all --check
+	python3 scripts/import_directions.py --self-test && python3 scripts/import_directions.py
 	CARGO="$(CARGO)" bash scripts/setup-while-building.sh
 	$(CARGO) clippy --all-targets -- -D warnings
 	bash scripts/test-with-limit.sh $(CARGO) test -- --test-threads=4
@@ -154,6 +155,7 @@ cuda-check: setup
 
 lint: setup
 	$(CARGO) fmt --all --check
+	python3 scripts/import_directions.py
 	$(CARGO) clippy --all-targets -- -D warnings
 
 # Long reliability runs (docs/reliability.md): the fuzz targets for FUZZ_SECONDS each,

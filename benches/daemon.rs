@@ -8,7 +8,7 @@ use std::time::Instant;
 use metapu::daemon::adapter::Adapter;
 use metapu::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 use metapu::monitor::clock::Clock;
-use metapu::monitor::output::Source;
+use metapu::monitor::record::Source;
 use metapu::monitor::record::{decode, encode, encode_binary, FeatureRecord};
 use metapu::monitor::{run_adaptation, AdaptJob, Adapted, Command, Input, Received, TestDriver, WindowSizes};
 use rand::{Rng, SeedableRng};
@@ -249,7 +249,7 @@ impl Bench {
 /// sweeping an address range (a fan-out of distinct hosts in every window).
 fn incident_looks() {
     use metapu::daemon::config::DaemonConfig;
-    use metapu::monitor::fanout::FanOutRules;
+    use metapu::monitor::incidents::fanout::FanOutRules;
     use metapu::monitor::incidents::{Decision, IncidentTracker};
     use metapu::traffic::context::{Context, Direction};
     use std::net::{IpAddr, Ipv4Addr};

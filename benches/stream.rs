@@ -15,8 +15,7 @@ use std::time::Instant;
 use metapu::daemon::DaemonConfig;
 use metapu::data::{csv_tasks, Label};
 use metapu::model::{default_device, file};
-use metapu::monitor::output::Source;
-use metapu::monitor::record::{encode, encode_binary};
+use metapu::monitor::record::{encode, encode_binary, Source};
 use metapu::monitor::{Emitted, Received, RecordOutputs, TestDriver};
 
 const LABELED: usize = 10;

@@ -10,10 +10,10 @@
 use metapu::daemon::config::DaemonConfig;
 use metapu::model::file;
 use metapu::monitor::clock::Now;
-use metapu::monitor::feedback::{Feedback, FeedbackMessage, Verdict};
-use metapu::monitor::incidents::IncidentRules;
-use metapu::monitor::output::{IncidentEvent, Source};
-use metapu::monitor::record;
+use metapu::monitor::feedback::FeedbackMessage;
+use metapu::monitor::incidents::{Feedback, IncidentRules, Verdict};
+use metapu::monitor::output::IncidentEvent;
+use metapu::monitor::record::{self, Source};
 use metapu::monitor::telemetry::Tally;
 use metapu::monitor::{Emitted, Input, Monitor, Received, RecordOutputs};
 

@@ -97,7 +97,7 @@ pub struct CaptureRun {
 
 fn parse_kind(s: &str) -> Result<(String, String), String> {
     let (prefix, kind) = s.split_once('=').ok_or("PREFIX=KIND")?;
-    metapu::monitor::kinds::check_name(kind).map_err(|e| e.to_string())?;
+    metapu::monitor::devices::kinds::check_name(kind).map_err(|e| e.to_string())?;
     Ok((prefix.to_string(), kind.to_string()))
 }
 

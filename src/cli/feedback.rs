@@ -130,7 +130,7 @@ pub struct OnboardArgs {
 }
 
 fn parse_kind(s: &str) -> Result<String, String> {
-    metapu::monitor::kinds::check_name(s).map(|()| s.to_string()).map_err(|e| e.to_string())
+    metapu::monitor::devices::kinds::check_name(s).map(|()| s.to_string()).map_err(|e| e.to_string())
 }
 
 pub fn onboard(a: OnboardArgs) -> anyhow::Result<()> {

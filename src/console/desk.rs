@@ -7,10 +7,12 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::Serialize;
 
-use crate::monitor::behaviours::Dismissal;
-use crate::monitor::feedback::{Feedback, FeedbackMessage, Verdict};
-use crate::monitor::incident_traffic::Severity;
-use crate::monitor::output::{DeadLetter, IncidentEvent, IncidentReport, PriorUpdate};
+use crate::monitor::devices::PriorUpdate;
+use crate::monitor::feedback::FeedbackMessage;
+use crate::monitor::incidents::behaviours::Dismissal;
+use crate::monitor::incidents::incident_traffic::Severity;
+use crate::monitor::incidents::{Feedback, Verdict};
+use crate::monitor::output::{DeadLetter, IncidentEvent, IncidentReport};
 
 /// Events kept per incident: its first ones and its newest (an incident open for a
 /// week is updated thousands of times).

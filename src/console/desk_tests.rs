@@ -95,7 +95,7 @@ fn a_refused_verdict_is_noted_on_its_incident() {
     let letter = DeadLetter {
         reason: "no incident i1 on device cam".into(),
         kind: "bad_feedback".into(),
-        source: crate::monitor::output::Source::new("feedback", 0, 3),
+        source: crate::monitor::record::Source::new("feedback", 0, 3),
         payload: String::from_utf8(FeedbackMessage::Verdict(fb).encode()).unwrap(),
         payload_bytes: 0,
         time: 2.0,

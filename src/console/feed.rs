@@ -19,7 +19,8 @@ use super::http::VerdictSink;
 use super::metrics::ConsoleMetrics;
 use crate::daemon::config::KafkaConfig;
 use crate::daemon::kafka;
-use crate::monitor::feedback::{Feedback, FeedbackMessage};
+use crate::monitor::feedback::FeedbackMessage;
+use crate::monitor::incidents::Feedback;
 
 /// How often topics are looked at again for partitions not yet read (a topic the
 /// daemon has not created yet, or one given more partitions).

@@ -20,7 +20,8 @@ use super::guard::{Hosts, Peer};
 use super::metrics::ConsoleMetrics;
 use super::pages::{self, Viewer};
 use super::views::{DeviceDetail, Filter, IncidentDetail, IncidentRow};
-use crate::monitor::feedback::{Feedback, FeedbackMessage, Verdict};
+use crate::monitor::feedback::FeedbackMessage;
+use crate::monitor::incidents::{Feedback, Verdict};
 
 /// Where verdicts go: the feedback topic (`feed.rs`), or a test's list.
 pub trait VerdictSink: Send + Sync {

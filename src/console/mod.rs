@@ -105,7 +105,7 @@ struct NoVerdicts;
 impl http::VerdictSink for NoVerdicts {
     fn send(
         &self,
-        _: crate::monitor::feedback::Feedback,
+        _: crate::monitor::incidents::Feedback,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>> {
         Box::pin(async { Err("this console takes no verdicts".to_string()) })
     }

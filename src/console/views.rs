@@ -8,10 +8,11 @@ use serde::{Deserialize, Serialize};
 use super::desk::{
     day_date, verdict_name, Case, Day, Desk, DeviceCase, EventLine, Onboarding, Point, Standing, VerdictNote,
 };
-use crate::monitor::behaviours::Dismissal;
-use crate::monitor::feedback::{Feedback, Verdict};
-use crate::monitor::incident_traffic::Severity;
-use crate::monitor::output::{iso8601, IncidentReport, PriorUpdate};
+use crate::monitor::devices::PriorUpdate;
+use crate::monitor::incidents::behaviours::Dismissal;
+use crate::monitor::incidents::incident_traffic::Severity;
+use crate::monitor::incidents::{Feedback, Verdict};
+use crate::monitor::output::{iso8601, IncidentReport};
 
 /// What can raise an incident (`raised_by`): the model, or one of the looks.
 pub const RAISED_BY: &[&str] = &[
@@ -249,7 +250,7 @@ impl<'a> DeviceDetail<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::fanout::RaisedBy;
+    use crate::monitor::incidents::fanout::RaisedBy;
 
     /// The filter's list names what `raised_by` can say, each once.
     #[test]

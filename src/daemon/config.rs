@@ -402,7 +402,7 @@ impl DaemonConfig {
             quiet_ms: i.quiet_s * 1000,
             reopen_ms: i.reopen_s * 1000,
             keep_records: self.windows.positive,
-            memory: crate::monitor::behaviours::MemoryRules {
+            memory: crate::monitor::incidents::behaviours::MemoryRules {
                 remember_ms: i.remember_dismissed_s.saturating_mul(1000),
                 volume_factor: i.dismissed_volume_factor,
                 learn_quiet: i.learn_quiet_closes,
@@ -410,7 +410,7 @@ impl DaemonConfig {
                 learning_ms: i.learning_period_s.saturating_mul(1000),
             },
             fleet_ms: i.fleet_within_s.saturating_mul(1000),
-            fan_out: crate::monitor::fanout::FanOutRules {
+            fan_out: crate::monitor::incidents::fanout::FanOutRules {
                 window_ms: i.scan_window_s.saturating_mul(1000),
                 hosts: i.scan_hosts.max(1),
                 ports: i.scan_ports.max(1),
@@ -544,7 +544,7 @@ impl DaemonConfig {
 
     /// The configuration as TOML (loadable again with `--config`).
     pub fn to_toml(&self) -> String {
-        toml_string(self)
+        toml::to_string(self).expect("the configuration serialises as TOML")
     }
 
     /// The effective configuration as TOML, with secret-looking values redacted.
@@ -560,42 +560,6 @@ impl DaemonConfig {
             }
         }
         shown.to_toml()
-    }
-}
-
-fn toml_string(cfg: &DaemonConfig) -> String {
-    // serde_json → a small hand formatter keeps us off another TOML-writing dependency.
-    let value = serde_json::to_value(cfg).expect("configuration serialises");
-    let mut out = String::new();
-    if let serde_json::Value::Object(sections) = value {
-        for (section, body) in sections {
-            write_table(&mut out, &section, &body);
-        }
-    }
-    out
-}
-
-fn write_table(out: &mut String, name: &str, body: &serde_json::Value) {
-    let serde_json::Value::Object(map) = body else { return };
-    out.push_str(&format!("[{name}]\n"));
-    let mut nested = Vec::new();
-    for (k, v) in map {
-        match v {
-            serde_json::Value::Object(_) => nested.push((k, v)),
-            _ => out.push_str(&format!("{} = {}\n", toml_key(k), v)),
-        }
-    }
-    out.push('\n');
-    for (k, v) in nested {
-        write_table(out, &format!("{name}.{k}"), v);
-    }
-}
-
-fn toml_key(k: &str) -> String {
-    if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        k.to_string()
-    } else {
-        format!("\"{k}\"")
     }
 }
 

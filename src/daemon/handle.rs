@@ -22,7 +22,7 @@ use super::sinks::Sinks;
 use super::state::StateStore;
 use super::Metrics;
 use crate::monitor::clock::Clock;
-use crate::monitor::solver::ThreadSolver;
+use crate::monitor::devices::solver::ThreadSolver;
 use crate::monitor::Monitor;
 
 /// A running daemon: its HTTP address, metrics and a control channel.

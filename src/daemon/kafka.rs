@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::config::KafkaConfig;
 use super::health::Health;
-use crate::monitor::snapshot::StateTopic;
+use crate::monitor::devices::snapshot::StateTopic;
 
 /// How long librdkafka waits before fetching again for a partition whose prefetch
 /// queue is full. Its default, 1 s, idled a daemon working off a backlog: the service
@@ -448,7 +448,7 @@ mod tests {
 
     use super::*;
     use crate::daemon::config::DaemonConfig;
-    use crate::monitor::snapshot::Snapshot;
+    use crate::monitor::devices::snapshot::Snapshot;
 
     #[test]
     fn statistics_with_no_broker_up_mean_an_outage() {

@@ -39,10 +39,11 @@ mod service;
 pub mod sinks;
 mod state;
 
-/// What `metapu feedback` publishes to the feedback topic.
-pub use crate::monitor::feedback::{Feedback, FeedbackMessage, Verdict as FeedbackVerdict};
 /// The state topic's record format (tests read a device's restored windows from it).
-pub use crate::monitor::snapshot::{Part as StatePart, Snapshot, SnapshotError, StateTopic};
+pub use crate::monitor::devices::snapshot::{Part as StatePart, Snapshot, SnapshotError, StateTopic};
+/// What `metapu feedback` publishes to the feedback topic.
+pub use crate::monitor::feedback::FeedbackMessage;
+pub use crate::monitor::incidents::{Feedback, Verdict as FeedbackVerdict};
 pub use crate::wall_clock::unix_now;
 pub use config::DaemonConfig;
 pub use handle::{start, use_one_torch_thread, Control, Daemon, DaemonError};

@@ -24,7 +24,7 @@ use super::outbox::Outbox;
 use super::state::StateStore;
 use super::Metrics;
 use crate::monitor::clock::Now;
-use crate::monitor::output::Source;
+use crate::monitor::record::Source;
 use crate::monitor::{Command, Input, Monitor, Output, Received};
 use crate::wall_clock::unix_now;
 

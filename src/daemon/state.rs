@@ -17,7 +17,7 @@ use super::internal_events::{Restoring, SnapshotsSent, StateRead, StateRestoreFa
 use super::kafka;
 use super::notify;
 use super::Metrics;
-use crate::monitor::snapshot::{StateRecord, WriteFailed};
+use crate::monitor::devices::snapshot::{StateRecord, WriteFailed};
 use crate::monitor::{Restore, Restored};
 
 /// A state record and the state partition it goes to.

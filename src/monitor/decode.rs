@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::output::Source;
+use super::record::Source;
 use super::record::{self, FeatureRecord};
 
 /// One input message: where it came from and its bytes (a Kafka message, or a

@@ -13,8 +13,11 @@
 //! 3. **Incidents** (`incidents/`): each device's incident tracker, what analysts
 //!    dismissed, and the looks on packets beside the model.
 //!
-//! The topics' formats sit at the door: `record` (input), `output` (what is published),
-//! `snapshot` (the state topic), `feedback` (verdicts, onboardings, forgets). What
+//! Below the layers sit plain values: `record` (the input format and a record's
+//! `Source`) and `clock`. `output` (what is published) and `feedback` (the feedback
+//! topic's messages) are the door's; a fact a layer makes is defined in it (a device's
+//! prior update, the state topic's `snapshot`, a verdict) and imported from there.
+//! `scripts/import_directions.py` holds the directions. What
 //! happened is told to a [`telemetry`] watcher. The daemon (`crate::daemon`) feeds the
 //! door from Kafka; the lab, the tests and the benches through [`TestDriver`]; each
 //! builds it from one [`settings`] value.
@@ -22,7 +25,7 @@
 mod api;
 pub mod clock;
 mod decode;
-mod devices;
+pub mod devices;
 pub mod feedback;
 mod gathering;
 pub mod incidents;
@@ -33,17 +36,12 @@ pub mod settings;
 pub mod telemetry;
 mod test_driver;
 
-pub use adapt_jobs::{run_adaptation, run_adaptation_cached, Adapted};
-pub use adapt_worker::{AdaptWorker, Finished, WorkerSettings};
 pub use api::{Command, Input, Monitor, Output, Restore, Restored};
-pub use devices::{AdaptJob, DeviceView, WindowSizes};
-pub use engine::EventCadence;
-// The layers' modules under the names the crate has always used for them.
 pub use decode::{Consumed, PartitionOffset, Received};
-use devices::{adapt_jobs, adapt_worker, engine, stream_time};
-pub use devices::{kinds, onboarding, snapshot, solver, span_window};
-pub(crate) use incidents::explain;
-pub use incidents::{behaviours, fanout, fanout_usual, footprint, incident_traffic, logins, spoofing};
+pub use devices::adapt_jobs::{run_adaptation, run_adaptation_cached, Adapted};
+pub use devices::adapt_worker::{AdaptWorker, Finished, WorkerSettings};
+pub use devices::engine::EventCadence;
+pub use devices::{AdaptJob, DeviceView, WindowSizes};
 pub use output::Emitted;
 pub use pipeline::RecordOutputs;
 pub use settings::StateSchedule;

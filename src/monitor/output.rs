@@ -2,12 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Where a record came from (the input's coordinates; part of what is published).
-pub use super::record::Source;
 use sha2::{Digest, Sha256};
 
-use super::incident_traffic::{Severity, TrafficReport};
-use super::kinds::Share;
+use super::devices::kinds::Share;
+use super::devices::PriorUpdate;
+use super::incidents::incident_traffic::{Severity, TrafficReport};
+use super::record::Source;
 
 /// Deterministic alert id from the source coordinates: a redelivered record yields
 /// the same id, so consumers can drop duplicates (at-least-once delivery).
@@ -27,39 +27,6 @@ pub struct Alert {
     pub prior: f32,
     pub model_version: String,
     pub source: Source,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PriorUpdate {
-    pub device: String,
-    /// Estimated share of normal traffic in the device's recent window.
-    pub prior: f32,
-    pub attack_share: f32,
-    pub positive_window: usize,
-    pub unlabeled_window: usize,
-    /// Unix seconds.
-    pub time: f64,
-    pub model_version: String,
-    /// The device's own time at this adaptation point: its newest record's `ts`.
-    #[serde(default)]
-    pub ts: f64,
-    /// Records of the device scored, and of those anomalous, since this daemon began
-    /// tracking it: counters, begun again by a restart (the console's alerts by day).
-    #[serde(default)]
-    pub scored: u64,
-    #[serde(default)]
-    pub alerted: u64,
-    /// Its kind, as an operator onboarded it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// The device's times of the first and the newest record it took as known-normal
-    /// since this daemon began tracking it (absent: none since).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub known_normal_span: Option<(f64, f64)>,
-    /// The behaviours it remembers (dismissed by an analyst, or learned), each with
-    /// `expires_at`: its returns are suppressed until then.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub remembered: Vec<super::behaviours::Dismissal>,
 }
 
 /// Events on the incidents topic (key = device), told apart by `"event"`.
@@ -219,7 +186,7 @@ pub struct IncidentReport {
     pub traffic: Option<Box<TrafficReport>>,
     /// The features that moved most from the device's known-normal traffic, named and
     /// in words.
-    pub top_features: Vec<super::explain::FeatureChange>,
+    pub top_features: Vec<super::incidents::explain::FeatureChange>,
     /// Analysts' verdicts so far (`metapu.feedback`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub feedback: Vec<super::incidents::Feedback>,
@@ -232,18 +199,18 @@ pub struct IncidentReport {
     /// Of a behaviour an analyst dismissed: which dismissal (every event of a suppressed
     /// incident carries it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub suppressed: Option<Box<super::behaviours::Dismissal>>,
+    pub suppressed: Option<Box<super::incidents::behaviours::Dismissal>>,
     /// Something new in it, told in this event only (a later update carries none): it
     /// had been suppressed and went beyond the dismissed behaviour, or a look or an
     /// attack's footprint showed in it; how, in words, and the record that did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub news: Option<Box<super::behaviours::News>>,
+    pub news: Option<Box<super::incidents::behaviours::News>>,
     /// What raised it: `model` (its records' decisions, `open_k` of `open_n`), or a look
     /// on its packets (`address_scan`, `port_scan`, `flood`: `look` says why).
     #[serde(default)]
-    pub raised_by: super::fanout::RaisedBy,
+    pub raised_by: super::incidents::fanout::RaisedBy,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub look: Option<Box<super::fanout::Finding>>,
+    pub look: Option<Box<super::incidents::fanout::Finding>>,
     /// It closed quietly without a verdict, and the daemon now remembers its behaviour
     /// (`incidents.learn_quiet_closes`): its returns are suppressed; a `confirmed`
     /// verdict on it undoes that.
@@ -253,7 +220,7 @@ pub struct IncidentReport {
     /// login service, a new local peer or served port, a stranger): never learned without a
     /// verdict (`footprint.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub footprint: Option<Box<super::footprint::Footprint>>,
+    pub footprint: Option<Box<super::incidents::footprint::Footprint>>,
     /// It joined a sibling's fleet incident (event `joined`): which, on which device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<Box<super::incidents::Fleet>>,
@@ -284,7 +251,7 @@ impl IncidentReport {
         i: &super::incidents::Incident,
         resolution: Option<&str>,
         model_version: &str,
-        top_features: Vec<super::explain::FeatureChange>,
+        top_features: Vec<super::incidents::explain::FeatureChange>,
         time: f64,
     ) -> Self {
         let state = match resolution {

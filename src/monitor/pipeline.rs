@@ -7,17 +7,18 @@
 
 use std::collections::HashMap;
 
-use super::behaviours::MemoryRules;
-pub use super::clock::{Clock, Now};
+use super::clock::{Clock, Now};
 use super::decode::{releasable_offsets, Consumed, PartitionOffset, Received};
+use super::devices::engine::{Engine, Processed, RecordOutcome};
+use super::devices::kinds::Share;
 use super::devices::{Device, DeviceTable};
-use super::engine::{Engine, Processed, RecordOutcome};
-use super::explain::{feature_changes, FeatureChange};
 use super::feedback::{Applying, FeedbackMessage};
+use super::incidents::behaviours::MemoryRules;
+use super::incidents::explain::{feature_changes, FeatureChange};
 use super::incidents::{Decision, Incident, IncidentRules, Transition};
-use super::kinds::Share;
-use super::output::{self, Alert, DeadLetter, Emitted, IncidentEvent, IncidentReport, ScoreRecord, Source};
+use super::output::{self, Alert, DeadLetter, Emitted, IncidentEvent, IncidentReport, ScoreRecord};
 use super::record::FeatureRecord;
+use super::record::Source;
 use super::telemetry::{Event, Telemetry};
 use crate::model::Model;
 

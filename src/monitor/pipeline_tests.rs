@@ -3,10 +3,10 @@
 use super::*;
 use crate::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 use crate::monitor::decode::{decode_batch, releasable_offsets};
+use crate::monitor::devices::engine::Scheduling;
+use crate::monitor::devices::stream_time::StreamClocks;
 use crate::monitor::devices::{DeviceTable, WindowSizes};
-use crate::monitor::engine::Scheduling;
 use crate::monitor::record;
-use crate::monitor::stream_time::StreamClocks;
 use crate::monitor::telemetry::Tally;
 
 /// Held while a test's network is drawn: torch's generator is the process's, and two
@@ -70,8 +70,8 @@ fn pipeline() -> Pipeline {
         quiet_ms: 5000,
         reopen_ms: 0,
         keep_records: 3,
-        memory: crate::monitor::behaviours::MemoryRules::OFF,
-        fan_out: crate::monitor::fanout::FanOutRules::OFF,
+        memory: crate::monitor::incidents::behaviours::MemoryRules::OFF,
+        fan_out: crate::monitor::incidents::fanout::FanOutRules::OFF,
         fleet_ms: 0,
     };
     Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Service, 100)
@@ -143,7 +143,8 @@ fn replay_with(batch_sizes: &[usize], service_ms_step: u64, min_records: usize) 
 
 /// The engine of [`replay_solved`].
 fn event_engine(min_records: usize) -> Engine {
-    let cadence = crate::monitor::engine::EventCadence { interval_s: 1.0, min_records, after_records: 0 };
+    let cadence =
+        crate::monitor::devices::engine::EventCadence { interval_s: 1.0, min_records, after_records: 0 };
     engine_on(
         0.9, // the burst scores 0.75-0.85, the rest over 0.9
         DeviceTable::new(2, sizes(), 10).on_clock(true, StreamClocks::default()),
@@ -164,7 +165,7 @@ fn replay_solved(
     batch_sizes: &[usize],
     service_ms_step: u64,
     min_records: usize,
-    solver: Option<Box<dyn crate::monitor::solver::Solver>>,
+    solver: Option<Box<dyn crate::monitor::devices::solver::Solver>>,
 ) -> (Replayed, u64) {
     replay_restarted(batch_sizes, service_ms_step, min_records, solver, None)
 }
@@ -178,10 +179,10 @@ fn restarted(engine: &mut Engine, now: Now, model: &str, min_records: usize) -> 
     let mut next = event_engine(min_records);
     let mut adapt = Vec::new();
     for id in &ids {
-        let part = |p: crate::monitor::snapshot::Part| {
+        let part = |p: crate::monitor::devices::snapshot::Part| {
             records.iter().find(|r| &r.device == id && r.part == p).and_then(|r| r.value.clone())
         };
-        use crate::monitor::snapshot::{Part, Snapshot};
+        use crate::monitor::devices::snapshot::{Part, Snapshot};
         let main = part(Part::Main).expect("a main record");
         let (pos, unl) = (part(Part::Positive), part(Part::Unlabeled));
         let snapshot = Snapshot::assemble(&main, pos.as_deref(), unl.as_deref()).expect("a snapshot");
@@ -198,7 +199,7 @@ fn replay_restarted(
     batch_sizes: &[usize],
     service_ms_step: u64,
     min_records: usize,
-    solver: Option<Box<dyn crate::monitor::solver::Solver>>,
+    solver: Option<Box<dyn crate::monitor::devices::solver::Solver>>,
     restart: Option<Restart>,
 ) -> (Replayed, u64) {
     let tally = Tally::default();
@@ -213,8 +214,8 @@ fn replay_restarted(
         quiet_ms: 3_000,
         reopen_ms: 0,
         keep_records: 3,
-        memory: crate::monitor::behaviours::MemoryRules::OFF,
-        fan_out: crate::monitor::fanout::FanOutRules::OFF,
+        memory: crate::monitor::incidents::behaviours::MemoryRules::OFF,
+        fan_out: crate::monitor::incidents::fanout::FanOutRules::OFF,
         fleet_ms: 0,
     };
     let mut pipeline = Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Event, 100);
@@ -278,7 +279,7 @@ fn on_the_event_clock_batching_and_speed_change_nothing() {
 /// next point, however soon it is solved.
 #[test]
 fn a_solver_thread_decides_what_the_inline_solver_decides() {
-    use crate::monitor::solver::ThreadSolver;
+    use crate::monitor::devices::solver::ThreadSolver;
     let inline = replay_with(&[240], 0, 1);
     assert!(inline.0 .1.iter().any(|i| i.starts_with("opened cam")), "an incident: {:?}", inline.0 .1);
     for sizes in [&[240usize][..], &[1], &[7, 1, 30]] {

@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-pub use crate::traffic::context::Context;
+use crate::traffic::context::Context;
 
 /// Where a record came from: its topic, partition and offset, and its place in a batch
 /// message (0 for a message of one record, and then not written out).

@@ -6,11 +6,12 @@
 //! (the pipeline's clock, the engine's cadence, the device table's clock).
 
 use super::clock::Clock;
+use super::devices::engine::{Engine, EventCadence, Scheduling};
+use super::devices::stream_time::StreamClocks;
 use super::devices::DeviceTable;
-use super::engine::{Engine, EventCadence, Scheduling, WindowSizes};
+use super::devices::WindowSizes;
 use super::incidents::IncidentRules;
 use super::pipeline::{Pipeline, RecordOutputs};
-use super::stream_time::StreamClocks;
 use crate::model::Model;
 
 #[derive(Debug, Clone)]

@@ -8,12 +8,12 @@
 
 use std::collections::VecDeque;
 
-use super::adapt_jobs::run_adaptation;
 use super::api::{Command, Input, Monitor, Output};
 use super::clock::Now;
 use super::decode::Received;
+use super::devices::adapt_jobs::run_adaptation;
 use super::output::Emitted;
-use super::output::Source;
+use super::record::Source;
 use super::settings::CoreSettings;
 use super::telemetry::Tally;
 use crate::model::Model;

@@ -1,5 +1,6 @@
 //! Tests of `simulate.rs`.
 use super::*;
+use crate::data::Label;
 
 fn small(seed: u64) -> FleetConfig {
     FleetConfig { devices: 5, duration_s: 120.0, seed, attacked_share: 1.0, ..FleetConfig::default() }

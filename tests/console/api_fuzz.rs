@@ -13,7 +13,7 @@ use metapu::console::desk::Desk;
 use metapu::console::guard::Hosts;
 use metapu::console::http::{router, Console, VerdictSink};
 use metapu::console::metrics::ConsoleMetrics;
-use metapu::monitor::feedback::Feedback;
+use metapu::monitor::incidents::Feedback;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tower::ServiceExt;

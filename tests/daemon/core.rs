@@ -6,10 +6,10 @@ use crate::support::*;
 use metapu::daemon::config::DaemonConfig;
 use metapu::data::Label;
 use metapu::model::file;
-use metapu::monitor::feedback::{Feedback, FeedbackMessage, Verdict};
-use metapu::monitor::incidents::IncidentRules;
-use metapu::monitor::output::{IncidentEvent, Source};
-use metapu::monitor::record;
+use metapu::monitor::feedback::FeedbackMessage;
+use metapu::monitor::incidents::{Feedback, IncidentRules, Verdict};
+use metapu::monitor::output::IncidentEvent;
+use metapu::monitor::record::{self, Source};
 use metapu::monitor::{Emitted, Input, Received, RecordOutputs, TestDriver};
 
 /// The daemon's monitor on the test model, with quick incidents.

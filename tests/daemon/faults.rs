@@ -6,8 +6,8 @@ use metapu::daemon::config::DaemonConfig;
 use metapu::data::Label;
 use metapu::model::file;
 use metapu::monitor::clock::Clock;
-use metapu::monitor::output::Source;
 use metapu::monitor::record;
+use metapu::monitor::record::Source;
 use metapu::monitor::settings::CoreSettings;
 use metapu::monitor::{Emitted, Input, Output, Received, RecordOutputs, TestDriver};
 

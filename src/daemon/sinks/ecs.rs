@@ -6,7 +6,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::monitor::incident_traffic::{Severity, TrafficReport};
+use crate::monitor::incidents::incident_traffic::{Severity, TrafficReport};
 use crate::monitor::output::{IncidentEvent, IncidentReport};
 
 /// The ECS version the documents follow.
@@ -211,7 +211,7 @@ pub use crate::monitor::output::iso8601;
 mod tests {
     use super::*;
 
-    use crate::monitor::incident_traffic::syn_to;
+    use crate::monitor::incidents::incident_traffic::syn_to;
     use crate::monitor::incidents::Incident;
 
     /// A device that scanned 254 hosts on 23/tcp, as an opened incident's ECS document.

@@ -24,7 +24,8 @@ use super::internal_events::{
     SinkDelivered, SinkDequeued, SinkDropped, SinkQueued, SinkRejected, SinkRetried,
 };
 use super::Metrics;
-use crate::monitor::output::{payload_excerpt, DeadLetter, IncidentEvent, Source};
+use crate::monitor::output::{payload_excerpt, DeadLetter, IncidentEvent};
+use crate::monitor::record::Source;
 use crate::monitor::Emitted;
 use crate::wall_clock::unix_now;
 

@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 
 use super::ecs::iso8601;
 use super::{Failure, Receiver, SinkFormat};
-use crate::monitor::incident_traffic::Severity;
+use crate::monitor::incidents::incident_traffic::Severity;
 use crate::monitor::output::IncidentEvent;
 
 /// `[sinks.syslog]`.

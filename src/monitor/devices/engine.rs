@@ -7,17 +7,14 @@ use std::collections::{HashMap, HashSet};
 use crate::model::{Model, TaskState};
 
 use super::adapt_jobs::run_adaptation;
-pub use super::adapt_jobs::Adapted;
+use super::adapt_jobs::Adapted;
 
 use super::snapshot::Snapshot;
 use super::solver::{InlineSolver, Solved, Solver};
-pub use super::AdaptJob;
-pub use super::WindowSizes;
 use super::{records_needed, AdaptationPoint};
-use super::{Classifiers, DeviceTable, Kept};
+use super::{AdaptJob, Classifiers, DeviceTable, Kept};
 use crate::monitor::clock::Now;
-use crate::monitor::record::FeatureRecord;
-pub use crate::monitor::record::Source;
+use crate::monitor::record::{FeatureRecord, Source};
 
 /// Outcome for one record.
 #[derive(Debug, Clone, Copy, PartialEq)]

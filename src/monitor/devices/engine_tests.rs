@@ -1,5 +1,6 @@
 use super::*;
 use crate::model::{MetaPuNet, NetConfig, PreprocessKind, Preprocessor, Provenance};
+use crate::monitor::devices::WindowSizes;
 
 fn at(partition: i32, offset: i64) -> Source {
     Source::new("in", partition, offset)

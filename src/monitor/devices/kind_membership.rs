@@ -2,8 +2,8 @@
 //! dismissed, and what it is offered of its siblings'.
 
 use super::*;
-use crate::monitor::behaviours::{Behaviour, Dismissal};
-use crate::monitor::footprint::Footprint;
+use crate::monitor::incidents::behaviours::{Behaviour, Dismissal};
+use crate::monitor::incidents::footprint::Footprint;
 use crate::monitor::incidents::Incident;
 use crate::monitor::incidents::Raised;
 
@@ -38,7 +38,7 @@ impl DeviceTable {
     /// The tracked device `id` is of `kind` from now (`now`: Unix seconds); it leaves
     /// the kind it was of, withdrawing what it shared there.
     pub fn join_kind(&mut self, id: &str, kind: &str, now: f64) -> Result<(), String> {
-        crate::monitor::kinds::check_name(kind).map_err(|e| e.to_string())?;
+        crate::monitor::devices::kinds::check_name(kind).map_err(|e| e.to_string())?;
         let d = self.devices.get_mut(id).ok_or_else(|| format!("unknown device {id}"))?;
         if d.kind.as_deref() == Some(kind) {
             return Ok(());

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::windows::SharedRows;
-use crate::monitor::behaviours::{Behaviour, Memory, MAX_REMEMBERED};
-pub use crate::monitor::incidents::Raised;
+use crate::monitor::incidents::behaviours::{Behaviour, Memory, MAX_REMEMBERED};
+use crate::monitor::incidents::Raised;
 
 /// Longest kind name accepted.
 pub const MAX_KIND_LEN: usize = 128;
@@ -227,7 +227,7 @@ impl Kinds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::behaviours::Dismissal;
+    use crate::monitor::incidents::behaviours::Dismissal;
     use std::collections::BTreeSet;
 
     fn share(device: &str, rows: &[f32], dismissed: &[&str]) -> Share {

@@ -19,11 +19,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::model::TaskState;
 
-use super::behaviours::{Dismissal, MemoryRules};
 use super::clock::Now;
+use super::incidents::behaviours::MemoryRules;
 use super::incidents::Feedback;
 use super::incidents::{Applied, Decision, IncidentRules, IncidentTracker, Transition};
-use super::output::PriorUpdate;
 use super::record::Source;
 use kinds::{KindError, Kinds, Share};
 use onboarding::{seed_of, Onboarding, MAX_SPAN_S};
@@ -50,6 +49,8 @@ mod eviction;
 mod incident_routing;
 mod kind_membership;
 mod onboarding_spans;
+mod prior_update;
+pub use prior_update::PriorUpdate;
 mod state_topic;
 #[cfg(test)]
 #[path = "table_tests.rs"]
@@ -317,36 +318,6 @@ impl Device {
         SharedRows::new(rows)
     }
 
-    /// The prior update of a device just adapted, as of `time` (Unix seconds); `None`
-    /// if it has no classifier.
-    pub fn prior_update(
-        &self,
-        id: &str,
-        model_version: &str,
-        time: f64,
-        memory: &MemoryRules,
-    ) -> Option<PriorUpdate> {
-        let prior = self.classifier.as_ref()?.prior;
-        let remembered = (self.incidents.memory().behaviours.iter())
-            .map(|b| Dismissal { expires_at: Some(b.dismissal.expires(memory)), ..b.dismissal.clone() })
-            .collect();
-        Some(PriorUpdate {
-            device: id.to_string(),
-            prior,
-            attack_share: 1.0 - prior,
-            positive_window: self.positive.len(),
-            unlabeled_window: self.unlabeled.len(),
-            time,
-            model_version: model_version.to_string(),
-            ts: self.clock,
-            scored: self.scored,
-            alerted: self.alerted,
-            kind: self.kind.clone(),
-            known_normal_span: self.known_span,
-            remembered,
-        })
-    }
-
     pub fn heap_bytes(&self) -> usize {
         self.positive.heap_bytes()
             + self.unlabeled.heap_bytes()
@@ -464,6 +435,10 @@ impl DeviceTable {
 
     pub fn len(&self) -> usize {
         self.devices.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty()
     }
 
     pub fn dim(&self) -> usize {

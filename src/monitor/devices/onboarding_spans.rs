@@ -17,7 +17,7 @@ impl DeviceTable {
         now: f64,
     ) -> Result<Onboarding, String> {
         if let Some(k) = kind {
-            crate::monitor::kinds::check_name(k).map_err(|e| e.to_string())?;
+            crate::monitor::devices::kinds::check_name(k).map_err(|e| e.to_string())?;
         }
         if !(span_s.is_finite() && span_s > 0.0 && span_s <= MAX_SPAN_S) {
             return Err(format!(

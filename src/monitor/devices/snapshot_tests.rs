@@ -36,8 +36,8 @@ fn snapshots_round_trip_and_reject_garbage() {
         quiet_ms: 1,
         reopen_ms: 0,
         keep_records: 1,
-        memory: crate::monitor::behaviours::MemoryRules::OFF,
-        fan_out: crate::monitor::fanout::FanOutRules::OFF,
+        memory: crate::monitor::incidents::behaviours::MemoryRules::OFF,
+        fan_out: crate::monitor::incidents::fanout::FanOutRules::OFF,
         fleet_ms: 0,
     };
     let mut with_incident = s.clone();
@@ -56,17 +56,17 @@ fn snapshots_round_trip_and_reject_garbage() {
     // So do the behaviours analysts dismissed.
     let mut remembered = with_incident.clone();
     let id = remembered.incidents.open().map(|i| i.id.clone()).unwrap();
-    let fb = crate::monitor::feedback::Feedback {
+    let fb = crate::monitor::incidents::Feedback {
         device: "a".into(),
         incident_id: id,
-        verdict: crate::monitor::feedback::Verdict::FalsePositive,
+        verdict: crate::monitor::incidents::Verdict::FalsePositive,
         by: "ana".into(),
         note: "nightly upload".into(),
         id: String::new(),
         at: 0.0,
         from: String::new(),
     };
-    let memory = crate::monitor::behaviours::MemoryRules {
+    let memory = crate::monitor::incidents::behaviours::MemoryRules {
         remember_ms: 1_000,
         volume_factor: 3.0,
         learn_quiet: false,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::monitor::snapshot::Part;
+use crate::monitor::devices::snapshot::Part;
 
 #[test]
 fn device_table_bootstraps_evicts_and_schedules() {
@@ -51,7 +51,7 @@ fn an_evicted_device_with_an_open_incident_is_kept_until_taken() {
 /// device sends nothing more (a restart would otherwise forget the dismissal).
 #[test]
 fn a_verdict_marks_the_device_for_its_next_snapshot() {
-    use crate::monitor::feedback::{Feedback, Verdict};
+    use crate::monitor::incidents::{Feedback, Verdict};
     let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 1, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 10);
     t.observe("cam", &[1.0], true, &at(0, 0), 0.0, 0);
@@ -291,8 +291,8 @@ fn one_anomaly_opens() -> crate::monitor::incidents::IncidentRules {
         quiet_ms: 10_000,
         reopen_ms: 0,
         keep_records: 1,
-        memory: crate::monitor::behaviours::MemoryRules::OFF,
-        fan_out: crate::monitor::fanout::FanOutRules::OFF,
+        memory: crate::monitor::incidents::behaviours::MemoryRules::OFF,
+        fan_out: crate::monitor::incidents::fanout::FanOutRules::OFF,
         fleet_ms: 0,
     }
 }
@@ -371,8 +371,8 @@ fn redelivered_records_do_not_enter_the_windows_twice() {
 /// the second once given on its clock. One raised before the first never joins it.
 #[test]
 fn a_kinds_members_raising_one_behaviour_form_one_fleet_incident_with_one_verdict() {
-    use crate::monitor::feedback::{Feedback, Verdict};
     use crate::monitor::incidents::{fleet_note, Decision, Resolution};
+    use crate::monitor::incidents::{Feedback, Verdict};
     use crate::traffic::context::Context;
     let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 10);

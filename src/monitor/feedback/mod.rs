@@ -12,13 +12,13 @@ mod verdict;
 
 use serde::{Deserialize, Serialize};
 
-pub use super::incidents::{Feedback, Verdict};
+use super::incidents::Feedback;
 pub use forget::Forget;
 pub use onboard::Onboard;
 
-use super::behaviours::MemoryRules;
 use super::clock::Now;
 use super::devices::DeviceTable;
+use super::incidents::behaviours::MemoryRules;
 use super::incidents::Transition;
 use super::output::Emitted;
 use super::telemetry::Telemetry;
@@ -96,6 +96,7 @@ pub(in crate::monitor) trait Applying {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::monitor::incidents::Verdict;
 
     #[test]
     fn each_message_names_its_type_and_decodes_to_it() {
