@@ -25,7 +25,7 @@ use super::output::IncidentEvent;
 use super::pipeline::Pipeline;
 use super::record;
 use super::settings::{CoreSettings, StateSchedule};
-use super::telemetry::{Event, Telemetry};
+use super::telemetry::{Event, Eviction, Telemetry};
 use crate::model::Model;
 
 /// Everything the monitor is told. Each comes with the time (`Now`) it happens at.
@@ -386,7 +386,7 @@ impl Monitor {
     fn evict_idle(&mut self, now: Now, telemetry: &dyn Telemetry) {
         if self.schedule.idle_timeout_ms > 0 {
             let gone = self.engine.devices_mut().evict_idle(now.ms, self.schedule.idle_timeout_ms);
-            telemetry.event(Event::Evicted { reason: "idle", count: gone.len() });
+            telemetry.event(Event::Evicted { reason: Eviction::Idle, count: gone.len() });
         }
     }
 
@@ -433,7 +433,7 @@ impl Monitor {
         for d in &leaving {
             self.engine.devices_mut().remove(d);
         }
-        telemetry.event(Event::Evicted { reason: "revoked", count: leaving.len() });
+        telemetry.event(Event::Evicted { reason: Eviction::Revoked, count: leaving.len() });
         if !records.is_empty() {
             out.commands.push(Command::WriteState { records, wait: true });
         }

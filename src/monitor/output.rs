@@ -30,8 +30,11 @@ pub struct Alert {
 }
 
 /// Events on the incidents topic (key = device), told apart by `"event"`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Its `"event"` tags are its variants' names in snake case, said once: serde writes
+/// them, and `strum` gives them to the metrics (`VARIANTS`) and to [`Self::name`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, strum::IntoStaticStr, strum::VariantNames)]
 #[serde(tag = "event", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum IncidentEvent {
     Opened(IncidentReport),
     Updated(IncidentReport),
@@ -115,20 +118,7 @@ pub enum IncidentEvent {
 impl IncidentEvent {
     /// Its `"event"` tag.
     pub fn name(&self) -> &'static str {
-        match self {
-            Self::Opened(_) => "opened",
-            Self::Updated(_) => "updated",
-            Self::Reopened(_) => "reopened",
-            Self::Suppressed(_) => "suppressed",
-            Self::Closed(_) => "closed",
-            Self::Reviewed(_) => "reviewed",
-            Self::Joined(_) => "joined",
-            Self::Forgotten { .. } => "forgotten",
-            Self::Unlearned { .. } => "unlearned",
-            Self::Onboarding { .. } => "onboarding",
-            Self::Onboarded { .. } => "onboarded",
-            Self::Unmonitored { .. } => "unmonitored",
-        }
+        self.into()
     }
 
     /// The device it is about (the record's key).
@@ -421,6 +411,74 @@ pub enum Emitted {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The name the metrics count an event under is the tag it is published with, for
+    /// every variant (serde and strum each derive it from the variant's name).
+    #[test]
+    fn every_incident_event_s_name_is_its_published_tag() {
+        let incident = crate::monitor::incidents::Incident::sample(10, 5);
+        let r = IncidentReport::of("cam", &incident, None, "v", Vec::new(), 0.0);
+        let (d, s) = (String::from("cam"), String::new());
+        let events = vec![
+            IncidentEvent::Opened(r.clone()),
+            IncidentEvent::Updated(r.clone()),
+            IncidentEvent::Reopened(r.clone()),
+            IncidentEvent::Suppressed(r.clone()),
+            IncidentEvent::Closed(r.clone()),
+            IncidentEvent::Reviewed(r.clone()),
+            IncidentEvent::Joined(r),
+            IncidentEvent::Unlearned {
+                device: d.clone(),
+                incident_id: s.clone(),
+                by: s.clone(),
+                note: s.clone(),
+                time: 0.0,
+            },
+            IncidentEvent::Forgotten {
+                device: d.clone(),
+                known_normal: 0,
+                by: s.clone(),
+                note: s.clone(),
+                time: 0.0,
+            },
+            IncidentEvent::Onboarding {
+                device: d.clone(),
+                kind: None,
+                from: 0.0,
+                until: 1.0,
+                by: s.clone(),
+                note: s.clone(),
+                time: 0.0,
+            },
+            IncidentEvent::Onboarded {
+                device: d.clone(),
+                from: 0.0,
+                until: 1.0,
+                records: 0,
+                known_normal: 0,
+                by: s.clone(),
+                note: s,
+                time: 0.0,
+            },
+            IncidentEvent::Unmonitored {
+                device: d,
+                records: 1,
+                since_s: 0.0,
+                time: 0.0,
+                message: String::new(),
+            },
+        ];
+        let names: Vec<&str> = events.iter().map(IncidentEvent::name).collect();
+        assert_eq!(
+            names,
+            <IncidentEvent as strum::VariantNames>::VARIANTS,
+            "one event of each variant, in order"
+        );
+        for e in &events {
+            let tag = serde_json::to_value(e).unwrap()["event"].as_str().unwrap().to_string();
+            assert_eq!(tag, e.name());
+        }
+    }
 
     /// An incident half of whose records were anomalous says so, whatever the model's
     /// estimate for the device's window was at its last adaptation (which lags).

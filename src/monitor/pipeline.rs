@@ -19,7 +19,7 @@ use super::incidents::{Decision, Incident, IncidentRules, Transition};
 use super::output::{self, Alert, DeadLetter, Emitted, IncidentEvent, IncidentReport, ScoreRecord};
 use super::record::FeatureRecord;
 use super::record::Source;
-use super::telemetry::{Event, Telemetry};
+use super::telemetry::{Event, Eviction, FeedbackResult, ShareResult, Telemetry};
 use crate::model::Model;
 
 /// Which per-record outputs are built: both are off in production (incidents are what
@@ -180,7 +180,7 @@ impl Pipeline {
         {
             engine.devices_mut().set_time(latest);
         }
-        telemetry.event(Event::Evicted { reason: "capacity", count: processed.evicted });
+        telemetry.event(Event::Evicted { reason: Eviction::Capacity, count: processed.evicted });
         telemetry.event(Event::Redelivered(processed.replayed));
         telemetry.event(Event::Adapted(processed.adapted.len()));
         telemetry.event(Event::AdaptationWaits(processed.waits));
@@ -326,7 +326,7 @@ impl Pipeline {
             let mut to =
                 Commands { pipeline: self, engine, now, version: model_version, telemetry, out: &mut out };
             if let Err(reason) = FeedbackMessage::decode(&m.payload).and_then(|f| f.apply(&mut to)) {
-                telemetry.event(Event::Feedback { device: "", result: "refused" });
+                telemetry.event(Event::Feedback { device: "", result: FeedbackResult::Refused });
                 out.push(dead_letter(m, "bad_feedback", reason, now.unix));
             }
         }
@@ -357,13 +357,13 @@ impl Pipeline {
                 });
             match applied {
                 Ok(transitions) => {
-                    telemetry.event(Event::KindShare { result: "applied" });
+                    telemetry.event(Event::KindShare { result: ShareResult::Applied });
                     for (device, t) in transitions {
                         out.push(self.incident_output(engine, &device, &t, model_version, now));
                     }
                 }
                 Err(reason) => {
-                    telemetry.event(Event::KindShare { result: "refused" });
+                    telemetry.event(Event::KindShare { result: ShareResult::Refused });
                     out.push(dead_letter(m, "bad_share", reason, now.unix));
                 }
             }

@@ -13,13 +13,47 @@ use std::collections::BTreeMap;
 
 use super::output::Emitted;
 
+/// Why devices left memory. A label's values are its variants, named once here: the
+/// metrics register them from this list (`strum`'s `VARIANTS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantNames, strum::Display)]
+#[strum(serialize_all = "snake_case")]
+pub enum Eviction {
+    /// Over `devices.max_tracked`: the least recently seen went.
+    Capacity,
+    /// Quiet past `devices.idle_timeout_s`.
+    Idle,
+    /// Its partition moved to another daemon.
+    Revoked,
+}
+
+/// What became of a feedback message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantNames, strum::Display)]
+#[strum(serialize_all = "snake_case")]
+pub enum FeedbackResult {
+    /// An analyst's false positive, applied.
+    FalsePositive,
+    /// An analyst's confirmed attack, applied.
+    Confirmed,
+    /// Refused (a dead letter says why).
+    Refused,
+}
+
+/// What became of a share read on the kinds topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantNames, strum::Display)]
+#[strum(serialize_all = "snake_case")]
+pub enum ShareResult {
+    Applied,
+    /// Refused (a dead letter says why).
+    Refused,
+}
+
 /// One thing the core did.
 #[derive(Debug, Clone, Copy)]
 pub enum Event<'a> {
     /// A micro-batch processed: its records.
     Batch { records: usize },
-    /// Devices dropped from memory, by reason (`capacity`, `idle`, `revoked`).
-    Evicted { reason: &'a str, count: usize },
+    /// Devices dropped from memory, by reason.
+    Evicted { reason: Eviction, count: usize },
     /// Records a batch message held beyond its first (the shell counts messages as they
     /// arrive; these make its count one of records).
     Unbatched(usize),
@@ -43,10 +77,10 @@ pub enum Event<'a> {
     Published(&'a Emitted),
     /// Incidents open now.
     IncidentsOpen(usize),
-    /// Analyst feedback applied (`false_positive`, `confirmed`) or `refused`.
-    Feedback { device: &'a str, result: &'a str },
-    /// A share read on the kinds topic: `applied` or `refused`.
-    KindShare { result: &'a str },
+    /// Analyst feedback applied or refused.
+    Feedback { device: &'a str, result: FeedbackResult },
+    /// A share read on the kinds topic, applied or refused.
+    KindShare { result: ShareResult },
     /// The kinds known now, with the members that shared something in each.
     Kinds(&'a [(String, usize)]),
     /// Devices tracked now.

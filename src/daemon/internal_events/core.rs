@@ -3,7 +3,7 @@
 //! events, priors) comes as the output itself ([`Event::Published`]).
 
 use crate::monitor::output::{Emitted, IncidentEvent};
-use crate::monitor::telemetry::{Event, Telemetry};
+use crate::monitor::telemetry::{Event, Eviction, FeedbackResult, ShareResult, Telemetry};
 
 use super::{InternalEvent, Metrics};
 
@@ -51,17 +51,18 @@ impl InternalEvent for BatchRun {
     }
 }
 
-/// Devices dropped from memory, by reason (`capacity`, `idle`, `revoked`).
-struct DevicesEvicted<'a> {
-    reason: &'a str,
+/// Devices dropped from memory, by reason.
+struct DevicesEvicted {
+    reason: Eviction,
     count: usize,
 }
 
-impl InternalEvent for DevicesEvicted<'_> {
+impl InternalEvent for DevicesEvicted {
     fn emit(self, m: &Metrics) {
-        m.devices_evicted.with_label_values(&[self.reason]).inc_by(self.count as u64);
-        if self.count > 0 && self.reason != "capacity" {
-            tracing::debug!(reason = self.reason, count = self.count, "devices evicted");
+        let reason: &str = self.reason.into();
+        m.devices_evicted.with_label_values(&[reason]).inc_by(self.count as u64);
+        if self.count > 0 && self.reason != Eviction::Capacity {
+            tracing::debug!(reason, count = self.count, "devices evicted");
         }
     }
 }
@@ -217,28 +218,29 @@ impl InternalEvent for IncidentsOpen {
     }
 }
 
-/// An analyst's verdict applied (`false_positive`, `confirmed`), or a feedback message
-/// refused (`refused`: a dead letter says why).
+/// An analyst's verdict applied, or a feedback message refused (a dead letter says why).
 struct FeedbackApplied<'a> {
     device: &'a str,
-    result: &'a str,
+    result: FeedbackResult,
 }
 
 impl InternalEvent for FeedbackApplied<'_> {
     fn emit(self, m: &Metrics) {
-        m.feedback.with_label_values(&[self.result]).inc();
-        tracing::info!(device = self.device, result = self.result, "analyst feedback");
+        let result: &str = self.result.into();
+        m.feedback.with_label_values(&[result]).inc();
+        tracing::info!(device = self.device, result, "analyst feedback");
     }
 }
 
-/// A share read on the kinds topic: `applied`, or `refused` (a dead letter says why).
-struct KindShareRead<'a>(&'a str);
+/// A share read on the kinds topic, applied or refused (a dead letter says why).
+struct KindShareRead(ShareResult);
 
-impl InternalEvent for KindShareRead<'_> {
+impl InternalEvent for KindShareRead {
     fn emit(self, m: &Metrics) {
-        m.kind_shares.with_label_values(&[self.0]).inc();
-        if self.0 != "applied" {
-            tracing::warn!(result = self.0, "kind share refused");
+        let result: &str = self.0.into();
+        m.kind_shares.with_label_values(&[result]).inc();
+        if self.0 != ShareResult::Applied {
+            tracing::warn!(result, "kind share refused");
         }
     }
 }

@@ -8,6 +8,10 @@ use prometheus::{
 };
 
 use crate::endpoints::{register, render};
+use crate::monitor::incidents::Resolution;
+use crate::monitor::output::IncidentEvent;
+use crate::monitor::telemetry::{Eviction, FeedbackResult, ShareResult};
+use strum::VariantNames;
 
 pub struct Metrics {
     pub(super) registry: Registry,
@@ -321,21 +325,20 @@ impl Metrics {
         for change in ["assigned", "revoked"] {
             self.rebalances.with_label_values(&[change]);
         }
-        for reason in ["capacity", "idle", "revoked"] {
+        // Each list is its enum's variants, so a new value is registered where it is added.
+        for reason in Eviction::VARIANTS {
             self.devices_evicted.with_label_values(&[reason]);
         }
-        for event in
-            ["opened", "updated", "reopened", "closed", "reviewed", "unmonitored", "forgotten", "unlearned"]
-        {
+        for event in IncidentEvent::VARIANTS {
             self.incidents.with_label_values(&[event]);
         }
-        for resolution in ["quiet", "dismissed", "evicted"] {
+        for resolution in Resolution::VARIANTS {
             self.incidents_closed.with_label_values(&[resolution]);
         }
-        for result in ["false_positive", "confirmed", "refused"] {
+        for result in FeedbackResult::VARIANTS {
             self.feedback.with_label_values(&[result]);
         }
-        for result in ["applied", "refused"] {
+        for result in ShareResult::VARIANTS {
             self.kind_shares.with_label_values(&[result]);
         }
         for result in ["ok", "error"] {
@@ -392,5 +395,31 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every value of a labelled counter is on /metrics before its first event, from the
+    /// enum that names it (a dashboard's series exist from the start).
+    #[test]
+    fn every_label_value_is_exported_from_the_start() {
+        let body = Metrics::new().render();
+        let lists: [(&str, &str, &[&str]); 5] = [
+            ("metapu_incident_events_total", "event", IncidentEvent::VARIANTS),
+            ("metapu_incidents_closed_total", "resolution", Resolution::VARIANTS),
+            ("metapu_devices_evicted_total", "reason", Eviction::VARIANTS),
+            ("metapu_feedback_total", "result", FeedbackResult::VARIANTS),
+            ("metapu_kind_shares_total", "result", ShareResult::VARIANTS),
+        ];
+        for (metric, label, values) in lists {
+            assert!(values.len() >= 2, "{metric}: {values:?}");
+            for value in values {
+                let series = format!("{metric}{{{label}=\"{value}\"}} 0");
+                assert!(body.contains(&series), "{series} is not on /metrics:\n{body}");
+            }
+        }
     }
 }

@@ -8,17 +8,18 @@ use super::Applying;
 use crate::monitor::incidents::{Applied, Feedback};
 use crate::monitor::output::Emitted;
 use crate::monitor::output::IncidentEvent;
-use crate::monitor::telemetry::Event;
+use crate::monitor::telemetry::{Event, FeedbackResult};
 
 impl Feedback {
     pub(super) fn apply(self, to: &mut dyn Applying) -> Result<(), String> {
         let (at, max_age_s, memory) = (to.time(&self.device), to.feedback_max_age_s(), to.memory());
         let applied = to.devices().apply_feedback(&self, at, max_age_s, &memory)?;
         let (transition, result) = match applied {
-            Applied::Confirmed(t) => (t, "confirmed"),
-            Applied::Dismissed(t) => (t, "false_positive"),
+            Applied::Confirmed(t) => (t, FeedbackResult::Confirmed),
+            Applied::Dismissed(t) => (t, FeedbackResult::FalsePositive),
             Applied::Unlearned => {
-                to.telemetry().event(Event::Feedback { device: &self.device, result: "confirmed" });
+                to.telemetry()
+                    .event(Event::Feedback { device: &self.device, result: FeedbackResult::Confirmed });
                 to.emit(Emitted::Incident(IncidentEvent::Unlearned {
                     time: to.time(&self.device),
                     device: self.device,

@@ -263,8 +263,9 @@ pub struct IncidentFigures {
     pub peak_score: f32,
 }
 
-/// Why an incident closed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why an incident closed (the metrics register its values from this list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantNames)]
+#[strum(serialize_all = "snake_case")]
 pub enum Resolution {
     /// `quiet` passed with no anomalous decision.
     Quiet,
@@ -277,11 +278,7 @@ pub enum Resolution {
 
 impl Resolution {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Resolution::Quiet => "quiet",
-            Resolution::Dismissed => "dismissed",
-            Resolution::Evicted => "evicted",
-        }
+        self.into()
     }
 }
 
