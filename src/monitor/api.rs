@@ -124,7 +124,6 @@ pub struct Monitor {
     /// Messages on this topic are the feedback topic's (verdicts, onboardings, forgets).
     feedback_topic: String,
     max_message_bytes: usize,
-    clock: Clock,
     version: String,
     /// Bumped at each new model; adaptation results of older models are dropped.
     generation: u64,
@@ -161,7 +160,6 @@ impl Monitor {
             gathering: Gathering::new(settings.max_batch, settings.max_wait_ms),
             feedback_topic: settings.feedback_topic.clone(),
             max_message_bytes: settings.max_message_bytes,
-            clock: settings.clock,
             version: version.to_string(),
             generation: 0,
             adapting: false,
@@ -280,7 +278,7 @@ impl Monitor {
     }
 
     fn tick(&mut self, now: Now, telemetry: &dyn Telemetry, out: &mut Output) {
-        if self.clock == Clock::Service {
+        if self.engine.devices().clock() == Clock::Service {
             self.adapt_on_schedule(now, out);
         }
         if let Some(state) = self.schedule.state {

@@ -60,14 +60,13 @@ struct Decided<'a> {
     clock: f64,
 }
 
-/// The incident rules, what per-record outputs to build, the clock, and the records
-/// deferred to the next batch.
+/// The incident rules, what per-record outputs to build, and the records deferred to the
+/// next batch (the clock is the device table's).
 pub struct Pipeline {
     pub rules: IncidentRules,
     /// Feedback reaches a closed incident this long after it closed (seconds).
     pub feedback_max_age_s: u64,
     pub outputs: RecordOutputs,
-    pub clock: Clock,
     /// Take a record's `"label": "normal"` as known-normal (`windows.trust_input_labels`);
     /// when false the label is dropped and counted.
     pub trust_input_labels: bool,
@@ -81,12 +80,11 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    pub fn new(rules: IncidentRules, outputs: RecordOutputs, clock: Clock, max_deferred: usize) -> Self {
+    pub fn new(rules: IncidentRules, outputs: RecordOutputs, max_deferred: usize) -> Self {
         Self {
             rules,
             feedback_max_age_s: 86_400,
             outputs,
-            clock,
             trust_input_labels: true,
             told_labels_ignored: false,
             deferred: Vec::new(),
@@ -175,9 +173,10 @@ impl Pipeline {
             batch.iter().filter_map(|c| c.decoded.as_ref().ok().map(|r| ((r, c.source()), c.stamp))).unzip();
         self.follow_service_clock(engine, now);
         let processed = engine.process(&valid, &stamps, now);
-        if let (Clock::Event, Some(&latest)) =
-            (self.clock, processed.clocks.iter().filter(|c| !c.is_nan()).max_by(|a, b| a.total_cmp(b)))
-        {
+        if let (Clock::Event, Some(&latest)) = (
+            engine.devices().clock(),
+            processed.clocks.iter().filter(|c| !c.is_nan()).max_by(|a, b| a.total_cmp(b)),
+        ) {
             engine.devices_mut().set_time(latest);
         }
         telemetry.event(Event::Evicted { reason: Eviction::Capacity, count: processed.evicted });
@@ -205,7 +204,7 @@ impl Pipeline {
             return;
         };
         let device = &d.record.device;
-        let now = match self.clock {
+        let now = match engine.devices().clock() {
             Clock::Service => now,
             Clock::Event => {
                 // On the records' clock an incident closes (or is updated) as the
@@ -270,7 +269,7 @@ impl Pipeline {
     /// On the service clock the device table's time (onboarding spans, kind shares) is
     /// the wall clock of the call that acts on it; on the event clock the records set it.
     fn follow_service_clock(&self, engine: &mut Engine, now: Now) {
-        if self.clock == Clock::Service {
+        if engine.devices().clock() == Clock::Service {
             engine.devices_mut().set_time(now.unix);
         }
     }
@@ -279,7 +278,7 @@ impl Pipeline {
     /// event clock the device's own (an analyst's verdict or an onboarding takes effect
     /// at its newest record).
     pub(super) fn time(&self, engine: &Engine, device: &str, now: Now) -> f64 {
-        match self.clock {
+        match engine.devices().clock() {
             Clock::Service => now.unix,
             Clock::Event => {
                 engine.devices().get(device).map_or_else(|| engine.devices().time(), |d| d.clock())
@@ -412,7 +411,7 @@ impl Pipeline {
     ) -> Vec<Emitted> {
         let mut out = self.eviction_closes(engine, now, version);
         self.follow_service_clock(engine, now);
-        if self.clock == Clock::Event {
+        if engine.devices().clock() == Clock::Event {
             telemetry.event(Event::StreamIdle(engine.devices_mut().streams_mut().newly_idle(now.ms)));
         }
         engine.devices_mut().end_onboarding_due(now.ms);
@@ -432,7 +431,7 @@ impl Pipeline {
         out.extend(engine.devices_mut().take_shares().into_iter().map(Emitted::Share));
         let open = engine.devices().with_open_incidents();
         for device in &open {
-            let at = match self.clock {
+            let at = match engine.devices().clock() {
                 Clock::Service => now,
                 Clock::Event => engine.devices().now_of(device, now.ms),
             };

@@ -74,7 +74,7 @@ fn pipeline() -> Pipeline {
         fan_out: crate::monitor::incidents::fanout::FanOutRules::OFF,
         fleet_ms: 0,
     };
-    Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Service, 100)
+    Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, 100)
 }
 
 fn record(device: &str, offset: i64, normal: bool) -> Received {
@@ -147,7 +147,7 @@ fn event_engine(min_records: usize) -> Engine {
         crate::monitor::devices::engine::EventCadence { interval_s: 1.0, min_records, after_records: 0 };
     engine_on(
         0.9, // the burst scores 0.75-0.85, the rest over 0.9
-        DeviceTable::new(2, sizes(), 10).on_clock(true, StreamClocks::default()),
+        DeviceTable::new(2, sizes(), 10).on_clock(Clock::Event, StreamClocks::default()),
         Scheduling { cadence: Some(cadence), ..Scheduling::default() },
     )
 }
@@ -218,7 +218,7 @@ fn replay_restarted(
         fan_out: crate::monitor::incidents::fanout::FanOutRules::OFF,
         fleet_ms: 0,
     };
-    let mut pipeline = Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Event, 100);
+    let mut pipeline = Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, 100);
     let mut messages = capture().into_iter().peekable();
     let (mut decisions, mut incidents) = (Vec::new(), Vec::new());
     let mut service_ms = 0;
@@ -230,7 +230,7 @@ fn replay_restarted(
         if let Some(r) = restart.as_ref().filter(|r| r.after == sent) {
             assert!(pipeline.deferred.is_empty(), "a restart loses no deferred record here");
             engine = restarted(&mut engine, service_now(service_ms), r.model, min_records);
-            pipeline = Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, Clock::Event, 100);
+            pipeline = Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, 100);
         }
         let batch: Vec<Received> = messages.by_ref().take(size).collect();
         sent += batch.len();
@@ -333,10 +333,10 @@ fn min_records_spaces_adaptations_and_keeps_replays_alike() {
 /// five records of device `a` (the first known-normal), one a second of a capture's
 /// time years ago, run at 1 s of the service's clock: its incident is open.
 fn silent_after_an_incident(idle_after_ms: u64, tally: &Tally) -> (Engine, Pipeline) {
-    let devices = DeviceTable::new(2, sizes(), 10).on_clock(true, StreamClocks::new(idle_after_ms, 0.0));
+    let devices =
+        DeviceTable::new(2, sizes(), 10).on_clock(Clock::Event, StreamClocks::new(idle_after_ms, 0.0));
     // Every record scores anomalous.
     let (mut engine, mut pipeline) = (engine_on(1.1, devices, Scheduling::default()), self::pipeline());
-    pipeline.clock = Clock::Event;
     let old = 1.5e9;
     let messages: Vec<Received> = (0..5)
         .map(|o| {

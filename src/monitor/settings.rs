@@ -2,8 +2,9 @@
 //! configuration (`DaemonConfig::core_settings`), and the engine and pipeline built from them. The daemon, the lab and
 //! the tests' core harness all start here, so a record meets the same windows,
 //! threshold, per-device cap, clock, adaptation schedule and incident rules whichever
-//! drives it, and the event clock is one setting rather than three flags that must agree
-//! (the pipeline's clock, the engine's cadence, the device table's clock).
+//! drives it. The clock is held by the device table alone (`DeviceTable::clock`; the door
+//! and the pipeline read it there); the engine's adaptation cadence exists only on the
+//! event clock.
 
 use super::clock::Clock;
 use super::devices::engine::{Engine, EventCadence, Scheduling};
@@ -70,7 +71,7 @@ impl CoreSettings {
         let event_clock = self.clock == Clock::Event;
         let streams = StreamClocks::new(self.idle_after_ms, self.max_ahead_s);
         let devices =
-            DeviceTable::new(model.dim(), self.sizes, self.max_tracked).on_clock(event_clock, streams);
+            DeviceTable::new(model.dim(), self.sizes, self.max_tracked).on_clock(self.clock, streams);
         let scheduling = Scheduling {
             max_per_device: self.max_per_device,
             adaptation_batch: self.adaptation_batch,
@@ -81,7 +82,7 @@ impl CoreSettings {
 
     /// The pipeline these settings give.
     pub(super) fn pipeline(&self) -> Pipeline {
-        let mut pipeline = Pipeline::new(self.incidents, self.outputs, self.clock, self.max_batch);
+        let mut pipeline = Pipeline::new(self.incidents, self.outputs, self.max_batch);
         pipeline.feedback_max_age_s = self.feedback_max_age_s;
         pipeline.trust_input_labels = self.trust_input_labels;
         pipeline

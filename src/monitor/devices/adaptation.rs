@@ -87,7 +87,7 @@ impl DeviceTable {
         d.incidents = snapshot.incidents.clone();
         // An open incident's quiet period runs on from its last anomalous record on the
         // event clock (a restart changes no incident), from now on the service's.
-        let last_ts = d.incidents.open().map(|i| i.figures.last_ts).filter(|_| self.event_clock);
+        let last_ts = d.incidents.open().map(|i| i.figures.last_ts).filter(|_| self.clock == Clock::Event);
         d.incidents = match last_ts {
             Some(ts) => {
                 d.clock = ts;
@@ -96,7 +96,7 @@ impl DeviceTable {
             None => d.incidents.restored(now_ms),
         };
         let mut kept = Kept::Nothing;
-        if let Some(p) = snapshot.points.as_ref().filter(|_| self.event_clock) {
+        if let Some(p) = snapshot.points.as_ref().filter(|_| self.clock == Clock::Event) {
             // The same points as before the restart, on the device's time as it was.
             d.clock = d.clock.max(p.clock);
             (d.next_adapt_ts, d.records_since_adaptation) = (p.next, p.since);
@@ -115,7 +115,7 @@ impl DeviceTable {
                 };
             }
         }
-        if let Some(s) = d.last_source.as_ref().filter(|_| self.event_clock) {
+        if let Some(s) = d.last_source.as_ref().filter(|_| self.clock == Clock::Event) {
             // Its partition's time starts no earlier than its own (restored) time.
             self.streams.restored(&s.topic, partition, d.clock, now_ms);
         }

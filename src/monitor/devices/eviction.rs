@@ -21,7 +21,7 @@ impl DeviceTable {
     /// (in memory and, at the next snapshot round, on the state topic); an open incident
     /// closes as evicted. False for a device with no known-normal record.
     pub(super) fn go_idle(&mut self, id: &str) -> bool {
-        let (table_time, event_clock) = (self.time(), self.event_clock);
+        let (table_time, event_clock) = (self.time(), self.clock == Clock::Event);
         let Some(d) = self.devices.get_mut(id) else { return false };
         if d.positive.is_empty() && d.kind.is_none() {
             return false;

@@ -93,7 +93,7 @@ impl DeviceTable {
     /// Now for device `d`, Unix seconds: its own clock on the event clock, the table's
     /// otherwise.
     pub(super) fn time_of(&self, d: &Device) -> f64 {
-        if self.event_clock {
+        if self.clock == Clock::Event {
             d.clock
         } else {
             self.time()

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::model::TaskState;
 
-use super::clock::Now;
+use super::clock::{Clock, Now};
 use super::incidents::behaviours::MemoryRules;
 use super::incidents::Feedback;
 use super::incidents::{Applied, Decision, IncidentRules, IncidentTracker, Transition};
@@ -378,9 +378,10 @@ pub struct DeviceTable {
     /// The pipeline's time (Unix seconds) for onboarding spans: the wall clock in the
     /// daemon, the records' own in a replay of captures, as the pipeline last set it.
     time: Option<f64>,
-    /// Each device runs on its records' own clock ([`Device::clock`]) rather than
-    /// [`Self::time`]: onboarding spans, incidents and adaptation follow capture time.
-    event_clock: bool,
+    /// Which clock the monitor runs on, held here alone: on [`Clock::Event`] each device
+    /// runs on its records' own clock ([`Device::clock`]) rather than [`Self::time`]:
+    /// onboarding spans, incidents and adaptation follow capture time.
+    clock: Clock,
     /// The input partitions' stream times: each device's time on the event clock
     /// ([`Self::now_of`]).
     streams: StreamClocks,
@@ -413,7 +414,7 @@ impl DeviceTable {
             onboarding: BTreeSet::new(),
             onboarded: Vec::new(),
             time: None,
-            event_clock: false,
+            clock: Clock::Service,
             streams: StreamClocks::default(),
             kinds: Kinds::default(),
             shares: Vec::new(),
@@ -421,11 +422,16 @@ impl DeviceTable {
         }
     }
 
-    /// The table on the records' own clock (`event_clock`: see [`Self::now_of`]), its
-    /// partitions' stream times kept by `streams`.
-    pub fn on_clock(mut self, event_clock: bool, streams: StreamClocks) -> Self {
-        (self.event_clock, self.streams) = (event_clock, streams);
+    /// The table on `clock` (the records' own: see [`Self::now_of`]), its partitions'
+    /// stream times kept by `streams`.
+    pub fn on_clock(mut self, clock: Clock, streams: StreamClocks) -> Self {
+        (self.clock, self.streams) = (clock, streams);
         self
+    }
+
+    /// The clock the monitor runs on.
+    pub fn clock(&self) -> Clock {
+        self.clock
     }
 
     /// The input partitions' stream times, which the door stamps, holds and forgets.
@@ -461,13 +467,13 @@ impl DeviceTable {
     /// So a service that lags behind live traffic (a busy machine) decides what a replay
     /// at any speed decides. Otherwise the table's time.
     pub fn now_of(&self, id: &str, service_ms: u64) -> Now {
-        match self.devices.get(id).filter(|_| self.event_clock) {
+        match self.devices.get(id).filter(|_| self.clock == Clock::Event) {
             Some(d) => {
                 let stream =
                     d.last_source.as_ref().and_then(|s| self.streams.now(&s.topic, d.partition, service_ms));
                 Now::event(stream.map_or(d.clock, |t| t.max(d.clock)))
             }
-            None if self.event_clock => Now::event(self.time()),
+            None if self.clock == Clock::Event => Now::event(self.time()),
             None => Now { ms: service_ms, unix: self.time() },
         }
     }
@@ -539,7 +545,7 @@ impl DeviceTable {
         }
         let bootstrap = self.sizes.bootstrap_positives as u64;
         let table_time = self.time();
-        let event_clock = self.event_clock;
+        let event_clock = self.clock == Clock::Event;
         if let Some(d) = self.devices.get_mut(id) {
             d.clock = d.clock.max(clock);
             let now_unix = if event_clock { d.clock } else { table_time };

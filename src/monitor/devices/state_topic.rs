@@ -115,7 +115,7 @@ impl DeviceTable {
                     clock: d.clock,
                     next: d.next_adapt_ts,
                     since: d.records_since_adaptation,
-                    classifiers: d.classifier.clone().filter(|_| self.event_clock).map(|scoring| {
+                    classifiers: d.classifier.clone().filter(|_| self.clock == Clock::Event).map(|scoring| {
                         SavedClassifiers {
                             model: classifiers.model.to_string(),
                             scoring,

@@ -457,7 +457,7 @@ fn a_kinds_members_raising_one_behaviour_form_one_fleet_incident_with_one_verdic
 fn a_restored_device_keeps_its_time_and_adaptation_points() {
     let sizes = WindowSizes { positive: 2, unlabeled: 4, bootstrap_positives: 0, ..WindowSizes::default() };
     let mut t = DeviceTable::new(1, sizes, 10);
-    t.event_clock = true;
+    t.clock = Clock::Event;
     t.observe("a", &[1.0], true, &at(0, 0), 1_000.0, 0);
     t.observe("a", &[2.0], false, &at(0, 1), 1_002.0, 1);
     t.set_adaptation_point("a", 1_030.0, 2);
@@ -472,7 +472,7 @@ fn a_restored_device_keeps_its_time_and_adaptation_points() {
     let (pos, unl) = (part(Part::Positive), part(Part::Unlabeled));
     let snapshot = Snapshot::assemble(&main, pos.as_deref(), unl.as_deref()).unwrap();
     let mut restored = DeviceTable::new(1, sizes, 10);
-    restored.event_clock = true;
+    restored.clock = Clock::Event;
     // Its classifiers come back with it: the one scoring, and its next point's.
     let kept = restored.restore("a", &snapshot, 0, 0, 99, "m1");
     assert!(matches!(&kept, Kept::Next { state: s, .. } if *s == state(2.0)), "{kept:?}");
@@ -482,7 +482,7 @@ fn a_restored_device_keeps_its_time_and_adaptation_points() {
     assert_eq!(restored.now_of("a", 99).unix, 1_002.0, "its partition's time starts at its own");
     // Under another model it has none and is adapted anew.
     let mut other = DeviceTable::new(1, sizes, 10);
-    other.event_clock = true;
+    other.clock = Clock::Event;
     assert_eq!(other.restore("a", &snapshot, 0, 0, 99, "m2"), Kept::Nothing);
     assert_eq!(other.get("a").unwrap().classifier, None);
 }
