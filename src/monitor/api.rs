@@ -125,8 +125,6 @@ pub struct Monitor {
     feedback_topic: String,
     max_message_bytes: usize,
     version: String,
-    /// Bumped at each new model; adaptation results of older models are dropped.
-    generation: u64,
     /// A job was handed to the adapter and its result is not back.
     adapting: bool,
     schedule: Schedule,
@@ -161,7 +159,6 @@ impl Monitor {
             feedback_topic: settings.feedback_topic.clone(),
             max_message_bytes: settings.max_message_bytes,
             version: version.to_string(),
-            generation: 0,
             adapting: false,
             schedule: Schedule {
                 adapt_interval_ms: (cadence.interval_s * 1000.0).round().max(1.0) as u64,
@@ -215,9 +212,9 @@ impl Monitor {
             Input::WritesFailed(failed) => self.engine.devices_mut().writes_failed(failed),
             Input::Model { scoring, adapting, solving, version } => {
                 self.version = version;
-                self.generation += 1;
                 self.engine.replace_model(*scoring, Some(solving));
-                out.commands.push(Command::AdapterModel { generation: self.generation, model: adapting });
+                out.commands
+                    .push(Command::AdapterModel { generation: self.engine.generation(), model: adapting });
                 self.schedule_adaptation(1, &mut out);
             }
             Input::Shutdown => {
@@ -320,7 +317,7 @@ impl Monitor {
             return false;
         }
         self.adapting = true;
-        out.commands.push(Command::Adapt { generation: self.generation, jobs });
+        out.commands.push(Command::Adapt { generation: self.engine.generation(), jobs });
         true
     }
 
@@ -335,7 +332,7 @@ impl Monitor {
         out: &mut Output,
     ) {
         self.adapting = false;
-        if generation != self.generation {
+        if generation != self.engine.generation() {
             return; // adapted under a model that was replaced meanwhile
         }
         telemetry.event(Event::AdaptationFinished { devices: states.len(), seconds_per_batch });

@@ -505,6 +505,12 @@ impl Engine {
         installed
     }
 
+    /// The model's generation, bumped with each model: what was adapted under an older
+    /// one is dropped (the engine's own solver, and the door's adapter thread alike).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Swap in a new model; adapted states belong to the old one and are dropped,
     /// windows stay and every device is re-adapted at the next opportunity.
     /// `solving`: the solver's copies (the inline solver solves on the scoring model).
