@@ -3,7 +3,7 @@
 //! the plots are inline SVG (`plots.rs`); `console.js` only sends verdicts and waits for
 //! the daemon's answer.
 
-use maud::{html, Markup, PreEscaped, DOCTYPE};
+use maud::{html, Markup, DOCTYPE};
 
 use super::access::{Analyst, Role};
 use super::desk::{verdict_name, Case, Desk, DeviceCase, Standing};
@@ -156,7 +156,7 @@ pub fn incident(desk: &Desk, case: &Case, viewer: &Viewer) -> Markup {
     let (from, end) = case.span();
     let around = (end - from).clamp(AROUND_S.0, AROUND_S.1);
     let window = (from - around, end + around);
-    let plot = device.map_or_else(String::new, |d| {
+    let plot = device.map(|d| {
         let marks = incident_marks(desk, d, Some(&r.incident_id));
         plots::timeline(
             &format!("{}: alerts and prior around incident {}", r.device, r.incident_id),
@@ -216,7 +216,7 @@ pub fn incident(desk: &Desk, case: &Case, viewer: &Viewer) -> Markup {
                 }
             }
         }
-        section { h2 { "Around it" } (PreEscaped(plot)) }
+        section { h2 { "Around it" } @if let Some(plot) = plot { (plot) } }
         section {
             h2 { "Events" }
             table id="events" {
@@ -292,7 +292,7 @@ pub fn device(desk: &Desk, id: &str, d: &DeviceCase, viewer: &Viewer) -> Markup 
     let days: Vec<_> = d.days.iter().map(|(k, v)| (*k, *v)).collect();
     let by_day = plots::by_day(&format!("{id}: alerted records and mean prior by day"), &days, &marks);
     let span = d.points.front().zip(d.points.back()).map(|(a, b)| (a.ts, b.ts.max(a.ts + 1.0)));
-    let over_time = span.map_or_else(String::new, |span| {
+    let over_time = span.map(|span| {
         plots::timeline(&format!("{id}: prior and alerts at each adaptation"), &d.points, span, &marks)
     });
     let siblings = d.kind.as_deref().map(|k| desk.siblings(id, k)).unwrap_or_default();
@@ -320,8 +320,8 @@ pub fn device(desk: &Desk, id: &str, d: &DeviceCase, viewer: &Viewer) -> Markup 
                 dt { "scored since tracked" } dd { (p.scored) ", " (p.alerted) " alerted" }
             }
         }
-        section { h2 { "By day" } (PreEscaped(by_day)) }
-        section { h2 { "Over time" } (PreEscaped(over_time)) }
+        section { h2 { "By day" } (by_day) }
+        section { h2 { "Over time" } @if let Some(plot) = over_time { (plot) } }
         section {
             h2 { "Remembered behaviours" }
             @if d.remembered().is_empty() { p.note { "None." } } @else {

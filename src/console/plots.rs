@@ -3,7 +3,7 @@
 //! share of records alerted at each), with incidents marked. A page carries them as
 //! markup: no chart library to vendor, nothing for the browser to run.
 
-use std::fmt::Write;
+use maud::{html, Markup};
 
 use super::desk::{day_date, Day, Point, DAY_S};
 
@@ -53,40 +53,38 @@ fn rate_ceiling(max: f64) -> f64 {
     [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0].into_iter().find(|c| max <= *c).unwrap_or(1.0)
 }
 
-fn open(svg: &mut String, title: &str, f: &Frame) {
-    let _ = write!(
-        svg,
-        r#"<svg class="plot" role="img" viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg"><title>{}</title>"#,
-        escape(title)
-    );
+/// A number as SVG coordinates take it: one decimal.
+fn n(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+/// The plot's frame: its title, the plotting area, both axes' labels, the incidents'
+/// bands, `body` (the bars), the prior's line and the time ticks. Built with maud, which
+/// escapes every text and attribute value: an incident id or a device name from the
+/// topics cannot close an element.
+fn frame(title: &str, f: &Frame, incidents: &[Mark], body: Markup, prior: &[(f64, f64)]) -> Markup {
     let (yb, yt) = (HEIGHT - BOTTOM, TOP);
-    let _ = write!(
-        svg,
-        r##"<rect x="{LEFT}" y="{yt}" width="{}" height="{}" fill="#fbfbfd" stroke="#ccd"/>"##,
-        WIDTH - LEFT - RIGHT,
-        yb - yt
-    );
-    // Left axis: alert rate; right axis: the prior.
-    for frac in [0.0, 0.5, 1.0] {
-        let y = TOP + (1.0 - frac) * (yb - yt);
-        let _ = write!(
-            svg,
-            r##"<text x="{}" y="{:.1}" font-size="10" text-anchor="end" fill="#a33">{}</text><text x="{}" y="{:.1}" font-size="10" fill="#236">{:.1}</text>"##,
-            LEFT - 4.0,
-            y + 3.0,
-            percent(frac * f.rate_max),
-            WIDTH - RIGHT + 4.0,
-            y + 3.0,
-            frac
-        );
+    html! {
+        svg class="plot" role="img" viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) xmlns="http://www.w3.org/2000/svg" {
+            title { (title) }
+            rect x=(LEFT) y=(yt) width=(WIDTH - LEFT - RIGHT) height=(yb - yt) fill="#fbfbfd" stroke="#ccd" {}
+            // Left axis: alert rate; right axis: the prior.
+            @for frac in [0.0, 0.5, 1.0] {
+                @let y = TOP + (1.0 - frac) * (yb - yt) + 3.0;
+                text x=(LEFT - 4.0) y=(n(y)) font-size="10" text-anchor="end" fill="#a33" { (percent(frac * f.rate_max)) }
+                text x=(WIDTH - RIGHT + 4.0) y=(n(y)) font-size="10" fill="#236" { (format!("{frac:.1}")) }
+            }
+            text x=(LEFT) y=(TOP - 4.0) font-size="10" fill="#a33" { "alerted" }
+            text x=(WIDTH - RIGHT) y=(TOP - 4.0) font-size="10" text-anchor="end" fill="#236" { "prior π̂" }
+            (marks(f, incidents))
+            (body)
+            @if !prior.is_empty() {
+                polyline class="prior" fill="none" stroke="#236" stroke-width="1.5"
+                    points=(prior.iter().map(|(x, y)| format!("{x:.1},{y:.1} ")).collect::<String>()) {}
+            }
+            (time_ticks(f))
+        }
     }
-    let _ = write!(
-        svg,
-        r##"<text x="{LEFT}" y="{}" font-size="10" fill="#a33">alerted</text><text x="{}" y="{}" font-size="10" text-anchor="end" fill="#236">prior π̂</text>"##,
-        TOP - 4.0,
-        WIDTH - RIGHT,
-        TOP - 4.0
-    );
 }
 
 fn percent(r: f64) -> String {
@@ -97,78 +95,62 @@ fn percent(r: f64) -> String {
     }
 }
 
-fn marks(svg: &mut String, f: &Frame, marks: &[Mark]) {
-    for m in marks {
-        let (a, b) = (f.x(m.from.max(f.x0)), f.x(m.until.min(f.x1)));
-        if b < LEFT || a > WIDTH - RIGHT {
-            continue;
+fn marks(f: &Frame, marks: &[Mark]) -> Markup {
+    html! {
+        @for m in marks {
+            @let (a, b) = (f.x(m.from.max(f.x0)), f.x(m.until.min(f.x1)));
+            @if b >= LEFT && a <= WIDTH - RIGHT {
+                rect class="incident" x=(n(a)) y=(TOP) width=(n((b - a).max(3.0))) height=(HEIGHT - TOP - BOTTOM)
+                    fill="#e58" fill-opacity=(if m.current { 0.35 } else { 0.25 }) {
+                    title { (m.label) }
+                }
+            }
         }
-        let (fill, opacity) = if m.current { ("#e58", 0.35) } else { ("#e58", 0.25) };
-        let _ = write!(
-            svg,
-            r#"<rect class="incident" x="{a:.1}" y="{TOP}" width="{:.1}" height="{}" fill="{fill}" fill-opacity="{opacity}"><title>{}</title></rect>"#,
-            (b - a).max(3.0),
-            HEIGHT - TOP - BOTTOM,
-            escape(&m.label)
-        );
     }
 }
 
-fn time_ticks(svg: &mut String, f: &Frame) {
-    for i in 0..=4 {
-        let t = f.x0 + (f.x1 - f.x0) * f64::from(i) / 4.0;
-        let iso = crate::monitor::output::iso8601(t);
-        let label = match f.x1 - f.x0 {
-            s if s > 3.0 * DAY_S => iso[..10].to_string(),
-            s if s > 2.0 * 3_600.0 => iso[5..16].replace('T', " "),
-            _ => iso[11..19].to_string(),
-        };
-        let _ = write!(
-            svg,
-            r##"<text x="{:.1}" y="{}" font-size="10" text-anchor="middle" fill="#555">{label}</text>"##,
-            f.x(t),
-            HEIGHT - BOTTOM + 14.0
-        );
+fn time_ticks(f: &Frame) -> Markup {
+    html! {
+        @for i in 0..=4 {
+            @let t = f.x0 + (f.x1 - f.x0) * f64::from(i) / 4.0;
+            text x=(n(f.x(t))) y=(HEIGHT - BOTTOM + 14.0) font-size="10" text-anchor="middle" fill="#555" { (tick_label(f, t)) }
+        }
+    }
+}
+
+fn tick_label(f: &Frame, t: f64) -> String {
+    let iso = crate::monitor::output::iso8601(t);
+    match f.x1 - f.x0 {
+        s if s > 3.0 * DAY_S => iso[..10].to_string(),
+        s if s > 2.0 * 3_600.0 => iso[5..16].replace('T', " "),
+        _ => iso[11..19].to_string(),
     }
 }
 
 /// A device's days: bars of the share of its scored records alerted each day, its mean
 /// prior as a line, its incidents as bands. `days`: days since the epoch (UTC).
-pub fn by_day(title: &str, days: &[(i64, Day)], incidents: &[Mark]) -> String {
-    let mut svg = String::new();
+pub fn by_day(title: &str, days: &[(i64, Day)], incidents: &[Mark]) -> Markup {
     let Some((&(first, _), &(last, _))) = days.first().zip(days.last()) else {
         return no_data(title);
     };
     let (x0, x1) = (first as f64 * DAY_S, (last + 1) as f64 * DAY_S);
     let max = days.iter().filter_map(|(_, d)| d.alert_rate()).fold(0.0, f64::max);
     let f = Frame { x0, x1, rate_max: rate_ceiling(max) };
-    open(&mut svg, title, &f);
-    marks(&mut svg, &f, incidents);
     let bar = (f.x(DAY_S + x0) - f.x(x0)) * 0.7;
-    let mut line = Vec::new();
-    for (day, d) in days {
-        let mid = f.x((*day as f64 + 0.5) * DAY_S);
-        if let Some(r) = d.alert_rate() {
-            let y = f.y_rate(r);
-            let _ = write!(
-                svg,
-                r##"<rect class="day" x="{:.1}" y="{y:.1}" width="{bar:.1}" height="{:.1}" fill="#c44"><title>{}: {} of {} records alerted ({})</title></rect>"##,
-                mid - bar / 2.0,
-                HEIGHT - BOTTOM - y,
-                day_date(*day),
-                d.alerted,
-                d.scored,
-                percent(r)
-            );
+    let mid = |day: i64| f.x((day as f64 + 0.5) * DAY_S);
+    let line: Vec<(f64, f64)> =
+        days.iter().filter_map(|(day, d)| Some((mid(*day), Frame::y_prior(d.mean_prior()?)))).collect();
+    let bars = html! {
+        @for (day, d) in days {
+            @if let Some(r) = d.alert_rate() {
+                @let y = f.y_rate(r);
+                rect class="day" x=(n(mid(*day) - bar / 2.0)) y=(n(y)) width=(n(bar)) height=(n(HEIGHT - BOTTOM - y)) fill="#c44" {
+                    title { (day_date(*day)) ": " (d.alerted) " of " (d.scored) " records alerted (" (percent(r)) ")" }
+                }
+            }
         }
-        if let Some(p) = d.mean_prior() {
-            line.push((mid, Frame::y_prior(p)));
-        }
-    }
-    polyline(&mut svg, &line);
-    time_ticks(&mut svg, &f);
-    svg.push_str("</svg>");
-    svg
+    };
+    frame(title, &f, incidents, bars, &line)
 }
 
 /// A stretch of adaptation points from `from` to `until` (Unix seconds): the share of
@@ -179,7 +161,7 @@ pub fn timeline<'a>(
     points: impl IntoIterator<Item = &'a Point>,
     (from, until): (f64, f64),
     incidents: &[Mark],
-) -> String {
+) -> Markup {
     let shown: Vec<&Point> = points.into_iter().filter(|p| p.ts >= from && p.ts <= until).collect();
     if shown.is_empty() {
         return no_data(title);
@@ -187,49 +169,24 @@ pub fn timeline<'a>(
     let rate = |p: &Point| p.alerted as f64 / p.scored.max(1) as f64;
     let max = shown.iter().map(|p| rate(p)).fold(0.0, f64::max);
     let f = Frame { x0: from, x1: until.max(from + 1.0), rate_max: rate_ceiling(max) };
-    let mut svg = String::new();
-    open(&mut svg, title, &f);
-    marks(&mut svg, &f, incidents);
-    let mut line = Vec::with_capacity(shown.len());
-    for p in &shown {
-        let x = f.x(p.ts);
-        if p.alerted > 0 {
-            let _ = write!(
-                svg,
-                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{}" y2="{:.1}" stroke="#c44" stroke-width="2"/>"##,
-                HEIGHT - BOTTOM,
-                f.y_rate(rate(p))
-            );
+    let line: Vec<(f64, f64)> =
+        shown.iter().map(|p| (f.x(p.ts), Frame::y_prior(f64::from(p.prior)))).collect();
+    let bars = html! {
+        @for p in shown.iter().filter(|p| p.alerted > 0) {
+            @let x = n(f.x(p.ts));
+            line x1=(x) x2=(x) y1=(HEIGHT - BOTTOM) y2=(n(f.y_rate(rate(p)))) stroke="#c44" stroke-width="2" {}
         }
-        line.push((x, Frame::y_prior(f64::from(p.prior))));
-    }
-    polyline(&mut svg, &line);
-    time_ticks(&mut svg, &f);
-    svg.push_str("</svg>");
-    svg
+    };
+    frame(title, &f, incidents, bars, &line)
 }
 
-fn polyline(svg: &mut String, points: &[(f64, f64)]) {
-    if points.is_empty() {
-        return;
+fn no_data(title: &str) -> Markup {
+    html! {
+        svg class="plot" viewBox=(format!("0 0 {WIDTH} 40")) xmlns="http://www.w3.org/2000/svg" {
+            title { (title) }
+            text x="8" y="24" font-size="12" fill="#666" { (title) ": no prior updates yet" }
+        }
     }
-    svg.push_str(r##"<polyline class="prior" fill="none" stroke="#236" stroke-width="1.5" points=""##);
-    for (x, y) in points {
-        let _ = write!(svg, "{x:.1},{y:.1} ");
-    }
-    svg.push_str(r#""/>"#);
-}
-
-fn no_data(title: &str) -> String {
-    format!(
-        r##"<svg class="plot" viewBox="0 0 {WIDTH} 40" xmlns="http://www.w3.org/2000/svg"><title>{0}</title><text x="8" y="24" font-size="12" fill="#666">{0}: no prior updates yet</text></svg>"##,
-        escape(title)
-    )
-}
-
-/// Text for SVG markup.
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 #[cfg(test)]
@@ -245,17 +202,17 @@ mod tests {
             label: "<i1>".into(),
             current: true,
         };
-        let svg = by_day("cam", &[(20_000, day), (20_002, day)], &[mark]);
+        let svg = by_day("cam", &[(20_000, day), (20_002, day)], &[mark]).into_string();
         assert_eq!(svg.matches(r#"class="day""#).count(), 2);
         assert!(svg.contains("3 of 100 records alerted (3.0%)"), "{svg}");
         assert!(svg.contains("&lt;i1&gt;") && !svg.contains("<i1>"));
-        assert!(by_day("cam", &[], &[]).contains("no prior updates yet"));
+        assert!(by_day("cam", &[], &[]).into_string().contains("no prior updates yet"));
     }
 
     #[test]
     fn a_timeline_shows_only_its_stretch() {
         let p = |ts, alerted| Point { ts, prior: 0.9, scored: 10, alerted };
-        let svg = timeline("cam", &[p(1.0, 1), p(50.0, 2), p(500.0, 3)], (0.0, 100.0), &[]);
+        let svg = timeline("cam", &[p(1.0, 1), p(50.0, 2), p(500.0, 3)], (0.0, 100.0), &[]).into_string();
         assert_eq!(svg.matches("<line").count(), 2);
     }
 }
