@@ -8,8 +8,11 @@ use maud::{html, Markup, DOCTYPE};
 use super::access::{Analyst, Role};
 use super::desk::{verdict_name, Case, Desk, DeviceCase, Standing};
 use super::plots::{self, Mark};
-use super::views::{Filter, IncidentRow};
+use super::views::{IncidentFilter, IncidentRow};
+use crate::monitor::incidents::fanout::RaisedBy;
+use crate::monitor::incidents::incident_traffic::Severity;
 use crate::monitor::output::iso8601;
+use strum::VariantNames;
 
 /// Rows listed on a page at most (newest first).
 pub const ROWS_SHOWN: usize = 200;
@@ -84,7 +87,7 @@ fn severity_badge(s: &str) -> Markup {
 }
 
 /// `/`: open and recent incidents.
-pub fn incidents(desk: &Desk, filter: &Filter, viewer: &Viewer) -> Markup {
+pub fn incidents(desk: &Desk, filter: &IncidentFilter, viewer: &Viewer) -> Markup {
     let rows = IncidentRow::list(desk, filter, ROWS_SHOWN);
     let (open, recent): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.standing == Standing::Open);
     let body = html! {
@@ -94,16 +97,16 @@ pub fn incidents(desk: &Desk, filter: &Filter, viewer: &Viewer) -> Markup {
             label { "raised by "
                 select name="kind" {
                     option value="" { "any" }
-                    @for k in super::views::RAISED_BY {
-                        option value=(k) selected[filter.kind.as_deref() == Some(*k)] { (k) }
+                    @for k in RaisedBy::VARIANTS {
+                        option value=(k) selected[filter.raised_by.map(<&str>::from) == Some(*k)] { (k) }
                     }
                 }
             }
             label { "severity "
                 select name="severity" {
                     option value="" { "any" }
-                    @for s in super::views::SEVERITIES {
-                        option value=(s) selected[filter.severity.as_deref() == Some(s)] { (s) }
+                    @for s in Severity::VARIANTS {
+                        option value=(s) selected[filter.severity.map(Severity::as_str) == Some(*s)] { (s) }
                     }
                 }
             }

@@ -10,34 +10,20 @@ use super::desk::{
 };
 use crate::monitor::devices::PriorUpdate;
 use crate::monitor::incidents::behaviours::Dismissal;
+use crate::monitor::incidents::fanout::RaisedBy;
 use crate::monitor::incidents::incident_traffic::Severity;
 use crate::monitor::incidents::{Feedback, Verdict};
 use crate::monitor::output::{iso8601, IncidentReport};
+use strum::VariantNames;
 
-/// What can raise an incident (`raised_by`): the model, or one of the looks.
-pub const RAISED_BY: &[&str] = &[
-    "model",
-    "address_scan",
-    "port_scan",
-    "flood",
-    "stealth_scan",
-    "arp_sweep",
-    "login_guessing",
-    "spoofed_sources",
-    "data_to_stranger",
-    "far_above_usual",
-];
-
-/// Severities, least first, as incidents name them.
-pub const SEVERITIES: [&str; 4] =
-    [Severity::Low.as_str(), Severity::Medium.as_str(), Severity::High.as_str(), Severity::Critical.as_str()];
-
-/// Which incidents to list. An empty field (a form's) means any.
+/// Which incidents to list, as a query or the page's form gives it: text, an empty field
+/// meaning any. [`Self::checked`] makes it an [`IncidentFilter`] or says which value is
+/// unknown.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Filter {
     pub device: Option<String>,
-    /// What raised it ([`RAISED_BY`]).
+    /// What raised it (a [`RaisedBy`] name).
     pub kind: Option<String>,
     pub severity: Option<String>,
     /// `open` (open ones only) or `all` (the default).
@@ -47,34 +33,56 @@ pub struct Filter {
     pub limit: Option<usize>,
 }
 
+/// Which incidents to list, typed: each value one the incidents can have.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IncidentFilter {
+    pub device: Option<String>,
+    pub raised_by: Option<RaisedBy>,
+    pub severity: Option<Severity>,
+    pub open_only: bool,
+    pub since: Option<f64>,
+    pub limit: Option<usize>,
+}
+
 impl Filter {
     fn given(v: &Option<String>) -> Option<&str> {
         v.as_deref().map(str::trim).filter(|s| !s.is_empty())
     }
 
-    /// Normalised: empty fields gone, unknown values refused.
-    pub fn checked(mut self) -> Result<Self, String> {
-        self.device = Self::given(&self.device).map(str::to_string);
-        self.kind = Self::given(&self.kind).map(str::to_string);
-        self.severity = Self::given(&self.severity).map(str::to_string);
-        self.state = Self::given(&self.state).map(str::to_string);
-        if let Some(k) = self.kind.as_deref().filter(|k| !RAISED_BY.contains(k)) {
-            return Err(format!("unknown kind {k:?}: one of {}", RAISED_BY.join(", ")));
-        }
-        if let Some(s) = self.severity.as_deref().filter(|s| !SEVERITIES.contains(s)) {
-            return Err(format!("unknown severity {s:?}: low, medium, high or critical"));
-        }
-        if let Some(s) = self.state.as_deref().filter(|s| !["open", "all"].contains(s)) {
-            return Err(format!("unknown state {s:?}: open or all"));
-        }
-        Ok(self)
+    /// Typed: empty fields gone, unknown values refused with the ones there are.
+    pub fn checked(&self) -> Result<IncidentFilter, String> {
+        let raised_by = Self::given(&self.kind)
+            .map(|k| {
+                k.parse().map_err(|_| format!("unknown kind {k:?}: one of {}", RaisedBy::VARIANTS.join(", ")))
+            })
+            .transpose()?;
+        let severity = Self::given(&self.severity)
+            .map(|s| {
+                s.parse().map_err(|_| format!("unknown severity {s:?}: {}", Severity::VARIANTS.join(", ")))
+            })
+            .transpose()?;
+        let open_only = match Self::given(&self.state) {
+            None | Some("all") => false,
+            Some("open") => true,
+            Some(s) => return Err(format!("unknown state {s:?}: open or all")),
+        };
+        Ok(IncidentFilter {
+            device: Self::given(&self.device).map(str::to_string),
+            raised_by,
+            severity,
+            open_only,
+            since: self.since,
+            limit: self.limit,
+        })
     }
+}
 
+impl IncidentFilter {
     fn admits(&self, r: &IncidentRow) -> bool {
         self.device.as_deref().is_none_or(|d| r.device == d)
-            && self.kind.as_deref().is_none_or(|k| r.raised_by == k)
-            && self.severity.as_deref().is_none_or(|s| r.severity == s)
-            && (self.state.as_deref() != Some("open") || r.standing == Standing::Open)
+            && self.raised_by.is_none_or(|k| r.raised_by == <&str>::from(k))
+            && self.severity.is_none_or(|s| r.severity == s.as_str())
+            && (!self.open_only || r.standing == Standing::Open)
             && self.since.is_none_or(|t| r.last_time >= t)
     }
 }
@@ -156,7 +164,7 @@ impl IncidentRow {
 
     /// Those `filter` admits, open ones first, then newest first; at most `limit` (or
     /// the filter's, if smaller).
-    pub fn list(desk: &Desk, filter: &Filter, limit: usize) -> Vec<Self> {
+    pub fn list(desk: &Desk, filter: &IncidentFilter, limit: usize) -> Vec<Self> {
         let mut rows: Vec<Self> = desk.cases().map(Self::of).filter(|r| filter.admits(r)).collect();
         rows.sort_by(|a, b| {
             (b.standing == Standing::Open)
@@ -250,16 +258,25 @@ impl<'a> DeviceDetail<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::incidents::fanout::RaisedBy;
 
-    /// The filter's list names what `raised_by` can say, each once.
+    /// A filter's values are the incidents' own: every name `raised_by` and `severity`
+    /// publish is accepted, and an unknown one is refused with the list.
     #[test]
-    fn every_kind_a_filter_offers_is_one_an_incident_can_be_raised_by() {
-        for k in RAISED_BY {
+    fn a_filter_takes_the_names_incidents_publish_and_refuses_others() {
+        for k in RaisedBy::VARIANTS {
             let parsed: RaisedBy = serde_json::from_value(serde_json::json!(k)).expect(k);
-            assert_eq!(text_of(&parsed), *k);
+            let f = Filter { kind: Some(k.to_string()), ..Filter::default() }.checked().unwrap();
+            assert_eq!((f.raised_by, text_of(&parsed).as_str()), (Some(parsed), *k));
         }
-        let distinct: std::collections::BTreeSet<_> = RAISED_BY.iter().collect();
-        assert_eq!(distinct.len(), RAISED_BY.len());
+        for s in Severity::VARIANTS {
+            let f = Filter { severity: Some(format!(" {s} ")), ..Filter::default() }.checked().unwrap();
+            assert_eq!(f.severity.map(Severity::as_str), Some(*s));
+        }
+        let empty = Filter { kind: Some(String::new()), state: Some("all".into()), ..Filter::default() };
+        assert_eq!(empty.checked(), Ok(IncidentFilter::default()));
+        let err = Filter { kind: Some("worm".into()), ..Filter::default() }.checked().unwrap_err();
+        assert!(err.contains("port_scan") && err.contains("\"worm\""), "{err}");
+        assert!(Filter { severity: Some("urgent".into()), ..Filter::default() }.checked().is_err());
+        assert!(Filter { state: Some("closed".into()), ..Filter::default() }.checked().is_err());
     }
 }

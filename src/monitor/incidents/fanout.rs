@@ -109,9 +109,23 @@ pub struct Standing {
     pub known_peer: bool,
 }
 
-/// What raised an incident: the model's decisions, or one of the looks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// What raised an incident: the model's decisions, or one of the looks. Its names
+/// (serde's and strum's alike, snake case) are what the console's filter offers.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum RaisedBy {
     #[default]
     Model,
