@@ -91,6 +91,14 @@ async fn page_until(c: &Client, url: &str, want: &str, limit: Duration) -> Strin
     }
 }
 
+/// `click`'s element clicked, and the element `then` that the page it leads to holds
+/// (a click that submits a form or follows a link returns before the next page loads:
+/// reading the page at once may read the old one).
+async fn click_then(c: &Client, click: Locator<'_>, then: Locator<'_>) -> fantoccini::elements::Element {
+    c.find(click).await.unwrap().click().await.unwrap();
+    c.wait().at_most(Duration::from_secs(30)).for_element(then).await.expect("the next page loads")
+}
+
 async fn screenshot(c: &Client, name: &str) {
     let png = c.screenshot().await.expect("screenshot");
     let path = output_dir().join(format!("{name}.png"));
@@ -161,18 +169,20 @@ async fn an_analyst_dismisses_an_incident_in_the_browser_and_sees_its_return_sup
     page_until(&c, &format!("{base}/"), "Sign in", Duration::from_secs(30)).await;
     assert!(c.current_url().await.unwrap().path().ends_with("/login"));
     c.find(Locator::Id("login-token")).await.unwrap().send_keys("not-the-token").await.unwrap();
-    c.find(Locator::Id("sign-in")).await.unwrap().click().await.unwrap();
-    let refused = c.find(Locator::Id("login-message")).await.unwrap().text().await.unwrap();
+    let refused = click_then(&c, Locator::Id("sign-in"), Locator::Id("login-message")).await;
+    let refused = refused.text().await.unwrap();
     assert_eq!(refused, "wrong token");
     c.find(Locator::Id("login-token")).await.unwrap().send_keys(&token).await.unwrap();
-    c.find(Locator::Id("sign-in")).await.unwrap().click().await.unwrap();
+    // Signed in (its cookie set) once the incidents' page, with its filter, is back.
+    click_then(&c, Locator::Id("sign-in"), Locator::Css("form.filter")).await;
     let listed = page_until(&c, &format!("{base}/"), "device cam", Duration::from_secs(60)).await;
     assert!(listed.contains("ana (answer)"), "signed in by the token's name: {listed}");
     assert!(listed.contains("Open (1)"), "{listed}");
     screenshot(&c, "incidents").await;
 
     // Its page, and the verdict by button.
-    c.find(Locator::Css("#open-incidents td a[href^='/incidents/']")).await.unwrap().click().await.unwrap();
+    let open_link = Locator::Css("#open-incidents td a[href^='/incidents/']");
+    click_then(&c, open_link, Locator::Id("note")).await;
     let incident_url = c.current_url().await.unwrap().to_string();
     let id = incident_url.rsplit('/').next().unwrap().to_string();
     c.find(Locator::Id("note")).await.unwrap().send_keys("nightly upload").await.unwrap();
