@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use metapu::data::Label;
 use metapu::model::{default_device, file};
-use metapu_lab::eval::stream::{self, DeviceOutcome, DeviceStream, Raised};
+use metapu_lab::eval::stream::{self, DeviceOutcome, DeviceStream, HowRaised};
 
 use crate::captures::CaptureRun;
 
@@ -106,16 +106,16 @@ fn waves(s: &DeviceStream, o: &DeviceOutcome, t0: f64) -> Vec<Wave> {
             let (a, b) = (wave[0], wave[wave.len() - 1]);
             let alerted = wave.iter().filter(|&&i| o.decisions[i] == Some(true)).count();
             let within = || o.raised.iter().filter(|(at, _)| (a..=b).contains(at));
-            let raised_by = within().find(|(_, r)| *r != Raised::Suppressed);
+            let raised_by = within().find(|(_, r)| *r != HowRaised::Suppressed);
             let (raised, at) = match raised_by {
                 Some((at, r)) => (
                     match r {
-                        Raised::Opened => "own",
-                        Raised::Look => "look",
-                        Raised::News => "news",
-                        Raised::Reopened => "reopened",
-                        Raised::Joined => "joined",
-                        Raised::Suppressed => unreachable!("filtered"),
+                        HowRaised::Opened => "own",
+                        HowRaised::Look => "look",
+                        HowRaised::News => "news",
+                        HowRaised::Reopened => "reopened",
+                        HowRaised::Joined => "joined",
+                        HowRaised::Suppressed => unreachable!("filtered"),
                     },
                     Some(wave.iter().take_while(|&&i| i <= *at).count()),
                 ),

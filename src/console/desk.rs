@@ -186,13 +186,15 @@ pub struct DeviceCase {
     pub known_normal_span: Option<(f64, f64)>,
     /// The last onboarding: from, until (Unix seconds), who, and the known-normal
     /// records it left (once it ended).
-    pub onboarding: Option<Onboarding>,
+    pub onboarding: Option<OnboardingHeard>,
     /// Sends traffic but has nothing known-normal (`unmonitored`), or was forgotten.
     pub unmonitored: Option<String>,
 }
 
+/// A device's last onboarding as the desk heard of it on the incidents topic (the
+/// daemon's own state of one is `monitor::devices::onboarding::Onboarding`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Onboarding {
+pub struct OnboardingHeard {
     pub from: f64,
     pub until: f64,
     pub by: String,
@@ -327,11 +329,12 @@ impl Desk {
                 if kind.is_some() {
                     device.kind = kind;
                 }
-                device.onboarding = Some(Onboarding { from, until, by, known_normal: None });
+                device.onboarding = Some(OnboardingHeard { from, until, by, known_normal: None });
                 device.unmonitored = None;
             }
             IncidentEvent::Onboarded { from, until, by, known_normal, .. } => {
-                device.onboarding = Some(Onboarding { from, until, by, known_normal: Some(known_normal) });
+                device.onboarding =
+                    Some(OnboardingHeard { from, until, by, known_normal: Some(known_normal) });
             }
             IncidentEvent::Unmonitored { message, .. } => device.unmonitored = Some(message),
             IncidentEvent::Forgotten { by, .. } => {

@@ -6,7 +6,8 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use super::desk::{
-    day_date, verdict_name, Case, Day, Desk, DeviceCase, EventLine, Onboarding, Point, Standing, VerdictNote,
+    day_date, verdict_name, Case, Day, Desk, DeviceCase, EventLine, OnboardingHeard, Point, Standing,
+    VerdictNote,
 };
 use crate::monitor::devices::PriorUpdate;
 use crate::monitor::incidents::behaviours::Dismissal;
@@ -210,7 +211,7 @@ pub struct DeviceDetail<'a> {
     pub days: Vec<DayRow>,
     pub points: &'a VecDeque<Point>,
     pub remembered: &'a [Dismissal],
-    pub onboarding: Option<&'a Onboarding>,
+    pub onboarding: Option<&'a OnboardingHeard>,
     /// When its known-normal records were taken: first, newest.
     pub known_normal_span: Option<(f64, f64)>,
     pub unmonitored: Option<&'a str>,

@@ -142,7 +142,7 @@ pub struct DeviceOutcome {
     /// Per record: anomalous (an alert, were they published), normal, or never scored.
     pub decisions: Vec<Option<bool>>,
     /// What reached the analyst, or was kept from them, at which record (in order).
-    pub raised: Vec<(usize, Raised)>,
+    pub raised: Vec<(usize, HowRaised)>,
     /// Per record: an incident the analyst sees (not a suppressed one) was open when it
     /// was decided.
     pub open: Vec<bool>,
@@ -159,9 +159,10 @@ pub struct DeviceOutcome {
     pub priors: Vec<(f64, f32)>,
 }
 
-/// What an incident event at a record did for the analyst.
+/// What an incident event at a record did for the analyst (the core's
+/// `incidents::Raised` is another thing: an incident as a device's kind hears of it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Raised {
+pub enum HowRaised {
     /// A new incident, by the model's decisions.
     Opened,
     /// A new incident, by a look on the packets.

@@ -45,11 +45,11 @@ impl DeviceRun<'_> {
                 {
                     out.suppressed_ts.push(r.figures.last_ts);
                     let by = r.reopened_by.as_deref().unwrap_or(&r.opened_by);
-                    out.raised.push((by.offset as usize, Raised::Suppressed));
+                    out.raised.push((by.offset as usize, HowRaised::Suppressed));
                 }
                 Emitted::Incident(IncidentEvent::Joined(r)) => {
                     out.joined_ts.push(r.figures.first_ts);
-                    out.raised.push((r.opened_by.offset as usize, Raised::Joined));
+                    out.raised.push((r.opened_by.offset as usize, HowRaised::Joined));
                 }
                 Emitted::Incident(IncidentEvent::Closed(r)) if !r.is_quiet() => closed_at.push(last_scored),
                 Emitted::Incident(IncidentEvent::Updated(r)) if !r.is_quiet() => {
@@ -57,7 +57,7 @@ impl DeviceRun<'_> {
                         let at = n.by.offset as usize;
                         news_at.push(at);
                         out.news.push(n.why.clone());
-                        out.raised.push((at, Raised::News));
+                        out.raised.push((at, HowRaised::News));
                         attack_raised.push((at, r.incident_id.clone()));
                     }
                 }
@@ -74,9 +74,9 @@ impl DeviceRun<'_> {
                         self.false_incidents.insert(r.incident_id.clone());
                     }
                     let kind = match (&r.news, &r.look) {
-                        (Some(_), _) => Raised::News,
-                        (None, Some(_)) => Raised::Look,
-                        (None, None) => Raised::Opened,
+                        (Some(_), _) => HowRaised::News,
+                        (None, Some(_)) => HowRaised::Look,
+                        (None, None) => HowRaised::Opened,
                     };
                     out.raised.push((at, kind));
                     attack_raised.push((at, r.incident_id.clone()));
@@ -92,7 +92,7 @@ impl DeviceRun<'_> {
                         let at = by.offset as usize;
                         reopened_at.push(at);
                         out.reopened_ts.push(r.figures.last_ts);
-                        out.raised.push((at, Raised::Reopened));
+                        out.raised.push((at, HowRaised::Reopened));
                         attack_raised.push((at, r.incident_id.clone()));
                     }
                 }
