@@ -111,20 +111,9 @@ pub struct Standing {
 
 /// What raised an incident: the model's decisions, or one of the looks. Its names
 /// (serde's and strum's alike, snake case) are what the console's filter offers.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::VariantNames,
-    strum::EnumString,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantNames, strum::EnumString)]
 #[strum(serialize_all = "snake_case")]
 pub enum RaisedBy {
     #[default]

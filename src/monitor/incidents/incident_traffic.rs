@@ -297,20 +297,9 @@ pub struct TrafficReport {
 /// device's ephemeral ports add nothing), the share of its records that were anomalous,
 /// how many and for how long. What an analyst reads and a SIEM sorts by; it decides
 /// nothing that is learned (`footprint.rs`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    strum::VariantNames,
-    strum::EnumString,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[derive(strum::VariantNames, strum::EnumString)]
 #[strum(serialize_all = "lowercase")]
 pub enum Severity {
     Low,
