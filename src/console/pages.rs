@@ -131,8 +131,8 @@ fn incident_table(rows: &[&IncidentRow], id: &str) -> Markup {
                         tr data-incident=(r.incident_id) {
                             td { (when(r.opened_at)) }
                             td { a href={"/devices/" (r.device)} { (r.device) } }
-                            td { (severity_badge(&r.severity)) }
-                            td { (r.raised_by) }
+                            td { (severity_badge(r.severity.as_str())) }
+                            td { (<&str>::from(r.raised_by)) }
                             td class={"standing st-" (standing(r.standing))} {
                                 (standing(r.standing))
                                 @if let Some(v) = &r.verdict { br; span.verdict { (v) } }
@@ -177,8 +177,8 @@ pub fn incident(desk: &Desk, case: &Case, viewer: &Viewer) -> Markup {
                 (standing(case.standing))
                 @if let Some(res) = &r.resolution { " (" (res) ")" }
             }
-            dt { "severity" } dd { (severity_badge(&row.severity)) }
-            dt { "raised by" } dd { (row.raised_by) @if let Some(l) = &r.look { ": " (l.why) } }
+            dt { "severity" } dd { (severity_badge(row.severity.as_str())) }
+            dt { "raised by" } dd { (<&str>::from(row.raised_by)) @if let Some(l) = &r.look { ": " (l.why) } }
             dt { "opened" } dd { (when(r.figures.opened_at)) }
             dt { "records" } dd { (r.figures.anomalous) " of " (r.figures.records) " anomalous, peak score " (format!("{:.2}", r.figures.peak_score)) }
             @if !row.peers.is_empty() { dt { "peers" } dd { (row.peers.join(", ")) } }

@@ -81,8 +81,8 @@ impl Filter {
 impl IncidentFilter {
     fn admits(&self, r: &IncidentRow) -> bool {
         self.device.as_deref().is_none_or(|d| r.device == d)
-            && self.raised_by.is_none_or(|k| r.raised_by == <&str>::from(k))
-            && self.severity.is_none_or(|s| r.severity == s.as_str())
+            && self.raised_by.is_none_or(|k| r.raised_by == k)
+            && self.severity.is_none_or(|s| r.severity == s)
             && (!self.open_only || r.standing == Standing::Open)
             && self.since.is_none_or(|t| r.last_time >= t)
     }
@@ -96,8 +96,8 @@ pub struct IncidentRow {
     pub standing: Standing,
     /// Its newest event's name is in `events` of its page; this is its first.
     pub first_event: &'static str,
-    pub severity: String,
-    pub raised_by: String,
+    pub severity: Severity,
+    pub raised_by: RaisedBy,
     pub opened_at: f64,
     pub opened: String,
     /// Its newest event's time.
@@ -121,10 +121,6 @@ pub struct IncidentRow {
     pub refused: Vec<VerdictNote>,
 }
 
-fn text_of<T: Serialize>(v: &T) -> String {
-    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
-}
-
 impl IncidentRow {
     pub fn of(c: &Case) -> Self {
         let r = &c.report;
@@ -146,8 +142,8 @@ impl IncidentRow {
             device: r.device.clone(),
             standing: c.standing,
             first_event: c.first_event,
-            severity: r.severity.as_str().to_string(),
-            raised_by: text_of(&r.raised_by),
+            severity: r.severity,
+            raised_by: r.raised_by,
             opened_at: r.figures.opened_at,
             opened: iso8601(r.figures.opened_at),
             last_time: c.last_time,
@@ -267,7 +263,7 @@ mod tests {
         for k in RaisedBy::VARIANTS {
             let parsed: RaisedBy = serde_json::from_value(serde_json::json!(k)).expect(k);
             let f = Filter { kind: Some(k.to_string()), ..Filter::default() }.checked().unwrap();
-            assert_eq!((f.raised_by, text_of(&parsed).as_str()), (Some(parsed), *k));
+            assert_eq!((f.raised_by, <&str>::from(parsed)), (Some(parsed), *k));
         }
         for s in Severity::VARIANTS {
             let f = Filter { severity: Some(format!(" {s} ")), ..Filter::default() }.checked().unwrap();

@@ -299,7 +299,7 @@ pub struct TrafficReport {
 /// nothing that is learned (`footprint.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-#[derive(strum::VariantNames, strum::EnumString)]
+#[derive(strum::IntoStaticStr, strum::VariantNames, strum::EnumString)]
 #[strum(serialize_all = "lowercase")]
 pub enum Severity {
     Low,
@@ -327,13 +327,8 @@ impl Severity {
         }
     }
 
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Severity::Low => "low",
-            Severity::Medium => "medium",
-            Severity::High => "high",
-            Severity::Critical => "critical",
-        }
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
