@@ -218,7 +218,7 @@ PLANTED = [
     ("monitor/devices/windows.rs", "pub use crate::monitor::record::Source;", "re-exports what monitor::record defines"),
     ("monitor/mod.rs", "pub use incidents::footprint;", "re-exports the module monitor::incidents::footprint"),
     ("model/mod.rs", "use crate::daemon::Daemon;", "model imports daemon above it"),
-    ("monitor/pipeline.rs", "use crate::monitor::settings::CoreSettings;", "pipeline -> settings -> pipeline"),
+    ("monitor/settings.rs", "use crate::monitor::api::Monitor;", "api -> settings -> api"),
 ]
 
 

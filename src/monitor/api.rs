@@ -11,9 +11,9 @@ use std::collections::HashMap;
 
 use super::clock::{Clock, Now};
 use super::decode::{decode_batch, highest_offsets};
-use super::decode::{PartitionOffset, Received};
+use super::decode::{Consumed, PartitionOffset, Received};
 use super::devices::adapt_jobs::Adapted;
-use super::devices::engine::Engine;
+use super::devices::owner::{Devices, Writing};
 use super::devices::snapshot::{Snapshot, StateRecord, WriteFailed};
 use super::devices::solver::Solver;
 use super::devices::AdaptJob;
@@ -22,9 +22,8 @@ use super::gathering::Gathering;
 use super::incidents::Incident;
 use super::output::Emitted;
 use super::output::IncidentEvent;
-use super::pipeline::Pipeline;
 use super::record;
-use super::settings::{CoreSettings, StateSchedule};
+use super::settings::{CoreSettings, RecordOutputs, StateSchedule};
 use super::telemetry::{Event, Eviction, Telemetry};
 use crate::model::Model;
 
@@ -115,16 +114,26 @@ const SWEEP_EVERY_MS: u64 = 1_000;
 /// Snapshots per pass at least, however small the fleet.
 const MIN_SNAPSHOTS_PER_PASS: usize = 16;
 
-/// The core: the engine and the device table, the pipeline that turns a batch into
-/// outputs, the batch being gathered, and the books its schedules keep.
+/// The core: the devices, the batch being gathered and the records deferred to the
+/// next, and the books its schedules keep.
 pub struct Monitor {
-    engine: Engine,
-    pipeline: Pipeline,
+    devices: Devices,
     gathering: Gathering<Received>,
+    /// Records over their device's share of a batch (`scoring.max_per_device`), oldest
+    /// first: they lead the next batch.
+    deferred: Vec<Consumed>,
+    /// Deferred records held at most before the service stops consuming (backpressure).
+    max_deferred: usize,
+    /// Which per-record outputs are built.
+    outputs: RecordOutputs,
+    /// Take a record's `"label": "normal"` as known-normal (`windows.trust_input_labels`);
+    /// when false the label is dropped and counted.
+    trust_input_labels: bool,
+    /// The first ignored label was logged.
+    told_labels_ignored: bool,
     /// Messages on this topic are the feedback topic's (verdicts, onboardings, forgets).
     feedback_topic: String,
     max_message_bytes: usize,
-    version: String,
     /// A job was handed to the adapter and its result is not back.
     adapting: bool,
     schedule: Schedule,
@@ -153,12 +162,15 @@ impl Monitor {
     pub fn new(settings: &CoreSettings, model: Model, version: &str) -> Self {
         let cadence = settings.cadence;
         Self {
-            engine: settings.engine(model),
-            pipeline: settings.pipeline(),
+            devices: settings.devices(model, version),
             gathering: Gathering::new(settings.max_batch, settings.max_wait_ms),
+            deferred: Vec::new(),
+            max_deferred: settings.max_batch.max(1),
+            outputs: settings.outputs,
+            trust_input_labels: settings.trust_input_labels,
+            told_labels_ignored: false,
             feedback_topic: settings.feedback_topic.clone(),
             max_message_bytes: settings.max_message_bytes,
-            version: version.to_string(),
             adapting: false,
             schedule: Schedule {
                 adapt_interval_ms: (cadence.interval_s * 1000.0).round().max(1.0) as u64,
@@ -176,10 +188,40 @@ impl Monitor {
         }
     }
 
+    /// A monitor of `devices` with the schedules off (the door's tests).
+    #[cfg(test)]
+    fn of(devices: Devices, outputs: RecordOutputs, max_batch: usize) -> Self {
+        Self {
+            devices,
+            gathering: Gathering::new(max_batch, 0),
+            deferred: Vec::new(),
+            max_deferred: max_batch.max(1),
+            outputs,
+            trust_input_labels: true,
+            told_labels_ignored: false,
+            feedback_topic: "feedback".into(),
+            max_message_bytes: 1 << 20,
+            adapting: false,
+            schedule: Schedule {
+                adapt_interval_ms: 1,
+                adapt_min_records: 1,
+                adapt_after_records: 0,
+                last_adapt_ms: 0,
+                idle_timeout_ms: 0,
+                unmonitored_after_ms: 0,
+                last_sweep_ms: 0,
+                state: None,
+                last_snapshot_ms: 0,
+            },
+            parked: HashMap::new(),
+            input_partitions: 1,
+        }
+    }
+
     /// Solve the event clock's adaptation jobs with `solver` (by default on the scoring
     /// thread, when a result is needed: `solver.rs`).
     pub fn set_solver(&mut self, solver: Box<dyn Solver>) {
-        self.engine.set_solver(solver);
+        self.devices.set_solver(solver);
     }
 
     /// Take one input at `now`.
@@ -193,15 +235,10 @@ impl Monitor {
                 self.gathering.push(message, records, at_ms);
             }
             Input::Run => self.run(now, telemetry, &mut out),
-            Input::Feedback(message) => {
-                out.emitted =
-                    self.pipeline.feedback(&mut self.engine, &[message], now, &self.version, telemetry)
-            }
-            Input::Shares(messages) => {
-                out.emitted = self.pipeline.shares(&mut self.engine, &messages, now, &self.version, telemetry)
-            }
+            Input::Feedback(message) => out.emitted = self.feedback(&[message], now, telemetry),
+            Input::Shares(messages) => out.emitted = self.shares(&messages, now, telemetry),
             Input::JoinKind { device, kind, at } => {
-                out.refused = self.engine.devices_mut().join_kind(&device, &kind, at).err();
+                out.refused = self.devices.join_kind(&device, &kind, at).err();
             }
             Input::Tick => self.tick(now, telemetry, &mut out),
             Input::Revoked { partitions, gone } => self.revoked(&partitions, &gone, now, telemetry, &mut out),
@@ -209,16 +246,15 @@ impl Monitor {
             Input::Adapted { generation, states, seconds_per_batch } => {
                 self.installed(generation, states, seconds_per_batch, now, telemetry, &mut out)
             }
-            Input::WritesFailed(failed) => self.engine.devices_mut().writes_failed(failed),
+            Input::WritesFailed(failed) => self.devices.writes_failed(failed),
             Input::Model { scoring, adapting, solving, version } => {
-                self.version = version;
-                self.engine.replace_model(*scoring, Some(solving));
+                self.devices.replace_model(*scoring, &version, Some(solving));
                 out.commands
-                    .push(Command::AdapterModel { generation: self.engine.generation(), model: adapting });
+                    .push(Command::AdapterModel { generation: self.devices.generation(), model: adapting });
                 self.schedule_adaptation(1, &mut out);
             }
             Input::Shutdown => {
-                let ids = self.engine.devices().unsnapshotted();
+                let ids = self.devices.unsnapshotted();
                 let records = self.state_records(&ids, now.ms, true);
                 if !records.is_empty() {
                     out.commands.push(Command::WriteState { records, wait: true });
@@ -235,12 +271,12 @@ impl Monitor {
     /// The next micro-batch, with parked windows of its devices placed first.
     fn run(&mut self, now: Now, telemetry: &dyn Telemetry, out: &mut Output) {
         let messages = self.gathering.take();
-        if messages.is_empty() && !self.pipeline.has_deferred() {
+        if messages.is_empty() && self.deferred.is_empty() {
             return;
         }
         let (feedback, records): (Vec<_>, Vec<_>) =
             messages.into_iter().partition(|m| m.source.topic == self.feedback_topic);
-        let batch = decode_batch(records, self.engine.model().dim(), self.max_message_bytes);
+        let batch = decode_batch(records, self.devices.dim(), self.max_message_bytes);
         let unbatched = batch.iter().filter(|c| c.message.source.index > 0).count();
         if unbatched > 0 {
             telemetry.event(Event::Unbatched(unbatched));
@@ -256,26 +292,20 @@ impl Monitor {
         }
         // The records first, then the feedback gathered with them. Feedback alone is no
         // batch of records: it goes straight to its commands.
-        let (mut emitted, mut offsets) = if batch.is_empty() && !self.pipeline.has_deferred() {
+        let (mut emitted, mut offsets) = if batch.is_empty() && self.deferred.is_empty() {
             (Vec::new(), Vec::new())
         } else {
-            self.pipeline.run(&mut self.engine, batch, now, &self.version, telemetry)
+            self.run_batch(batch, now, telemetry)
         };
         if !feedback.is_empty() {
-            emitted.extend(self.pipeline.feedback(
-                &mut self.engine,
-                &feedback,
-                now,
-                &self.version,
-                telemetry,
-            ));
+            emitted.extend(self.feedback(&feedback, now, telemetry));
             offsets.extend(highest_offsets(feedback.iter().map(|m| &m.source)));
         }
         (out.emitted, out.offsets, out.ran) = (emitted, offsets, true);
     }
 
     fn tick(&mut self, now: Now, telemetry: &dyn Telemetry, out: &mut Output) {
-        if self.engine.devices().clock() == Clock::Service {
+        if self.devices.clock() == Clock::Service {
             self.adapt_on_schedule(now, out);
         }
         if let Some(state) = self.schedule.state {
@@ -286,8 +316,8 @@ impl Monitor {
             self.evict_idle(now, telemetry);
             self.report_unmonitored(now, telemetry, out);
         }
-        out.emitted.extend(self.pipeline.incident_ticks(&mut self.engine, now, &self.version, telemetry));
-        telemetry.event(Event::Tracked(self.engine.devices().len()));
+        out.emitted.extend(self.incident_ticks(now, telemetry));
+        telemetry.event(Event::Tracked(self.devices.tracked()));
     }
 
     /// On the service clock, changed devices go to the adapter every
@@ -312,12 +342,12 @@ impl Monitor {
         if self.adapting {
             return false;
         }
-        let jobs = self.engine.adaptation_jobs(min_changed, usize::MAX);
+        let jobs = self.devices.adaptation_jobs(min_changed, usize::MAX);
         if jobs.is_empty() {
             return false;
         }
         self.adapting = true;
-        out.commands.push(Command::Adapt { generation: self.engine.generation(), jobs });
+        out.commands.push(Command::Adapt { generation: self.devices.generation(), jobs });
         true
     }
 
@@ -332,16 +362,11 @@ impl Monitor {
         out: &mut Output,
     ) {
         self.adapting = false;
-        if generation != self.engine.generation() {
+        if generation != self.devices.generation() {
             return; // adapted under a model that was replaced meanwhile
         }
         telemetry.event(Event::AdaptationFinished { devices: states.len(), seconds_per_batch });
-        let installed = self.engine.install(states);
-        let memory = &self.pipeline.rules.memory;
-        out.emitted.extend(installed.iter().filter_map(|id| {
-            let d = self.engine.devices().get(id)?;
-            d.prior_update(id, &self.version, now.unix, memory).map(Emitted::Prior)
-        }));
+        out.emitted.extend(self.devices.install_adapted(states, now).into_iter().map(Emitted::Prior));
     }
 
     /// One pass's share of the paced background snapshots: changed devices whose last
@@ -351,14 +376,9 @@ impl Monitor {
     fn snapshots_due(&mut self, state: StateSchedule, now: Now, out: &mut Output) {
         let since = now.ms.saturating_sub(self.schedule.last_snapshot_ms).max(1);
         self.schedule.last_snapshot_ms = now.ms;
-        let budget = (2 * self.engine.devices().len() as u64 * since).div_ceil(state.interval_ms.max(1));
+        let budget = (2 * self.devices.tracked() as u64 * since).div_ceil(state.interval_ms.max(1));
         let budget = (budget as usize).max(MIN_SNAPSHOTS_PER_PASS);
-        let due = self.engine.devices().snapshots_due(
-            now.ms,
-            state.interval_ms,
-            state.unlabeled_interval_ms,
-            budget,
-        );
+        let due = self.devices.snapshots_due(now.ms, state.interval_ms, state.unlabeled_interval_ms, budget);
         let records = self.state_records(&due, now.ms, false);
         if !records.is_empty() {
             out.commands.push(Command::WriteState { records, wait: false });
@@ -366,22 +386,22 @@ impl Monitor {
     }
 
     fn state_records(&mut self, ids: &[String], now_ms: u64, all_rows: bool) -> Vec<StateRecord> {
-        let unlabeled_interval_ms = self.schedule.state.map_or(0, |s| s.unlabeled_interval_ms);
-        let classifiers = self.engine.classifiers(ids, &self.version);
-        self.engine.devices_mut().state_records(
-            ids,
-            now_ms,
+        self.devices.state_records(ids, now_ms, self.writing(all_rows))
+    }
+
+    /// How state records are written now.
+    fn writing(&self, all_rows: bool) -> Writing {
+        Writing {
             all_rows,
-            unlabeled_interval_ms,
-            self.input_partitions,
-            &classifiers,
-        )
+            unlabeled_interval_ms: self.schedule.state.map_or(0, |s| s.unlabeled_interval_ms),
+            input_partitions: self.input_partitions,
+        }
     }
 
     fn evict_idle(&mut self, now: Now, telemetry: &dyn Telemetry) {
         if self.schedule.idle_timeout_ms > 0 {
-            let gone = self.engine.devices_mut().evict_idle(now.ms, self.schedule.idle_timeout_ms);
-            telemetry.event(Event::Evicted { reason: Eviction::Idle, count: gone.len() });
+            let count = self.devices.evict_idle(now.ms, self.schedule.idle_timeout_ms);
+            telemetry.event(Event::Evicted { reason: Eviction::Idle, count });
         }
     }
 
@@ -392,7 +412,7 @@ impl Monitor {
         if after_ms == 0 {
             return;
         }
-        let (total, new) = self.engine.devices_mut().unmonitored(now.ms, after_ms);
+        let (total, new) = self.devices.unmonitored(now.ms, after_ms);
         telemetry.event(Event::Unmonitored(total));
         out.emitted.extend(new.into_iter().map(|(device, records, since_ms)| {
             let since_s = since_ms as f64 / 1000.0;
@@ -421,14 +441,12 @@ impl Monitor {
         telemetry: &dyn Telemetry,
         out: &mut Output,
     ) {
-        self.pipeline.drop_deferred(partitions);
-        self.engine.devices_mut().streams_mut().forget(partitions);
-        let leaving = self.engine.devices().on_partitions(gone);
-        let records = self.state_records(&leaving, now.ms, true);
-        for d in &leaving {
-            self.engine.devices_mut().remove(d);
-        }
-        telemetry.event(Event::Evicted { reason: Eviction::Revoked, count: leaving.len() });
+        // Their deferred records' offsets were never committed: the new owner reads them.
+        self.deferred.retain(|c| {
+            !partitions.iter().any(|(t, p)| *t == c.source().topic && *p == c.source().partition)
+        });
+        let (count, records) = self.devices.leave(partitions, gone, now.ms, self.writing(true));
+        telemetry.event(Event::Evicted { reason: Eviction::Revoked, count });
         if !records.is_empty() {
             out.commands.push(Command::WriteState { records, wait: true });
         }
@@ -445,16 +463,12 @@ impl Monitor {
         }
         let mut placed = Vec::new();
         for Restore { device, home, snapshot, partition } in restored.snapshots {
-            if self.engine.devices().get(&device).is_some() {
-                continue;
-            }
-            if snapshot.dim != self.engine.devices().dim() {
-                tracing::warn!(device, "snapshot has another feature count; ignored");
+            if !self.devices.takes_snapshot(&device, &snapshot) {
                 continue;
             }
             match partition {
                 Some(p) => {
-                    let adapt = self.engine.restore(&device, &snapshot, p, home, now.ms, &self.version);
+                    let adapt = self.devices.restore(&device, &snapshot, p, home, now.ms);
                     placed.push((device, adapt));
                 }
                 None => {
@@ -471,7 +485,7 @@ impl Monitor {
         let mut promoted = Vec::new();
         for (device, partition) in arrived {
             if let Some((home, s)) = self.parked.remove(device) {
-                let adapt = self.engine.restore(device, &s, *partition, home, now.ms, &self.version);
+                let adapt = self.devices.restore(device, &s, *partition, home, now.ms);
                 promoted.push((device.clone(), adapt));
             }
         }
@@ -485,7 +499,7 @@ impl Monitor {
     fn adapt_restored(&mut self, devices: &[(String, bool)], telemetry: &dyn Telemetry) {
         telemetry.event(Event::Parked(self.parked.len()));
         let adapt = devices.iter().filter(|(_, adapt)| *adapt).map(|(id, _)| id.as_str());
-        let adapted = self.engine.adapt_now(adapt).len();
+        let adapted = self.devices.adapt_now(adapt).len();
         telemetry.event(Event::Restored { devices: devices.len(), adapted });
     }
 
@@ -495,7 +509,7 @@ impl Monitor {
         if self.gathering.full() {
             return Some(now_ms);
         }
-        self.gathering.deadline_ms().or_else(|| self.pipeline.has_deferred().then_some(now_ms))
+        self.gathering.deadline_ms().or_else(|| (!self.deferred.is_empty()).then_some(now_ms))
     }
 
     /// The gathered batch holds as many messages as a batch does.
@@ -511,7 +525,7 @@ impl Monitor {
 
     /// As many records wait as a batch holds: take no more messages until they ran.
     pub fn backlogged(&self) -> bool {
-        self.pipeline.backlogged()
+        self.deferred.len() >= self.max_deferred
     }
 
     /// Records or messages wait to be run.
@@ -521,21 +535,27 @@ impl Monitor {
 
     /// The feature count the model takes.
     pub fn dim(&self) -> usize {
-        self.engine.model().dim()
+        self.devices.dim()
     }
 
     /// The version of the model scoring now.
     pub fn version(&self) -> &str {
-        &self.version
+        self.devices.version()
     }
 
     /// A device's open incident, as its tracker holds it.
     pub fn open_incident(&self, device: &str) -> Option<&Incident> {
-        self.engine.devices().get(device)?.incidents().open()
+        self.devices.open_incident(device)
     }
 
     /// What a device holds now (tests and benches look; nothing decides on it).
     pub fn device(&self, id: &str) -> Option<DeviceView> {
-        self.engine.devices().get(id).map(|d| d.view())
+        self.devices.view(id)
     }
 }
+
+// Turning a batch, the feedback and kinds topics' messages and the time's passing
+// into outputs, in a file of their own (a child module: it reaches the monitor's
+// fields).
+#[path = "api_batch.rs"]
+mod batch;

@@ -5,11 +5,12 @@
 //!    kind shares, ticks, assignments, restored snapshots, finished adaptations) with the
 //!    time as a value, and gives an [`Output`] back (what to publish, offsets released,
 //!    [`Command`]s for the shell). It owns the time-driven schedules (`api`), gathers
-//!    micro-batches (`gathering`), decodes them (`decode`), runs a batch to its outputs
-//!    (`pipeline`) and carries out the feedback topic's commands (`feedback/`, one file
-//!    a kind).
-//! 2. **The devices** (`devices/`): the device table, the one owner of a device's state,
-//!    and the engine that scores records and adapts devices.
+//!    micro-batches (`gathering`), decodes them (`decode`), publishes what the devices
+//!    decide (`api_batch`) and carries out the feedback topic's commands (`feedback/`,
+//!    one file a kind).
+//! 2. **The devices** (`devices/`): `Devices`, their one owner (`owner.rs`: the model,
+//!    the device table, the solver and the incident rules), scores a batch, adapts the
+//!    devices and moves their incidents, and gives back plain values.
 //! 3. **Incidents** (`incidents/`): each device's incident tracker, what analysts
 //!    dismissed, and the looks on packets beside the model.
 //!
@@ -30,7 +31,6 @@ pub mod feedback;
 mod gathering;
 pub mod incidents;
 pub mod output;
-mod pipeline;
 pub mod record;
 pub mod settings;
 pub mod telemetry;
@@ -40,9 +40,8 @@ pub use api::{Command, Input, Monitor, Output, Restore, Restored};
 pub use decode::{Consumed, PartitionOffset, Received};
 pub use devices::adapt_jobs::{run_adaptation, run_adaptation_cached, Adapted};
 pub use devices::adapt_worker::{AdaptWorker, Finished, WorkerSettings};
-pub use devices::engine::EventCadence;
+pub use devices::owner::EventCadence;
 pub use devices::{AdaptJob, DeviceView, WindowSizes};
 pub use output::Emitted;
-pub use pipeline::RecordOutputs;
-pub use settings::StateSchedule;
+pub use settings::{RecordOutputs, StateSchedule};
 pub use test_driver::TestDriver;

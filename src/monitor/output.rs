@@ -5,8 +5,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::devices::kinds::Share;
-use super::devices::PriorUpdate;
+use super::devices::{IncidentChange, PriorUpdate};
 use super::incidents::incident_traffic::{Severity, TrafficReport};
+use super::incidents::Transition;
 use super::record::Source;
 
 /// Deterministic alert id from the source coordinates: a redelivered record yields
@@ -406,6 +407,27 @@ pub enum Emitted {
         key: Option<String>,
         letter: DeadLetter,
     },
+}
+
+impl IncidentEvent {
+    /// An incident's change, as published under `model_version`.
+    pub fn of_change(c: IncidentChange, model_version: &str) -> Self {
+        let resolution = match &c.transition {
+            Transition::Closed(_, r) => Some(r.as_str()),
+            _ => None,
+        };
+        let report =
+            IncidentReport::of(&c.device, c.transition.incident(), resolution, model_version, c.top, c.time);
+        match c.transition {
+            Transition::Opened(_) => Self::Opened(report),
+            Transition::Updated(_) => Self::Updated(report),
+            Transition::Reopened(_) => Self::Reopened(report),
+            Transition::Suppressed(_) => Self::Suppressed(report),
+            Transition::Closed(..) => Self::Closed(report),
+            Transition::Reviewed(_) => Self::Reviewed(report),
+            Transition::Joined(_) => Self::Joined(report),
+        }
+    }
 }
 
 #[cfg(test)]

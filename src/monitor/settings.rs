@@ -1,19 +1,25 @@
 //! The settings that shape what the core decides, derived once from the daemon's
-//! configuration (`DaemonConfig::core_settings`), and the engine and pipeline built from them. The daemon, the lab and
-//! the tests' core harness all start here, so a record meets the same windows,
-//! threshold, per-device cap, clock, adaptation schedule and incident rules whichever
-//! drives it. The clock is held by the device table alone (`DeviceTable::clock`; the door
-//! and the pipeline read it there); the engine's adaptation cadence exists only on the
-//! event clock.
+//! configuration (`DaemonConfig::core_settings`), and the devices built from them. The
+//! daemon, the lab and the tests' core harness all start here, so a record meets the
+//! same windows, threshold, per-device cap, clock, adaptation schedule and incident
+//! rules whichever drives it. The clock is held by the device table alone (the door
+//! asks the devices for it); the adaptation cadence exists only on the event clock.
 
 use super::clock::Clock;
-use super::devices::engine::{Engine, EventCadence, Scheduling};
+use super::devices::owner::{Devices, EventCadence, Scheduling};
 use super::devices::stream_time::StreamClocks;
 use super::devices::DeviceTable;
 use super::devices::WindowSizes;
 use super::incidents::IncidentRules;
-use super::pipeline::{Pipeline, RecordOutputs};
 use crate::model::Model;
+
+/// Which per-record outputs are built: both are off in production (incidents are what
+/// an analyst reads), and building them costs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordOutputs {
+    pub scores: bool,
+    pub alerts: bool,
+}
 
 #[derive(Debug, Clone)]
 pub struct CoreSettings {
@@ -66,25 +72,18 @@ pub struct StateSchedule {
 }
 
 impl CoreSettings {
-    /// The engine these settings give, scoring with `model`.
-    pub(super) fn engine(&self, model: Model) -> Engine {
+    /// The devices these settings give, scored with `model` of `version`.
+    pub(super) fn devices(&self, model: Model, version: &str) -> Devices {
         let event_clock = self.clock == Clock::Event;
         let streams = StreamClocks::new(self.idle_after_ms, self.max_ahead_s);
-        let devices =
-            DeviceTable::new(model.dim(), self.sizes, self.max_tracked).on_clock(self.clock, streams);
+        let table = DeviceTable::new(model.dim(), self.sizes, self.max_tracked).on_clock(self.clock, streams);
         let scheduling = Scheduling {
             max_per_device: self.max_per_device,
             adaptation_batch: self.adaptation_batch,
             cadence: event_clock.then_some(self.cadence),
         };
-        Engine::new(model, devices, self.threshold, scheduling)
-    }
-
-    /// The pipeline these settings give.
-    pub(super) fn pipeline(&self) -> Pipeline {
-        let mut pipeline = Pipeline::new(self.incidents, self.outputs, self.max_batch);
-        pipeline.feedback_max_age_s = self.feedback_max_age_s;
-        pipeline.trust_input_labels = self.trust_input_labels;
-        pipeline
+        Devices::new(model, table, self.threshold, scheduling, self.incidents)
+            .with_feedback_max_age_s(self.feedback_max_age_s)
+            .with_version(version)
     }
 }

@@ -19,7 +19,7 @@ impl DeviceTable {
     /// Devices to re-adapt: windows changed (at least `min_changed` records, counted as
     /// a share of a full unlabeled window: [`records_needed`]) and a
     /// positive.
-    pub fn due_for_adaptation(&self, min_changed: usize) -> Vec<String> {
+    pub(super) fn due_for_adaptation(&self, min_changed: usize) -> Vec<String> {
         let capacity = self.sizes.unlabeled;
         self.devices
             .iter()
@@ -31,7 +31,7 @@ impl DeviceTable {
     }
 
     /// A device's windows for adaptation (shared, copy on write), marked handed over.
-    pub fn take_windows(&mut self, id: &str) -> Option<AdaptJob> {
+    pub(super) fn take_windows(&mut self, id: &str) -> Option<AdaptJob> {
         let d = self.devices.get_mut(id)?;
         d.changed = 0;
         self.handovers += 1;
@@ -46,7 +46,7 @@ impl DeviceTable {
     /// Install the classifier adapted on `handover`'s windows, unless the device is no
     /// longer tracked or already has one adapted on newer windows. Returns whether it
     /// was installed.
-    pub fn install(&mut self, id: &str, handover: u64, state: TaskState) -> bool {
+    pub(super) fn install(&mut self, id: &str, handover: u64, state: TaskState) -> bool {
         match self.devices.get_mut(id) {
             Some(d) if handover > d.installed_handover => {
                 d.classifier = Some(state);
@@ -59,7 +59,7 @@ impl DeviceTable {
 
     /// Install restored windows (state topic: read from state partition `home`);
     /// counts as seen now. Returns what it kept of its classifiers.
-    pub fn restore(
+    pub(super) fn restore(
         &mut self,
         id: &str,
         snapshot: &Snapshot,
@@ -147,7 +147,7 @@ impl DeviceTable {
     }
 
     /// Forget every adapted state (after a model reload), keeping windows.
-    pub fn invalidate_states(&mut self) {
+    pub(super) fn invalidate_states(&mut self) {
         for d in self.devices.values_mut() {
             d.classifier = None;
             d.changed = d.changed.max(1);

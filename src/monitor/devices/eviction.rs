@@ -53,7 +53,7 @@ impl DeviceTable {
 
     /// Devices evicted since the last call whose incident was open, with their windows
     /// (to explain the incident as it closes).
-    pub fn take_evicted_with_incidents(&mut self) -> Vec<(String, Device)> {
+    pub(super) fn take_evicted_with_incidents(&mut self) -> Vec<(String, Device)> {
         std::mem::take(&mut self.evicted_with_incidents)
     }
 
@@ -61,14 +61,14 @@ impl DeviceTable {
     /// the daemon stopped tracking them, so their snapshots go too. Otherwise a restart
     /// would restore them, an evicted incident would reopen and close a second time,
     /// and the state topic would bring back every device ever seen.
-    pub fn take_forgotten(&mut self) -> Vec<Forgotten> {
+    pub(super) fn take_forgotten(&mut self) -> Vec<Forgotten> {
         let mut forgotten = std::mem::take(&mut self.forgotten);
         forgotten.retain(|(id, _, _)| !self.devices.contains_key(id));
         forgotten
     }
 
     /// A device whose snapshot could not be deleted: to be tried again.
-    pub fn forget_again(&mut self, forgotten: Forgotten) {
+    pub(super) fn forget_again(&mut self, forgotten: Forgotten) {
         self.forgotten.push(forgotten);
     }
 
@@ -78,7 +78,7 @@ impl DeviceTable {
     /// onboarding is not lost to a weekend off, and an idle device costs its positive
     /// window only. It is adapted again on its next records. One with no known-normal
     /// record has nothing worth keeping and is forgotten, snapshot and all.
-    pub fn evict_idle(&mut self, now_ms: u64, idle_ms: u64) -> Vec<String> {
+    pub(super) fn evict_idle(&mut self, now_ms: u64, idle_ms: u64) -> Vec<String> {
         let stale: Vec<String> = self
             .devices
             .iter()
@@ -98,7 +98,7 @@ impl DeviceTable {
     /// Forget a device on an operator's request: gone from memory, its snapshot deleted
     /// at the next round, an open incident closed as evicted. Its known-normal records
     /// dropped, if it was tracked.
-    pub fn forget(&mut self, id: &str) -> Option<usize> {
+    pub(super) fn forget(&mut self, id: &str) -> Option<usize> {
         let d = self.remove(id)?;
         let known_normal = d.positive.len();
         if let Some(kind) = d.kind.clone() {
@@ -108,14 +108,14 @@ impl DeviceTable {
         Some(known_normal)
     }
 
-    pub fn remove(&mut self, id: &str) -> Option<Device> {
+    pub(super) fn remove(&mut self, id: &str) -> Option<Device> {
         let d = self.devices.remove(id)?;
         self.recency.remove(&d.lru_key);
         Some(d)
     }
 
     /// Devices on the given partitions (for snapshot-and-drop on revocation).
-    pub fn on_partitions(&self, partitions: &[i32]) -> Vec<String> {
+    pub(super) fn on_partitions(&self, partitions: &[i32]) -> Vec<String> {
         self.devices
             .iter()
             .filter(|(_, d)| partitions.contains(&d.partition))
@@ -126,7 +126,7 @@ impl DeviceTable {
     /// Devices that have sent traffic for `after_ms` without one known-normal record, so
     /// they cannot be scored: how many there are, and those not reported before (now
     /// marked reported) with their records seen and milliseconds since first seen.
-    pub fn unmonitored(&mut self, now_ms: u64, after_ms: u64) -> (usize, Vec<(String, u64, u64)>) {
+    pub(super) fn unmonitored(&mut self, now_ms: u64, after_ms: u64) -> (usize, Vec<(String, u64, u64)>) {
         let mut count = 0;
         let mut due = Vec::new();
         for (id, d) in self.devices.iter_mut() {

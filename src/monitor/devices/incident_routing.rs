@@ -5,7 +5,7 @@ use super::*;
 impl DeviceTable {
     /// Devices with an open incident, or with a closed one that joined a fleet incident
     /// and awaits its verdict (a silent device's time still passes for it).
-    pub fn with_open_incidents(&self) -> Vec<String> {
+    pub(super) fn with_open_incidents(&self) -> Vec<String> {
         let awaits =
             |d: &Device| d.incidents.open().is_some() || d.incidents.awaiting_fleet_verdict().is_some();
         self.devices.iter().filter(|(_, d)| awaits(d)).map(|(id, _)| id.clone()).collect()
@@ -13,7 +13,7 @@ impl DeviceTable {
 
     /// A scored record's decision moves the device's incident state; the transitions
     /// (an incident that ended as a new behaviour began, and the new one; or one).
-    pub fn observe_decision(
+    pub(super) fn observe_decision(
         &mut self,
         id: &str,
         decision: Decision<'_>,
@@ -47,7 +47,7 @@ impl DeviceTable {
     /// Time passes for the device: the verdict on a fleet incident it joined, once given
     /// on its clock ([`IncidentTracker::answer_from_fleet`]); its open incident's update
     /// or quiet close, if due.
-    pub fn tick_incident(&mut self, id: &str, rules: &IncidentRules, now: Now) -> Vec<Transition> {
+    pub(super) fn tick_incident(&mut self, id: &str, rules: &IncidentRules, now: Now) -> Vec<Transition> {
         let answered = self.answer_from_fleet(id, &rules.memory, now.unix);
         let Some(d) = self.devices.get_mut(id) else { return Vec::new() };
         answered.into_iter().chain(d.incidents.tick(rules, self.dim, now.ms, now.unix)).collect()
@@ -74,7 +74,7 @@ impl DeviceTable {
     }
 
     /// An analyst's verdict on one of the device's incidents.
-    pub fn apply_feedback(
+    pub(super) fn apply_feedback(
         &mut self,
         fb: &Feedback,
         now_unix: f64,

@@ -37,7 +37,7 @@ pub(super) fn raised(device: &str, i: &Incident, dim: usize) -> Option<Raised> {
 impl DeviceTable {
     /// The tracked device `id` is of `kind` from now (`now`: Unix seconds); it leaves
     /// the kind it was of, withdrawing what it shared there.
-    pub fn join_kind(&mut self, id: &str, kind: &str, now: f64) -> Result<(), String> {
+    pub(super) fn join_kind(&mut self, id: &str, kind: &str, now: f64) -> Result<(), String> {
         crate::monitor::devices::kinds::check_name(kind).map_err(|e| e.to_string())?;
         let d = self.devices.get_mut(id).ok_or_else(|| format!("unknown device {id}"))?;
         if d.kind.as_deref() == Some(kind) {
@@ -102,7 +102,7 @@ impl DeviceTable {
 
     /// Shares to publish on the kinds topic since the last call (a member labeled
     /// records of shares once per call, however many it labeled).
-    pub fn take_shares(&mut self) -> Vec<Share> {
+    pub(super) fn take_shares(&mut self) -> Vec<Share> {
         for id in std::mem::take(&mut self.share_due) {
             self.share(&id);
         }
@@ -113,7 +113,7 @@ impl DeviceTable {
     /// held here are offered what it now holds, a fleet incident held here names the
     /// siblings that joined it, and an incident that joined one a sibling's verdict has
     /// answered takes that verdict (`memory`). The incident transitions it made.
-    pub fn apply_share(
+    pub(super) fn apply_share(
         &mut self,
         share: Share,
         memory: &MemoryRules,
@@ -165,7 +165,7 @@ impl DeviceTable {
     }
 
     /// Kinds and their members that shared something (for the metrics).
-    pub fn kind_counts(&self) -> Vec<(String, usize)> {
+    pub(super) fn kind_counts(&self) -> Vec<(String, usize)> {
         self.kinds.counts()
     }
 }

@@ -33,9 +33,9 @@ use windows::{RowWindow, SharedRows};
 
 pub(super) mod adapt_jobs;
 pub(super) mod adapt_worker;
-pub(super) mod engine;
 pub mod kinds;
 pub mod onboarding;
+pub(super) mod owner;
 pub mod snapshot;
 pub mod solver;
 pub mod span_window;
@@ -46,6 +46,8 @@ mod adaptation;
 pub use adaptation::{records_needed, Kept};
 pub use state_topic::Classifiers;
 mod eviction;
+mod incident_change;
+pub use incident_change::IncidentChange;
 mod incident_routing;
 mod kind_membership;
 mod onboarding_spans;
@@ -84,7 +86,7 @@ impl Default for WindowSizes {
 
 impl WindowSizes {
     /// The unlabeled window's sizes.
-    pub fn span(&self) -> SpanSizes {
+    fn span(&self) -> SpanSizes {
         SpanSizes {
             capacity: self.unlabeled,
             spread: self.unlabeled_spread,
@@ -192,48 +194,48 @@ pub struct DeviceView {
 
 impl Device {
     /// Its clock (event clock: its newest record's bounded time, Unix seconds).
-    pub fn clock(&self) -> f64 {
+    fn clock(&self) -> f64 {
         self.clock
     }
 
     /// Its adapted classifier.
-    pub fn classifier(&self) -> Option<&TaskState> {
+    fn classifier(&self) -> Option<&TaskState> {
         self.classifier.as_ref()
     }
 
     /// Its unlabeled window holds as many rows as it can: its classifier is adapted on
     /// a settled window, not one still filling.
-    pub fn window_full(&self) -> bool {
+    fn window_full(&self) -> bool {
         self.unlabeled.len() >= self.unlabeled.capacity()
     }
 
     /// Its windows changed since they were last handed to adaptation.
-    pub fn changed_since_adaptation(&self) -> bool {
+    fn changed_since_adaptation(&self) -> bool {
         self.changed > 0
     }
 
     /// Its incidents: the open one, the last closed, what it remembers.
-    pub fn incidents(&self) -> &IncidentTracker {
+    fn incidents(&self) -> &IncidentTracker {
         &self.incidents
     }
 
     /// Its own known-normal rows, without those its kind offers (what an incident is
     /// explained against).
-    pub fn own_known_normal_rows(&self) -> &[f32] {
+    fn own_known_normal_rows(&self) -> &[f32] {
         self.positive.rows()
     }
 
     /// Its newest `n` unlabeled rows.
-    pub fn newest_rows(&self, n: usize) -> Vec<f32> {
+    fn newest_rows(&self, n: usize) -> Vec<f32> {
         self.unlabeled.newest(n)
     }
 
     /// Close its open incident as evicted (the device is gone from the table).
-    pub fn close_evicted_incident(&mut self, now_unix: f64) -> Option<Transition> {
+    fn close_evicted_incident(&mut self, now_unix: f64) -> Option<Transition> {
         self.incidents.close_evicted(now_unix)
     }
 
-    pub fn view(&self) -> DeviceView {
+    fn view(&self) -> DeviceView {
         DeviceView {
             seen: self.seen,
             known_normal: self.positive.rows().to_vec(),
@@ -244,7 +246,7 @@ impl Device {
     }
 
     /// Rows changed since they were last written to the state topic.
-    pub fn rows_unwritten(&self) -> (bool, bool) {
+    fn rows_unwritten(&self) -> (bool, bool) {
         (self.positive.stamp() != self.positive_written, self.unlabeled.stamp() != self.unlabeled_written)
     }
 
@@ -287,19 +289,19 @@ impl Device {
     }
 
     /// Known-normal rows of its own, or offered by its kind.
-    pub fn has_known_normal(&self) -> bool {
+    fn has_known_normal(&self) -> bool {
         !self.positive.is_empty() || self.offered.is_some()
     }
 
     /// Something to adapt on: known-normal records and recent traffic (an idle device
     /// has only the first).
-    pub fn adaptable(&self) -> bool {
+    fn adaptable(&self) -> bool {
         self.has_known_normal() && !self.unlabeled.is_empty()
     }
 
     /// Something to adapt on and no classifier yet: adapted at once, before its
     /// records are scored.
-    pub fn awaits_first_classifier(&self) -> bool {
+    fn awaits_first_classifier(&self) -> bool {
         self.classifier.is_none() && self.adaptable()
     }
 
@@ -318,7 +320,7 @@ impl Device {
         SharedRows::new(rows)
     }
 
-    pub fn heap_bytes(&self) -> usize {
+    fn heap_bytes(&self) -> usize {
         self.positive.heap_bytes()
             + self.unlabeled.heap_bytes()
             + self.classifier.as_ref().map_or(0, |s| 4 * (s.z_p.len() + s.z_u.len() + s.w.len()))
@@ -396,7 +398,7 @@ pub struct DeviceTable {
 
 impl DeviceTable {
     /// The window sizes every device gets.
-    pub fn sizes(&self) -> &WindowSizes {
+    fn sizes(&self) -> &WindowSizes {
         &self.sizes
     }
 
@@ -430,34 +432,30 @@ impl DeviceTable {
     }
 
     /// The clock the monitor runs on.
-    pub fn clock(&self) -> Clock {
+    fn clock(&self) -> Clock {
         self.clock
     }
 
     /// The input partitions' stream times, which the door stamps, holds and forgets.
-    pub fn streams_mut(&mut self) -> &mut StreamClocks {
+    fn streams_mut(&mut self) -> &mut StreamClocks {
         &mut self.streams
     }
 
-    pub fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.devices.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.devices.is_empty()
-    }
-
-    pub fn dim(&self) -> usize {
+    fn dim(&self) -> usize {
         self.dim
     }
 
     /// The time onboarding spans are judged by from now on (see [`Self::time`]).
-    pub fn set_time(&mut self, unix: f64) {
+    fn set_time(&mut self, unix: f64) {
         self.time = Some(unix);
     }
 
     /// The pipeline's time as last set (0 before it is).
-    pub fn time(&self) -> f64 {
+    fn time(&self) -> f64 {
         self.time.unwrap_or(0.0)
     }
 
@@ -466,7 +464,7 @@ impl DeviceTable {
     /// before its own; only records move it, until the partition falls idle as a whole.
     /// So a service that lags behind live traffic (a busy machine) decides what a replay
     /// at any speed decides. Otherwise the table's time.
-    pub fn now_of(&self, id: &str, service_ms: u64) -> Now {
+    fn now_of(&self, id: &str, service_ms: u64) -> Now {
         match self.devices.get(id).filter(|_| self.clock == Clock::Event) {
             Some(d) => {
                 let stream =
@@ -479,7 +477,7 @@ impl DeviceTable {
     }
 
     /// A device's adaptation point as the engine plans on it (a new device's: zero).
-    pub fn adaptation_point(&self, id: &str) -> AdaptationPoint {
+    fn adaptation_point(&self, id: &str) -> AdaptationPoint {
         self.devices.get(id).map_or_else(AdaptationPoint::default, |d| AdaptationPoint {
             clock: d.clock,
             next: d.next_adapt_ts,
@@ -490,14 +488,14 @@ impl DeviceTable {
 
     /// A device's next adaptation point and records since its last, as a batch's plan
     /// left them.
-    pub fn set_adaptation_point(&mut self, id: &str, next: f64, since: usize) {
+    fn set_adaptation_point(&mut self, id: &str, next: f64, since: usize) {
         if let Some(d) = self.devices.get_mut(id) {
             d.next_adapt_ts = Some(next);
             d.records_since_adaptation = since;
         }
     }
 
-    pub fn get(&self, id: &str) -> Option<&Device> {
+    fn get(&self, id: &str) -> Option<&Device> {
         self.devices.get(id)
     }
 
@@ -518,7 +516,7 @@ impl DeviceTable {
     }
 
     /// Record one valid record of `id` that arrived from `source`.
-    pub fn observe(
+    fn observe(
         &mut self,
         id: &str,
         features: &[f32],

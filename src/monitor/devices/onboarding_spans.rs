@@ -7,7 +7,7 @@ impl DeviceTable {
     /// Start onboarding a tracked device for `span_s` seconds from `now` (Unix), as a
     /// member of `kind` if one is named (it leaves the kind it was of, withdrawing what
     /// it shared there).
-    pub fn start_onboarding(
+    pub(super) fn start_onboarding(
         &mut self,
         id: &str,
         span_s: f64,
@@ -48,7 +48,7 @@ impl DeviceTable {
 
     /// End the onboardings whose span is over at `service_ms` (devices that fell silent
     /// too), each on its device's time ([`Self::now_of`]).
-    pub fn end_onboarding_due(&mut self, service_ms: u64) {
+    pub(super) fn end_onboarding_due(&mut self, service_ms: u64) {
         let due: Vec<String> = self
             .onboarding
             .iter()
@@ -78,7 +78,7 @@ impl DeviceTable {
 
     /// Onboardings ended since the last call: device, the span, known-normal records.
     /// A member's onboarded rows are shared with its kind.
-    pub fn take_onboarded(&mut self) -> Vec<(String, Onboarding, usize)> {
+    pub(super) fn take_onboarded(&mut self) -> Vec<(String, Onboarding, usize)> {
         let ended = std::mem::take(&mut self.onboarded);
         for (id, ..) in &ended {
             self.share(id);

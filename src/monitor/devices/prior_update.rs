@@ -42,7 +42,7 @@ pub struct PriorUpdate {
 impl Device {
     /// The prior update of a device just adapted, as of `time` (Unix seconds); `None`
     /// if it has no classifier.
-    pub fn prior_update(
+    pub(super) fn prior_update(
         &self,
         id: &str,
         model_version: &str,

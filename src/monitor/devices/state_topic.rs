@@ -18,7 +18,7 @@ pub struct Classifiers<'a> {
 impl DeviceTable {
     /// Changed devices whose last snapshot is `interval_ms` old, or whose unlabeled rows
     /// changed and were last written `unlabeled_interval_ms` ago; at most `budget`.
-    pub(in crate::monitor) fn snapshots_due(
+    pub(super) fn snapshots_due(
         &self,
         now_ms: u64,
         interval_ms: u64,
@@ -38,7 +38,7 @@ impl DeviceTable {
     }
 
     /// Every device with something not yet on the state topic.
-    pub(in crate::monitor) fn unsnapshotted(&self) -> Vec<String> {
+    pub(super) fn unsnapshotted(&self) -> Vec<String> {
         self.devices
             .iter()
             .filter(|(_, d)| d.unsnapshotted || d.rows_unwritten() != (false, false))
@@ -50,7 +50,7 @@ impl DeviceTable {
     /// records, marked as snapshotted now: rows that changed since they were last written
     /// (the unlabeled ones only every `unlabeled_interval_ms`, unless `all_rows`), then
     /// the main record. Rows go first: a main record never names rows not yet sent.
-    pub(in crate::monitor) fn state_records(
+    pub(super) fn state_records(
         &mut self,
         ids: &[String],
         now_ms: u64,
@@ -133,7 +133,7 @@ impl DeviceTable {
     /// Writes that were not acknowledged, to be made again: a tracked device's records
     /// at its next round (rows that failed written again), an untracked device's
     /// tombstones at the next write.
-    pub(in crate::monitor) fn writes_failed(&mut self, failed: Vec<WriteFailed>) {
+    pub(super) fn writes_failed(&mut self, failed: Vec<WriteFailed>) {
         for f in failed {
             match self.devices.get_mut(&f.device) {
                 Some(d) => {

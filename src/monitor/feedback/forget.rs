@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Applying;
+use crate::monitor::clock::Now;
+use crate::monitor::devices::owner::Devices;
 use crate::monitor::output::Emitted;
 use crate::monitor::output::IncidentEvent;
 
@@ -21,19 +22,20 @@ pub struct Forget {
 }
 
 impl Forget {
-    pub(super) fn apply(self, to: &mut dyn Applying) -> Result<(), String> {
-        let known_normal = to
-            .devices()
-            .forget(&self.device)
+    pub(super) fn apply(self, devices: &mut Devices, now: Now) -> Result<Vec<Emitted>, String> {
+        let (known_normal, closes) = devices
+            .forget(&self.device, now)
             .ok_or_else(|| format!("unknown device {}: not tracked by this daemon", self.device))?;
-        to.eviction_closes();
-        to.emit(Emitted::Incident(IncidentEvent::Forgotten {
+        let version = devices.version();
+        let mut out: Vec<Emitted> =
+            closes.into_iter().map(|c| Emitted::Incident(IncidentEvent::of_change(c, version))).collect();
+        out.push(Emitted::Incident(IncidentEvent::Forgotten {
             device: self.device,
             known_normal,
             by: self.by,
             note: self.note,
-            time: to.now().unix,
+            time: now.unix,
         }));
-        Ok(())
+        Ok(out)
     }
 }

@@ -2,9 +2,9 @@
 //! verdict) or an operator of a device (an onboarding, a request to forget it). Each
 //! message names its type, `{"type": "verdict" | "onboard" | "forget", …}`, and is
 //! decoded in one place: fields unknown to its type are refused, never guessed at.
-//! Each kind is one file holding its message and what applying it does to the device
-//! table ([`Applying`]): a new kind is its file, a line in [`FeedbackMessage`], and its
-//! CLI.
+//! Each kind is one file holding its message and what applying it does: it calls the
+//! devices (`devices::owner`) and publishes what they give back. A new kind is its file,
+//! a line in [`FeedbackMessage`], and its CLI.
 
 mod forget;
 mod onboard;
@@ -17,9 +17,7 @@ pub use forget::Forget;
 pub use onboard::Onboard;
 
 use super::clock::Now;
-use super::devices::DeviceTable;
-use super::incidents::behaviours::MemoryRules;
-use super::incidents::Transition;
+use super::devices::owner::Devices;
 use super::output::Emitted;
 use super::telemetry::Telemetry;
 
@@ -62,35 +60,20 @@ impl FeedbackMessage {
         }
     }
 
-    /// Carry the message out, or say why it is refused (for its dead letter).
-    pub(in crate::monitor) fn apply(self, to: &mut dyn Applying) -> Result<(), String> {
+    /// Carry the message out on the devices at `now`: what it published, or why it is
+    /// refused (for its dead letter).
+    pub(in crate::monitor) fn apply(
+        self,
+        devices: &mut Devices,
+        now: Now,
+        telemetry: &dyn Telemetry,
+    ) -> Result<Vec<Emitted>, String> {
         match self {
-            Self::Verdict(f) => f.apply(to),
-            Self::Onboard(o) => o.apply(to),
-            Self::Forget(f) => f.apply(to),
+            Self::Verdict(f) => f.apply(devices, now, telemetry),
+            Self::Onboard(o) => o.apply(devices, now),
+            Self::Forget(f) => f.apply(devices, now),
         }
     }
-}
-
-/// What a feedback command acts on: the device table, the time, and where its events
-/// go. The door's pipeline gives it (`pipeline.rs`).
-pub(in crate::monitor) trait Applying {
-    fn devices(&mut self) -> &mut DeviceTable;
-    /// Now, as the service gives it.
-    fn now(&self) -> Now;
-    /// Now for `device` on the pipeline's clock (Unix seconds): the wall clock, or on
-    /// the event clock the device's newest record's.
-    fn time(&self, device: &str) -> f64;
-    /// How long after it closed an incident still takes a verdict (seconds).
-    fn feedback_max_age_s(&self) -> u64;
-    /// How long what analysts dismissed is remembered.
-    fn memory(&self) -> MemoryRules;
-    fn telemetry(&self) -> &dyn Telemetry;
-    /// An incident's transition: counted, and emitted with the features that moved.
-    fn incident(&mut self, device: &str, transition: &Transition);
-    /// Devices evicted with an incident open: each incident closes as evicted.
-    fn eviction_closes(&mut self);
-    fn emit(&mut self, emitted: Emitted);
 }
 
 #[cfg(test)]

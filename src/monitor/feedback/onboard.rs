@@ -4,7 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Applying;
+use crate::monitor::clock::Now;
+use crate::monitor::devices::owner::Devices;
 use crate::monitor::output::Emitted;
 use crate::monitor::output::IncidentEvent;
 
@@ -26,25 +27,17 @@ pub struct Onboard {
 }
 
 impl Onboard {
-    pub(super) fn apply(self, to: &mut dyn Applying) -> Result<(), String> {
-        let at = to.time(&self.device);
-        let o = to.devices().start_onboarding(
-            &self.device,
-            self.onboard_for_s,
-            self.kind.as_deref(),
-            self.by.clone(),
-            self.note.clone(),
-            at,
-        )?;
-        to.emit(Emitted::Incident(IncidentEvent::Onboarding {
+    pub(super) fn apply(self, devices: &mut Devices, now: Now) -> Result<Vec<Emitted>, String> {
+        let by_note = (self.by.clone(), self.note.clone());
+        let o = devices.onboard(&self.device, self.onboard_for_s, self.kind.as_deref(), by_note, now)?;
+        Ok(vec![Emitted::Incident(IncidentEvent::Onboarding {
             device: self.device,
             kind: self.kind,
             from: o.from,
             until: o.until,
             by: o.by,
             note: o.note,
-            time: to.now().unix,
-        }));
-        Ok(())
+            time: now.unix,
+        })])
     }
 }

@@ -4,34 +4,35 @@
 //! A confirmed attack is recorded on the incident, and what was remembered of its
 //! behaviour is forgotten.
 
-use super::Applying;
-use crate::monitor::incidents::{Applied, Feedback};
+use crate::monitor::clock::Now;
+use crate::monitor::devices::owner::{Devices, Verdicted};
+use crate::monitor::incidents::Feedback;
 use crate::monitor::output::Emitted;
 use crate::monitor::output::IncidentEvent;
-use crate::monitor::telemetry::{Event, FeedbackResult};
+use crate::monitor::telemetry::{Event, FeedbackResult, Telemetry};
 
 impl Feedback {
-    pub(super) fn apply(self, to: &mut dyn Applying) -> Result<(), String> {
-        let (at, max_age_s, memory) = (to.time(&self.device), to.feedback_max_age_s(), to.memory());
-        let applied = to.devices().apply_feedback(&self, at, max_age_s, &memory)?;
-        let (transition, result) = match applied {
-            Applied::Confirmed(t) => (t, FeedbackResult::Confirmed),
-            Applied::Dismissed(t) => (t, FeedbackResult::FalsePositive),
-            Applied::Unlearned => {
-                to.telemetry()
-                    .event(Event::Feedback { device: &self.device, result: FeedbackResult::Confirmed });
-                to.emit(Emitted::Incident(IncidentEvent::Unlearned {
-                    time: to.time(&self.device),
+    pub(super) fn apply(
+        self,
+        devices: &mut Devices,
+        now: Now,
+        telemetry: &dyn Telemetry,
+    ) -> Result<Vec<Emitted>, String> {
+        let (change, result) = match devices.verdict(&self, now)? {
+            Verdicted::Confirmed(c) => (c, FeedbackResult::Confirmed),
+            Verdicted::Dismissed(c) => (c, FeedbackResult::FalsePositive),
+            Verdicted::Unlearned { time } => {
+                telemetry.event(Event::Feedback { device: &self.device, result: FeedbackResult::Confirmed });
+                return Ok(vec![Emitted::Incident(IncidentEvent::Unlearned {
+                    time,
                     device: self.device,
                     incident_id: self.incident_id,
                     by: self.by,
                     note: self.note,
-                }));
-                return Ok(());
+                })]);
             }
         };
-        to.telemetry().event(Event::Feedback { device: &self.device, result });
-        to.incident(&self.device, &transition);
-        Ok(())
+        telemetry.event(Event::Feedback { device: &self.device, result });
+        Ok(vec![Emitted::Incident(IncidentEvent::of_change(change, devices.version()))])
     }
 }

@@ -138,6 +138,21 @@ pub enum Transition {
     Joined(Incident),
 }
 
+impl Transition {
+    /// The incident as it is after the change.
+    pub fn incident(&self) -> &Incident {
+        match self {
+            Self::Opened(i)
+            | Self::Updated(i)
+            | Self::Reopened(i)
+            | Self::Suppressed(i)
+            | Self::Reviewed(i)
+            | Self::Joined(i)
+            | Self::Closed(i, _) => i,
+        }
+    }
+}
+
 /// One scored record, as the tracker sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Decision<'a> {

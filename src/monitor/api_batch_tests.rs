@@ -1,11 +1,13 @@
-//! Tests of `pipeline.rs`.
+//! Tests of `api_batch.rs`: a batch, the time's passing and restarts through the
+//! monitor's door, on small devices of their own.
 
 use super::*;
 use crate::model::{MetaPuNet, Model, NetConfig, PreprocessKind, Preprocessor, Provenance};
 use crate::monitor::decode::{decode_batch, releasable_offsets};
-use crate::monitor::devices::engine::Scheduling;
+use crate::monitor::devices::owner::Scheduling;
 use crate::monitor::devices::stream_time::StreamClocks;
 use crate::monitor::devices::{DeviceTable, WindowSizes};
+use crate::monitor::incidents::IncidentRules;
 use crate::monitor::record;
 use crate::monitor::telemetry::Tally;
 
@@ -40,13 +42,16 @@ fn sizes() -> WindowSizes {
     }
 }
 
-/// An engine on [`model`] with `threshold`, over `devices`.
-fn engine_on(threshold: f32, devices: DeviceTable, scheduling: Scheduling) -> Engine {
-    Engine::new(model(), devices, threshold, scheduling)
+/// A monitor on [`model`] (of version "v") with `threshold`, over `table`, publishing
+/// every record's score.
+fn monitor_on(threshold: f32, table: DeviceTable, scheduling: Scheduling, rules: IncidentRules) -> Monitor {
+    let devices = Devices::new(model(), table, threshold, scheduling, rules).with_version("v");
+    Monitor::of(devices, RecordOutputs { scores: true, alerts: false }, 100)
 }
 
-fn engine(max_per_device: usize) -> Engine {
-    engine_on(0.5, DeviceTable::new(2, sizes(), 10), Scheduling { max_per_device, ..Scheduling::default() })
+fn monitor(max_per_device: usize) -> Monitor {
+    let scheduling = Scheduling { max_per_device, ..Scheduling::default() };
+    monitor_on(0.5, DeviceTable::new(2, sizes(), 10), scheduling, rules())
 }
 
 /// The service's clock at `ms`, with the wall clock.
@@ -62,8 +67,8 @@ fn consumed(messages: Vec<Received>) -> Vec<Consumed> {
     decode_batch(messages, 2, 1024)
 }
 
-fn pipeline() -> Pipeline {
-    let rules = IncidentRules {
+fn rules() -> IncidentRules {
+    IncidentRules {
         open_k: 2,
         open_n: 3,
         update_interval_ms: 1000,
@@ -73,8 +78,7 @@ fn pipeline() -> Pipeline {
         memory: crate::monitor::incidents::behaviours::MemoryRules::OFF,
         fan_out: crate::monitor::incidents::fanout::FanOutRules::OFF,
         fleet_ms: 0,
-    };
-    Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, 100)
+    }
 }
 
 fn record(device: &str, offset: i64, normal: bool) -> Received {
@@ -141,19 +145,34 @@ fn replay_with(batch_sizes: &[usize], service_ms_step: u64, min_records: usize) 
     replay_solved(batch_sizes, service_ms_step, min_records, None)
 }
 
-/// The engine of [`replay_solved`].
-fn event_engine(min_records: usize) -> Engine {
+/// The monitor of [`replay_solved`], its devices' model of `version`.
+fn event_monitor(min_records: usize, version: &str) -> Monitor {
     let cadence =
-        crate::monitor::devices::engine::EventCadence { interval_s: 1.0, min_records, after_records: 0 };
-    engine_on(
-        0.9, // the burst scores 0.75-0.85, the rest over 0.9
+        crate::monitor::devices::owner::EventCadence { interval_s: 1.0, min_records, after_records: 0 };
+    let rules = IncidentRules {
+        open_k: 3,
+        open_n: 5,
+        update_interval_ms: 2_000,
+        quiet_ms: 3_000,
+        reopen_ms: 0,
+        keep_records: 3,
+        memory: crate::monitor::incidents::behaviours::MemoryRules::OFF,
+        fan_out: crate::monitor::incidents::fanout::FanOutRules::OFF,
+        fleet_ms: 0,
+    };
+    let devices = Devices::new(
+        model(),
         DeviceTable::new(2, sizes(), 10).on_clock(Clock::Event, StreamClocks::default()),
+        0.9, // the burst scores 0.75-0.85, the rest over 0.9
         Scheduling { cadence: Some(cadence), ..Scheduling::default() },
+        rules,
     )
+    .with_version(version);
+    Monitor::of(devices, RecordOutputs { scores: true, alerts: false }, 100)
 }
 
 /// A restart of the replay after `after` messages: every device's snapshot, as the
-/// daemon writes it at a shutdown, restored into a new engine whose model is `model`
+/// daemon writes it at a shutdown, restored into a new monitor whose model is `model`
 /// (the snapshots are written under "v").
 struct Restart {
     after: usize,
@@ -170,13 +189,13 @@ fn replay_solved(
     replay_restarted(batch_sizes, service_ms_step, min_records, solver, None)
 }
 
-/// `engine`'s devices written to the state topic and restored into a new engine, as a
-/// restart does (devices that kept no classifier of `model` adapted at once).
-fn restarted(engine: &mut Engine, now: Now, model: &str, min_records: usize) -> Engine {
+/// `monitor`'s devices written to the state topic and restored into a new monitor, as
+/// a restart does (devices that kept no classifier of `model` adapted at once).
+fn restarted(monitor: &mut Monitor, now: Now, model: &str, min_records: usize) -> Monitor {
     let ids: Vec<String> = ["cam", "lock"].map(String::from).to_vec();
-    let kept = engine.classifiers(&ids, "v");
-    let records = engine.devices_mut().state_records(&ids, now.ms, true, 0, 1, &kept);
-    let mut next = event_engine(min_records);
+    let writing = Writing { all_rows: true, unlabeled_interval_ms: 0, input_partitions: 1 };
+    let records = monitor.devices.state_records(&ids, now.ms, writing);
+    let mut next = event_monitor(min_records, model);
     let mut adapt = Vec::new();
     for id in &ids {
         let part = |p: crate::monitor::devices::snapshot::Part| {
@@ -186,11 +205,11 @@ fn restarted(engine: &mut Engine, now: Now, model: &str, min_records: usize) -> 
         let main = part(Part::Main).expect("a main record");
         let (pos, unl) = (part(Part::Positive), part(Part::Unlabeled));
         let snapshot = Snapshot::assemble(&main, pos.as_deref(), unl.as_deref()).expect("a snapshot");
-        if next.restore(id, &snapshot, 0, 0, now.ms, model) {
+        if next.devices.restore(id, &snapshot, 0, 0, now.ms) {
             adapt.push(id.as_str());
         }
     }
-    next.adapt_now(adapt);
+    next.devices.adapt_now(adapt);
     next
 }
 
@@ -203,22 +222,10 @@ fn replay_restarted(
     restart: Option<Restart>,
 ) -> (Replayed, u64) {
     let tally = Tally::default();
-    let mut engine = event_engine(min_records);
+    let mut monitor = event_monitor(min_records, "v");
     if let Some(solver) = solver {
-        engine.set_solver(solver);
+        monitor.set_solver(solver);
     }
-    let rules = IncidentRules {
-        open_k: 3,
-        open_n: 5,
-        update_interval_ms: 2_000,
-        quiet_ms: 3_000,
-        reopen_ms: 0,
-        keep_records: 3,
-        memory: crate::monitor::incidents::behaviours::MemoryRules::OFF,
-        fan_out: crate::monitor::incidents::fanout::FanOutRules::OFF,
-        fleet_ms: 0,
-    };
-    let mut pipeline = Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, 100);
     let mut messages = capture().into_iter().peekable();
     let (mut decisions, mut incidents) = (Vec::new(), Vec::new());
     let mut service_ms = 0;
@@ -228,14 +235,13 @@ fn replay_restarted(
             break;
         }
         if let Some(r) = restart.as_ref().filter(|r| r.after == sent) {
-            assert!(pipeline.deferred.is_empty(), "a restart loses no deferred record here");
-            engine = restarted(&mut engine, service_now(service_ms), r.model, min_records);
-            pipeline = Pipeline::new(rules, RecordOutputs { scores: true, alerts: false }, 100);
+            assert!(monitor.deferred.is_empty(), "a restart loses no deferred record here");
+            monitor = restarted(&mut monitor, service_now(service_ms), r.model, min_records);
         }
         let batch: Vec<Received> = messages.by_ref().take(size).collect();
         sent += batch.len();
-        let (mut out, _) = pipeline.run(&mut engine, consumed(batch), service_now(service_ms), "v", &tally);
-        out.extend(pipeline.incident_ticks(&mut engine, service_now(service_ms), "v", &tally));
+        let (mut out, _) = monitor.run_batch(consumed(batch), service_now(service_ms), &tally);
+        out.extend(monitor.incident_ticks(service_now(service_ms), &tally));
         service_ms += service_ms_step;
         for e in out {
             match e {
@@ -329,14 +335,14 @@ fn min_records_spaces_adaptations_and_keeps_replays_alike() {
     }
 }
 
-/// An engine and pipeline on the event clock that call every record anomalous, and
-/// five records of device `a` (the first known-normal), one a second of a capture's
-/// time years ago, run at 1 s of the service's clock: its incident is open.
-fn silent_after_an_incident(idle_after_ms: u64, tally: &Tally) -> (Engine, Pipeline) {
-    let devices =
+/// A monitor on the event clock that calls every record anomalous, and five records of
+/// device `a` (the first known-normal), one a second of a capture's time years ago,
+/// run at 1 s of the service's clock: its incident is open.
+fn silent_after_an_incident(idle_after_ms: u64, tally: &Tally) -> Monitor {
+    let table =
         DeviceTable::new(2, sizes(), 10).on_clock(Clock::Event, StreamClocks::new(idle_after_ms, 0.0));
     // Every record scores anomalous.
-    let (mut engine, mut pipeline) = (engine_on(1.1, devices, Scheduling::default()), self::pipeline());
+    let mut monitor = monitor_on(1.1, table, Scheduling::default(), rules());
     let old = 1.5e9;
     let messages: Vec<Received> = (0..5)
         .map(|o| {
@@ -346,9 +352,9 @@ fn silent_after_an_incident(idle_after_ms: u64, tally: &Tally) -> (Engine, Pipel
             message(0, o, json.as_bytes())
         })
         .collect();
-    let (out, _) = pipeline.run(&mut engine, consumed(messages), service_now(1_000), "v", tally);
+    let (out, _) = monitor.run_batch(consumed(messages), service_now(1_000), tally);
     assert!(out.iter().any(|e| matches!(e, Emitted::Incident(IncidentEvent::Opened(_)))));
-    (engine, pipeline)
+    monitor
 }
 
 fn closed(out: &[Emitted]) -> bool {
@@ -361,12 +367,9 @@ fn closed(out: &[Emitted]) -> bool {
 #[test]
 fn a_silent_partition_s_incidents_close_on_the_wall_clock() {
     let tally = Tally::default();
-    let (mut engine, pipeline) = silent_after_an_incident(0, &tally);
-    assert!(
-        !closed(&pipeline.incident_ticks(&mut engine, service_now(5_000), "v", &tally)),
-        "4 s of quiet < 5 s"
-    );
-    let out = pipeline.incident_ticks(&mut engine, service_now(6_100), "v", &tally);
+    let mut monitor = silent_after_an_incident(0, &tally);
+    assert!(!closed(&monitor.incident_ticks(service_now(5_000), &tally)), "4 s of quiet < 5 s");
+    let out = monitor.incident_ticks(service_now(6_100), &tally);
     assert!(closed(&out), "5.1 s after its last record: closed");
     assert_eq!(tally.get("stream_idle"), 1, "the partition went idle once");
 }
@@ -376,12 +379,12 @@ fn a_silent_partition_s_incidents_close_on_the_wall_clock() {
 #[test]
 fn a_lagging_service_moves_no_partition_s_time_until_it_is_silent_for_idle_after() {
     let tally = Tally::default();
-    let (mut engine, pipeline) = silent_after_an_incident(10_000, &tally);
+    let mut monitor = silent_after_an_incident(10_000, &tally);
     assert!(
-        !closed(&pipeline.incident_ticks(&mut engine, service_now(10_900), "v", &tally)),
+        !closed(&monitor.incident_ticks(service_now(10_900), &tally)),
         "9.9 s silent: its time stands at its last record's"
     );
-    let out = pipeline.incident_ticks(&mut engine, service_now(11_000), "v", &tally);
+    let out = monitor.incident_ticks(service_now(11_000), &tally);
     assert!(closed(&out), "10 s silent: moved on by all of it, past quiet");
 }
 
@@ -390,20 +393,16 @@ fn a_lagging_service_moves_no_partition_s_time_until_it_is_silent_for_idle_after
 #[test]
 fn a_silent_device_s_incident_closes_as_its_partition_s_records_pass_its_quiet() {
     let tally = Tally::default();
-    let (mut engine, mut pipeline) = silent_after_an_incident(u64::MAX, &tally);
+    let mut monitor = silent_after_an_incident(u64::MAX, &tally);
     let at = |o: i64, ts: f64| {
         message(0, o, format!(r#"{{"device": "b", "ts": {ts}, "features": [0.1, 0.2]}}"#).as_bytes())
     };
     // a's last record at 1.5e9 + 4; quiet_s is 5.
-    let (out, _) =
-        pipeline.run(&mut engine, consumed(vec![at(5, 1.5e9 + 8.0)]), service_now(2_000), "v", &tally);
+    let (out, _) = monitor.run_batch(consumed(vec![at(5, 1.5e9 + 8.0)]), service_now(2_000), &tally);
     assert!(!closed(&out));
-    assert!(
-        !closed(&pipeline.incident_ticks(&mut engine, service_now(600_000), "v", &tally)),
-        "4 s of quiet"
-    );
-    pipeline.run(&mut engine, consumed(vec![at(6, 1.5e9 + 9.5)]), service_now(600_001), "v", &tally);
-    let out = pipeline.incident_ticks(&mut engine, service_now(600_002), "v", &tally);
+    assert!(!closed(&monitor.incident_ticks(service_now(600_000), &tally)), "4 s of quiet");
+    monitor.run_batch(consumed(vec![at(6, 1.5e9 + 9.5)]), service_now(600_001), &tally);
+    let out = monitor.incident_ticks(service_now(600_002), &tally);
     assert!(closed(&out), "5.5 s of the partition's time: closed");
     assert_eq!(tally.get("stream_idle"), 0, "never idle: the wall clock moved nothing");
 }
@@ -424,24 +423,19 @@ fn released_offsets_stop_below_a_deferred_record() {
 #[test]
 fn records_over_a_share_wait_for_the_next_batch_and_hold_back_offsets() {
     let tally = Tally::default();
-    let (mut engine, mut pipeline) = (engine(2), pipeline());
+    let mut monitor = monitor(2);
     let fresh = consumed((0..5).map(|o| record("a", o, o == 0)).collect());
-    let (outputs, offsets) = pipeline.run(&mut engine, fresh, service_now(0), "v", &tally);
+    let (outputs, offsets) = monitor.run_batch(fresh, service_now(0), &tally);
     assert_eq!(kinds(&outputs), ["score", "score", "prior"]);
     assert_eq!(offsets, vec![("in".to_string(), 0, 1)]);
-    assert!(pipeline.has_deferred());
-    let (outputs, offsets) = pipeline.run(&mut engine, Vec::new(), service_now(0), "v", &tally);
+    assert!(!monitor.deferred.is_empty());
+    let (outputs, offsets) = monitor.run_batch(Vec::new(), service_now(0), &tally);
     assert_eq!((outputs.len(), offsets), (2, vec![("in".to_string(), 0, 3)]));
-    let (outputs, offsets) =
-        pipeline.run(&mut engine, consumed(vec![record("b", 5, false)]), service_now(0), "v", &tally);
+    let (outputs, offsets) = monitor.run_batch(consumed(vec![record("b", 5, false)]), service_now(0), &tally);
     assert_eq!((outputs.len(), offsets), (2, vec![("in".to_string(), 0, 5)]));
-    assert!(!pipeline.has_deferred());
+    assert!(monitor.deferred.is_empty());
     assert_eq!(tally.get("deferred"), 3 + 1, "deferrals counted per batch");
-    assert_eq!(
-        engine.devices().get("a").map(|d| d.view().seen),
-        Some(5),
-        "every record of a entered its windows once"
-    );
+    assert_eq!(monitor.device("a").map(|d| d.seen), Some(5), "every record of a entered its windows once");
 }
 
 /// The first records of a device with a known-normal record are scored, not
@@ -449,11 +443,11 @@ fn records_over_a_share_wait_for_the_next_batch_and_hold_back_offsets() {
 #[test]
 fn a_new_device_is_adapted_before_scoring_and_bad_input_is_dead_lettered() {
     let tally = Tally::default();
-    let (mut engine, mut pipeline) = (engine(0), pipeline());
+    let mut monitor = monitor(0);
     let mut messages: Vec<Received> = (0..4).map(|o| record("a", o, o == 0)).collect();
     messages.push(record("c", 4, false));
     messages.push(message(0, 5, b"{not json"));
-    let (outputs, _) = pipeline.run(&mut engine, consumed(messages), service_now(0), "v", &tally);
+    let (outputs, _) = monitor.run_batch(consumed(messages), service_now(0), &tally);
     let decisions = decisions(&outputs);
     assert!(decisions[..4].iter().all(|d| *d != "unknown"), "{decisions:?}");
     assert_eq!(decisions[4], "unknown", "a device with no known-normal record cannot be scored");
@@ -475,12 +469,11 @@ fn records_taken_as_normal_open_no_incident() {
     let tally = Tally::default();
     let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 3, ..WindowSizes::default() };
     // Every record scores anomalous.
-    let (mut engine, mut pipeline) =
-        (engine_on(1.1, DeviceTable::new(2, sizes, 10), Scheduling::default()), pipeline());
+    let mut monitor = monitor_on(1.1, DeviceTable::new(2, sizes, 10), Scheduling::default(), rules());
     let opened = |outputs: &[Emitted]| outputs.iter().filter(|o| matches!(o, Emitted::Incident(_))).count();
     let mut run = |offsets: std::ops::Range<i64>| {
         let fresh = consumed(offsets.map(|o| record("a", o, false)).collect());
-        pipeline.run(&mut engine, fresh, service_now(0), "v", &tally).0
+        monitor.run_batch(fresh, service_now(0), &tally).0
     };
     let outputs = run(0..3);
     assert_eq!(opened(&outputs), 0, "bootstrap records are learned as normal: no incident");
@@ -495,7 +488,7 @@ fn records_taken_as_normal_open_no_incident() {
 #[test]
 fn a_batch_message_s_records_count_one_by_one() {
     let tally = Tally::default();
-    let (mut engine, mut pipeline) = (engine(0), pipeline());
+    let mut monitor = monitor(0);
     let rec = |ts: f64, features: &[f32]| record::encode_binary("a", ts, features, ts == 0.0, None);
     let mut batch = record::Batch::default();
     for r in [rec(0.0, &[0.1, 0.2]), rec(1.0, &[0.1, 0.2]), rec(2.0, &[0.1]), rec(3.0, &[0.2, 0.1])] {
@@ -503,7 +496,7 @@ fn a_batch_message_s_records_count_one_by_one() {
     }
     let batch = batch.take();
     let messages = || vec![message(0, 0, &batch), message(0, 1, &rec(4.0, &[0.1, 0.1]))];
-    let (outputs, offsets) = pipeline.run(&mut engine, consumed(messages()), service_now(0), "v", &tally);
+    let (outputs, offsets) = monitor.run_batch(consumed(messages()), service_now(0), &tally);
     assert_eq!(kinds(&outputs), ["score", "score", "dead letter", "score", "score", "prior"]);
     assert_eq!(offsets, vec![("in".to_string(), 0, 1)]);
     let scored =
@@ -521,17 +514,18 @@ fn a_batch_message_s_records_count_one_by_one() {
     // A device over its share stops inside a batch: the message's offset is held back,
     // and after a restart the redelivered batch's records before the stop are known
     // and the rest enter the windows once.
-    let (mut engine, mut pipeline) = (self::engine(2), self::pipeline());
-    let (outputs, offsets) = pipeline.run(&mut engine, consumed(messages()), service_now(0), "v", &tally);
+    let mut monitor = self::monitor(2);
+    let (outputs, offsets) = monitor.run_batch(consumed(messages()), service_now(0), &tally);
     assert_eq!(scored(&outputs), [(0, 0), (0, 1)]);
     assert!(offsets.is_empty(), "{offsets:?}");
-    assert_eq!(seen(&engine), 2);
-    engine.set_scheduling(Scheduling::default());
-    let mut restarted = self::pipeline();
-    restarted.run(&mut engine, consumed(messages()), service_now(0), "v", &tally);
-    assert_eq!(seen(&engine), 4, "the first two once, the last two once");
+    assert_eq!(seen(&monitor), 2);
+    // A restart: the deferred records are gone with the process, the devices stay.
+    monitor.devices.set_scheduling(Scheduling::default());
+    monitor.deferred.clear();
+    monitor.run_batch(consumed(messages()), service_now(0), &tally);
+    assert_eq!(seen(&monitor), 4, "the first two once, the last two once");
 }
 
-fn seen(engine: &Engine) -> u64 {
-    engine.devices().get("a").map_or(0, |d| d.view().seen)
+fn seen(monitor: &Monitor) -> u64 {
+    monitor.device("a").map_or(0, |d| d.seen)
 }

@@ -6,6 +6,19 @@ fn at(partition: i32, offset: i64) -> Source {
     Source::new("in", partition, offset)
 }
 
+/// Incidents open on 3 of 5 anomalous records, with nothing remembered and no second look.
+const RULES: IncidentRules = IncidentRules {
+    open_k: 3,
+    open_n: 5,
+    update_interval_ms: 1_000,
+    quiet_ms: 10_000,
+    reopen_ms: 0,
+    keep_records: 2,
+    memory: crate::monitor::incidents::behaviours::MemoryRules::OFF,
+    fan_out: crate::monitor::incidents::fanout::FanOutRules::OFF,
+    fleet_ms: 0,
+};
+
 /// An untrained model on two raw features.
 fn two_feature_model() -> Model {
     Model {
@@ -17,11 +30,11 @@ fn two_feature_model() -> Model {
 }
 
 #[test]
-fn the_engine_scores_only_adapted_devices() {
+fn the_devices_score_only_adapted_devices() {
     tch::manual_seed(1);
     let model = two_feature_model;
     let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0, ..WindowSizes::default() };
-    let mut e = Engine::new(model(), DeviceTable::new(2, sizes, 10), 0.5, Scheduling::default());
+    let mut e = Devices::new(model(), DeviceTable::new(2, sizes, 10), 0.5, Scheduling::default(), RULES);
     let rec = |d: &str, x: f32, normal: bool| crate::monitor::record::FeatureRecord {
         device: d.into(),
         ts: 0.0,
@@ -55,6 +68,6 @@ fn the_engine_scores_only_adapted_devices() {
     let v = e.score([&r2, &r3].into_iter());
     assert!(matches!(v[0], RecordOutcome::Scored { posterior, .. } if (0.0..=1.0).contains(&posterior)));
     assert_eq!(v[1], RecordOutcome::Unknown);
-    e.replace_model(model(), None);
+    e.replace_model(model(), "w", None);
     assert_eq!(e.score([&r2].into_iter()), [RecordOutcome::Unknown], "states of the old model are dropped");
 }

@@ -1,6 +1,11 @@
-//! The daemon's core without Kafka: windows in, record outcomes out. One micro-batch of
-//! records updates the device windows and is scored in one forward; adaptation jobs
-//! are cut from changed devices and their results installed.
+//! [`Devices`], the one owner of the devices: the model, the device table, the solver
+//! and the incident rules. The door hands it a batch, a command or the time, and reads
+//! back plain values: record outcomes, incident changes explained, prior updates. One
+//! micro-batch of records updates the device windows and is scored in one forward;
+//! adaptation jobs are cut from changed devices and their results installed. What it
+//! does with a batch is `owner_batch.rs`, with the time `owner_ticks.rs`, with the
+//! feedback and kinds topics `owner_commands.rs`, for the service's schedules
+//! (restores, snapshots, idleness) `owner_service.rs`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,8 +17,9 @@ use super::adapt_jobs::Adapted;
 use super::snapshot::Snapshot;
 use super::solver::{InlineSolver, Solved, Solver};
 use super::{records_needed, AdaptationPoint};
-use super::{AdaptJob, Classifiers, DeviceTable, Kept};
+use super::{AdaptJob, Classifiers, DeviceTable, DeviceView, Kept};
 use crate::monitor::clock::Now;
+use crate::monitor::incidents::{Incident, IncidentRules};
 use crate::monitor::record::{FeatureRecord, Source};
 
 /// Outcome for one record.
@@ -137,20 +143,26 @@ impl<'a> Rounds<'a> {
     }
 }
 
-/// A kept record's place in [`Engine::process`].
+/// A kept record's place in [`Devices::process`].
 #[derive(Debug, Clone, Copy)]
 struct Planned {
     clock: f64,
     round: usize,
 }
 
-/// The devices' scoring and adaptation over the device table it owns. Its settings are
-/// given at construction ([`Scheduling`]); the door reaches the table through
-/// [`Self::devices`] and [`Self::devices_mut`], never a field.
-pub struct Engine {
+/// The devices, owned in one place: scoring and adaptation over the device table, the
+/// incidents it moves, and the model version it names. Its settings are given at
+/// construction ([`Scheduling`], [`IncidentRules`]); nobody outside `devices/`
+/// reaches the table.
+pub struct Devices {
     model: Model,
-    devices: DeviceTable,
+    /// The scoring model's version, named in what is published.
+    version: String,
+    table: DeviceTable,
     threshold: f32,
+    rules: IncidentRules,
+    /// Feedback reaches a closed incident this long after it closed (seconds).
+    feedback_max_age_s: u64,
     scheduling: Scheduling,
     /// Solves the jobs of the cadence's points (`solver.rs`).
     solver: Box<dyn Solver>,
@@ -167,7 +179,7 @@ pub struct Scheduling {
     pub max_per_device: usize,
     /// Devices per batched solve when devices are adapted before scoring.
     pub adaptation_batch: usize,
-    /// Re-adapt devices on their records' clock, in [`Engine::process`]; `None`: the
+    /// Re-adapt devices on their records' clock, in [`Devices::process`]; `None`: the
     /// service schedules adaptation on its own clock.
     pub cadence: Option<EventCadence>,
 }
@@ -178,14 +190,23 @@ impl Default for Scheduling {
     }
 }
 
-impl Engine {
-    /// An engine scoring with `model` over `devices`, adapting devices on the scoring
-    /// thread until [`Self::set_solver`] says otherwise.
-    pub fn new(model: Model, devices: DeviceTable, threshold: f32, scheduling: Scheduling) -> Self {
+impl Devices {
+    /// Devices scored with `model` over `table`, adapted on the scoring thread until
+    /// [`Self::set_solver`] says otherwise, their incidents moved under `rules`.
+    pub fn new(
+        model: Model,
+        table: DeviceTable,
+        threshold: f32,
+        scheduling: Scheduling,
+        rules: IncidentRules,
+    ) -> Self {
         Self {
             model,
-            devices,
+            version: String::new(),
+            table,
             threshold,
+            rules,
+            feedback_max_age_s: 86_400,
             scheduling,
             solver: Box::new(InlineSolver::new(scheduling.adaptation_batch)),
             pending: HashMap::new(),
@@ -205,19 +226,41 @@ impl Engine {
         self.solver = solver;
     }
 
-    /// The scoring model.
-    pub fn model(&self) -> &Model {
-        &self.model
+    /// How long after its close an incident takes feedback (seconds).
+    pub fn with_feedback_max_age_s(mut self, seconds: u64) -> Self {
+        self.feedback_max_age_s = seconds;
+        self
     }
 
-    /// The device table, to read.
-    pub fn devices(&self) -> &DeviceTable {
-        &self.devices
+    /// The scoring model's version.
+    pub fn with_version(mut self, version: &str) -> Self {
+        self.version = version.to_string();
+        self
     }
 
-    /// The device table, to act on through its methods.
-    pub fn devices_mut(&mut self) -> &mut DeviceTable {
-        &mut self.devices
+    /// The scoring model's version.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// A device as tests and benches look at it (nothing decides on it).
+    pub fn view(&self, id: &str) -> Option<DeviceView> {
+        self.table.get(id).map(|d| d.view())
+    }
+
+    /// A device's open incident, as its tracker holds it.
+    pub fn open_incident(&self, id: &str) -> Option<&Incident> {
+        self.table.get(id)?.incidents().open()
+    }
+
+    /// Devices tracked.
+    pub fn tracked(&self) -> usize {
+        self.table.len()
+    }
+
+    /// The feature count the model takes.
+    pub fn dim(&self) -> usize {
+        self.model.dim()
     }
 
     /// Add records to their devices' windows, adapt the devices that have a known-normal
@@ -269,31 +312,12 @@ impl Engine {
         kept
     }
 
-    /// What a snapshot of `ids` keeps of their classifiers: each one's classifier waiting
-    /// for its next point, a job in flight solved first (so a restart installs at that
-    /// point what would have been installed).
-    pub fn classifiers<'a>(&mut self, ids: &[String], model: &'a str) -> Classifiers<'a> {
-        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        self.collect_pending(&refs);
-        let next =
-            ids.iter().filter_map(|id| Some((id.clone(), self.pending.get(id)?.state.clone()?))).collect();
-        Classifiers { model, next }
-    }
-
     /// Restore a device from its snapshot; whether it is to be adapted now (it kept no
     /// classifiers of this model). A kept classifier for its next point is installed
     /// there, as its job's result would have been.
-    pub fn restore(
-        &mut self,
-        id: &str,
-        snapshot: &Snapshot,
-        partition: i32,
-        home: i32,
-        now_ms: u64,
-        model: &str,
-    ) -> bool {
+    pub fn restore(&mut self, id: &str, snapshot: &Snapshot, partition: i32, home: i32, now_ms: u64) -> bool {
         self.pending.remove(id);
-        match self.devices.restore(id, snapshot, partition, home, now_ms, model) {
+        match self.table.restore(id, snapshot, partition, home, now_ms, &self.version) {
             Kept::Nothing => true,
             Kept::Scoring => false,
             Kept::Next { handover, state } => {
@@ -338,14 +362,13 @@ impl Engine {
             if rounds.moves_on(k, device, round) {
                 continue;
             }
-            let seen =
-                self.devices.observe(device, &r.features, r.known_normal, source, plan[k].clock, now.ms);
+            let seen = self.table.observe(device, &r.features, r.known_normal, source, plan[k].clock, now.ms);
             out.evicted += seen.evicted;
             out.replayed += usize::from(seen.replayed);
             admitted.push((k, seen.taken_as_normal));
             out.clocks[kept[k]] = plan[k].clock;
             if self.scheduling.cadence.is_some()
-                && self.devices.get(device).is_some_and(|d| d.awaits_first_classifier())
+                && self.table.get(device).is_some_and(|d| d.awaits_first_classifier())
             {
                 rounds.first_classifier.insert(device);
             }
@@ -378,7 +401,7 @@ impl Engine {
     fn keep_points(&mut self, devices: HashMap<&str, (AdaptationPoint, usize)>) {
         for (device, (s, _)) in devices {
             if let Some(next) = s.next {
-                self.devices.set_adaptation_point(device, next, s.since);
+                self.table.set_adaptation_point(device, next, s.since);
             }
         }
     }
@@ -393,7 +416,7 @@ impl Engine {
         stamps: &[f64],
         kept: &[usize],
     ) -> (Vec<Planned>, HashMap<&'a str, (AdaptationPoint, usize)>) {
-        let capacity = self.devices.sizes().unlabeled;
+        let capacity = self.table.sizes().unlabeled;
         // Per device: its adaptation point as the plan moves it, and its round.
         let mut devices: HashMap<&'a str, (AdaptationPoint, usize)> = HashMap::new();
         let planned = kept
@@ -402,7 +425,7 @@ impl Engine {
                 let r = records[i].0;
                 let (s, round) = devices
                     .entry(r.device.as_str())
-                    .or_insert_with(|| (self.devices.adaptation_point(&r.device), 0));
+                    .or_insert_with(|| (self.table.adaptation_point(&r.device), 0));
                 s.clock = s.clock.max(stamps[i]);
                 let Some(c) = self.scheduling.cadence else {
                     return Planned { clock: s.clock, round: 0 };
@@ -425,7 +448,7 @@ impl Engine {
     /// classifier. Returns the devices adapted.
     fn adapt_unready<'a>(&mut self, devices: impl Iterator<Item = &'a str>) -> Vec<String> {
         let unready: Vec<&str> =
-            devices.filter(|id| self.devices.get(id).is_some_and(|d| d.awaits_first_classifier())).collect();
+            devices.filter(|id| self.table.get(id).is_some_and(|d| d.awaits_first_classifier())).collect();
         self.adapt_now(unready)
     }
 
@@ -434,11 +457,11 @@ impl Engine {
     /// devices adapted.
     pub fn adapt_now<'a>(&mut self, devices: impl IntoIterator<Item = &'a str>) -> Vec<String> {
         let mut ids: Vec<&str> =
-            devices.into_iter().filter(|id| self.devices.get(id).is_some_and(|d| d.adaptable())).collect();
+            devices.into_iter().filter(|id| self.table.get(id).is_some_and(|d| d.adaptable())).collect();
         ids.sort_unstable();
         ids.dedup();
         let jobs: Vec<AdaptJob> =
-            ids.into_iter().filter_map(|device| self.devices.take_windows(device)).collect();
+            ids.into_iter().filter_map(|device| self.table.take_windows(device)).collect();
         let states = run_adaptation(&self.model, &jobs, self.scheduling.adaptation_batch);
         let adapted = states.iter().map(|a| a.device.clone()).collect();
         self.install(states);
@@ -455,7 +478,7 @@ impl Engine {
         let mut scored_at = Vec::new();
         for (i, r) in records.enumerate() {
             outcomes.push(RecordOutcome::Unknown);
-            let Some(state) = self.devices.get(&r.device).and_then(|d| d.classifier()) else { continue };
+            let Some(state) = self.table.get(&r.device).and_then(|d| d.classifier()) else { continue };
             let next = states.len();
             let s = *slot.entry(r.device.as_str()).or_insert_with(|| {
                 states.push(state);
@@ -489,8 +512,8 @@ impl Engine {
 
     /// Up to `max` devices whose windows changed by at least `min_changed` records.
     pub fn adaptation_jobs(&mut self, min_changed: usize, max: usize) -> Vec<AdaptJob> {
-        let due = self.devices.due_for_adaptation(min_changed);
-        due.into_iter().take(max).filter_map(|device| self.devices.take_windows(&device)).collect()
+        let due = self.table.due_for_adaptation(min_changed);
+        due.into_iter().take(max).filter_map(|device| self.table.take_windows(&device)).collect()
     }
 
     /// Install adapted classifiers of devices still tracked, unless one adapted on
@@ -498,7 +521,7 @@ impl Engine {
     pub fn install(&mut self, results: Vec<Adapted>) -> Vec<String> {
         let mut installed = Vec::with_capacity(results.len());
         for Adapted { device, handover, state } in results {
-            if self.devices.install(&device, handover, state) {
+            if self.table.install(&device, handover, state) {
                 installed.push(device);
             }
         }
@@ -514,9 +537,10 @@ impl Engine {
     /// Swap in a new model; adapted states belong to the old one and are dropped,
     /// windows stay and every device is re-adapted at the next opportunity.
     /// `solving`: the solver's copies (the inline solver solves on the scoring model).
-    pub fn replace_model(&mut self, model: Model, solving: Option<Vec<Model>>) {
+    pub fn replace_model(&mut self, model: Model, version: &str, solving: Option<Vec<Model>>) {
         self.model = model;
-        self.devices.invalidate_states();
+        self.version = version.to_string();
+        self.table.invalidate_states();
         self.generation += 1;
         self.pending.clear();
         if let Some(m) = solving {
@@ -525,11 +549,23 @@ impl Engine {
     }
 }
 
-// The event clock's adaptation points, in a file of their own (a child module: they
-// reach the engine's private parts).
-#[path = "engine_points.rs"]
+// The owner's parts, in files of their own (child modules: they reach its private
+// parts).
+#[path = "owner_batch.rs"]
+mod batch;
+#[path = "owner_commands.rs"]
+mod commands;
+#[path = "owner_points.rs"]
 mod points;
+#[path = "owner_service.rs"]
+mod service;
+#[path = "owner_ticks.rs"]
+mod ticks;
+
+pub use batch::BatchRecord;
+pub use commands::Verdicted;
+pub use service::Writing;
 
 #[cfg(test)]
-#[path = "engine_tests.rs"]
+#[path = "owner_tests.rs"]
 mod tests;

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Engine {
+impl Devices {
     /// Every device with records in a later round reached its adaptation point just
     /// before them: the classifier of the job handed over at its last point is installed
     /// (waited for if the solver is behind), and its windows as they are now go to the
@@ -25,10 +25,10 @@ impl Engine {
         at_point.sort_unstable();
         at_point.dedup();
         let (settled, filling): (Vec<&str>, Vec<&str>) =
-            at_point.into_iter().partition(|id| self.devices.get(id).is_none_or(|d| d.window_full()));
+            at_point.into_iter().partition(|id| self.table.get(id).is_none_or(|d| d.window_full()));
         let filling: Vec<&str> = filling
             .into_iter()
-            .filter(|id| self.devices.get(id).is_some_and(|d| d.changed_since_adaptation()))
+            .filter(|id| self.table.get(id).is_some_and(|d| d.changed_since_adaptation()))
             .collect();
         for id in &filling {
             self.pending.remove(*id);
@@ -47,10 +47,9 @@ impl Engine {
         installed.extend(self.install(solved));
         let changed: Vec<&str> = settled
             .into_iter()
-            .filter(|id| self.devices.get(id).is_some_and(|d| d.changed_since_adaptation() && d.adaptable()))
+            .filter(|id| self.table.get(id).is_some_and(|d| d.changed_since_adaptation() && d.adaptable()))
             .collect();
-        let jobs: Vec<AdaptJob> =
-            changed.into_iter().filter_map(|id| self.devices.take_windows(id)).collect();
+        let jobs: Vec<AdaptJob> = changed.into_iter().filter_map(|id| self.table.take_windows(id)).collect();
         for j in &jobs {
             self.pending.insert(j.device.clone(), Pending { handover: j.handover, state: None });
         }
@@ -74,10 +73,10 @@ impl Engine {
                 None => break,
             }
         }
-        if self.pending.len() > 2 * self.devices.len() + 1024 {
+        if self.pending.len() > 2 * self.table.len() + 1024 {
             // Devices evicted with a job in flight.
-            let devices = &self.devices;
-            self.pending.retain(|id, _| devices.get(id).is_some());
+            let table = &self.table;
+            self.pending.retain(|id, _| table.get(id).is_some());
         }
         waits
     }
