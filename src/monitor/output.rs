@@ -392,7 +392,8 @@ pub fn payload_excerpt(bytes: &[u8]) -> String {
 // for the scores' sake, whose batches are short-lived; left for the One Monitor issue's
 // output type.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Emitted {
     /// Every record's decision (when scores are published).
     Score(ScoreRecord),
@@ -407,6 +408,13 @@ pub enum Emitted {
         key: Option<String>,
         letter: DeadLetter,
     },
+}
+
+impl Emitted {
+    /// What it is: `score`, `alert`, `incident`, `prior`, `share`, `dead_letter`.
+    pub fn kind(&self) -> &'static str {
+        self.into()
+    }
 }
 
 impl IncidentEvent {

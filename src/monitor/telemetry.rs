@@ -1,7 +1,9 @@
-//! What the core tells whoever watches it, as values: the pipeline reports each
-//! event to a [`Telemetry`], and the shell's implementation logs and counts it
-//! (`daemon/internal_events/`), so the core needs no metrics library and a test can count
-//! what happened ([`Tally`]).
+//! What the core tells whoever watches it, as values: the door reports each event to a
+//! [`Telemetry`], and the shell's implementation logs and counts it
+//! (`daemon/internal_events/core.rs`, one arm an event), so the core needs no metrics
+//! library. [`Event`] is the one list: each event's name, label and amount are read off
+//! it, so the tests' and the lab's [`Tally`] counts any event, a new one included,
+//! without being told.
 //!
 //! A fact the monitor publishes (an incident event, a prior) is said once, as its
 //! [`Emitted`] output: the monitor reports each output it returns as
@@ -47,8 +49,9 @@ pub enum ShareResult {
     Refused,
 }
 
-/// One thing the core did.
-#[derive(Debug, Clone, Copy)]
+/// One thing the core did. Its name is the variant's, in snake case.
+#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Event<'a> {
     /// A micro-batch processed: its records.
     Batch { records: usize },
@@ -103,58 +106,119 @@ pub enum Event<'a> {
     Unmonitored(usize),
 }
 
+/// How much of an event: a count added up, or a level that replaces the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Amount {
+    Count(u64),
+    Level(u64),
+}
+
+impl Event<'_> {
+    /// The event's name (`batch`, `evicted`, `stream_idle`…).
+    pub fn name(&self) -> &'static str {
+        self.into()
+    }
+
+    /// Its label's value, where it has one: a reason, a result, a refusal's kind, what
+    /// was published (an incident event by its own name: `opened`, `closed`…).
+    pub fn label(&self) -> Option<&str> {
+        match self {
+            Event::Evicted { reason, .. } => Some(reason.into()),
+            Event::Refused { kind } => Some(kind),
+            Event::Scored { alert } => Some(if *alert { "alert" } else { "no_alert" }),
+            Event::Published(Emitted::Incident(e)) => Some(e.name()),
+            Event::Published(e) => Some(e.kind()),
+            Event::Feedback { result, .. } => Some(result.into()),
+            Event::KindShare { result } => Some(result.into()),
+            _ => None,
+        }
+    }
+
+    /// How much happened: records, devices, partitions; or the level now.
+    pub fn amount(&self) -> Amount {
+        let n = |n: usize| n as u64;
+        match *self {
+            Event::Batch { records } => Amount::Count(n(records)),
+            Event::Evicted { count, .. } => Amount::Count(n(count)),
+            Event::Unbatched(c)
+            | Event::Redelivered(c)
+            | Event::Adapted(c)
+            | Event::Deferred(c)
+            | Event::AdaptationWaits(c)
+            | Event::StreamIdle(c) => Amount::Count(n(c)),
+            Event::LabelsIgnored(c) => Amount::Count(c),
+            Event::Refused { .. }
+            | Event::Unknown
+            | Event::Scored { .. }
+            | Event::Published(_)
+            | Event::Feedback { .. }
+            | Event::KindShare { .. } => Amount::Count(1),
+            Event::AdaptationFinished { devices, .. } => Amount::Count(n(devices)),
+            Event::Restored { devices, .. } => Amount::Count(n(devices)),
+            Event::IncidentsOpen(l) | Event::Tracked(l) | Event::Parked(l) | Event::Unmonitored(l) => {
+                Amount::Level(n(l))
+            }
+            Event::Kinds(kinds) => Amount::Level(n(kinds.len())),
+        }
+    }
+}
+
 /// Whoever watches the core.
 pub trait Telemetry {
     fn event(&self, event: Event<'_>);
 }
 
-/// Counts by event name (and reason or result), for tests and the lab.
+/// Every event by name, and by `name/label` where it has a label: counts added up,
+/// levels as they were last.
 #[derive(Debug, Default)]
 pub struct Tally(RefCell<BTreeMap<String, u64>>);
 
 impl Tally {
-    /// The count under `key`: an event's name in snake case, with its reason or result
-    /// after a slash where it has one (`refused/malformed`, `evicted/capacity`).
+    /// The figure under `key`: an event's name (`deferred`), or its name and label
+    /// (`refused/malformed`, `evicted/capacity`, `published/prior`, `published/opened`).
     pub fn get(&self, key: &str) -> u64 {
         self.0.borrow().get(key).copied().unwrap_or(0)
-    }
-
-    fn add(&self, key: String, n: u64) {
-        *self.0.borrow_mut().entry(key).or_insert(0) += n;
     }
 }
 
 impl Telemetry for Tally {
     fn event(&self, event: Event<'_>) {
-        match event {
-            Event::Batch { records } => self.add("batch_records".into(), records as u64),
-            Event::Evicted { reason, count } => self.add(format!("evicted/{reason}"), count as u64),
-            Event::Redelivered(n) => self.add("redelivered".into(), n as u64),
-            Event::Unbatched(n) => self.add("unbatched".into(), n as u64),
-            Event::Adapted(n) => self.add("adapted".into(), n as u64),
-            Event::Deferred(n) => self.add("deferred".into(), n as u64),
-            Event::LabelsIgnored(n) => self.add("labels_ignored".into(), n),
-            Event::Refused { kind } => self.add(format!("refused/{kind}"), 1),
-            Event::Unknown => self.add("unknown".into(), 1),
-            Event::Scored { alert } => {
-                self.add("scored".into(), 1);
-                self.add("alerts".into(), u64::from(alert));
+        let name = event.name();
+        let keys = [Some(name.to_string()), event.label().map(|l| format!("{name}/{l}"))];
+        let mut figures = self.0.borrow_mut();
+        for key in keys.into_iter().flatten() {
+            let figure = figures.entry(key).or_insert(0);
+            match event.amount() {
+                Amount::Count(n) => *figure += n,
+                Amount::Level(n) => *figure = n,
             }
-            Event::Published(Emitted::Prior(_)) => self.add("priors".into(), 1),
-            Event::Published(Emitted::Incident(e)) => self.add(format!("incident/{}", e.name()), 1),
-            Event::Published(_) => {}
-            Event::IncidentsOpen(_) => {}
-            Event::Feedback { result, .. } => self.add(format!("feedback/{result}"), 1),
-            Event::KindShare { result } => self.add(format!("kind_share/{result}"), 1),
-            Event::Kinds(_) | Event::Tracked(_) | Event::Parked(_) => {}
-            Event::AdaptationFinished { devices, .. } => self.add("adapted".into(), devices as u64),
-            Event::Restored { devices, adapted } => {
-                self.add("restored".into(), devices as u64);
-                self.add("adapted".into(), adapted as u64);
-            }
-            Event::Unmonitored(_) => {}
-            Event::StreamIdle(n) => self.add("stream_idle".into(), n as u64),
-            Event::AdaptationWaits(n) => self.add("adaptation_waits".into(), n as u64),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tally reads each event's name, label and amount off the event itself:
+    /// counts add up, levels replace, a label counts under `name/label` too.
+    #[test]
+    fn the_tally_counts_by_name_and_label_and_keeps_levels() {
+        let tally = Tally::default();
+        tally.event(Event::Evicted { reason: Eviction::Idle, count: 2 });
+        tally.event(Event::Evicted { reason: Eviction::Capacity, count: 3 });
+        tally.event(Event::Refused { kind: "malformed" });
+        tally.event(Event::StreamIdle(4));
+        tally.event(Event::Tracked(7));
+        tally.event(Event::Tracked(5));
+        tally.event(Event::Feedback { device: "cam", result: FeedbackResult::FalsePositive });
+        assert_eq!(
+            (tally.get("evicted"), tally.get("evicted/idle"), tally.get("evicted/capacity")),
+            (5, 2, 3)
+        );
+        assert_eq!((tally.get("refused/malformed"), tally.get("stream_idle")), (1, 4));
+        assert_eq!(tally.get("tracked"), 5, "a level is what it was last");
+        assert_eq!(tally.get("feedback/false_positive"), 1);
+        assert_eq!(tally.get("adapted"), 0, "nothing said, nothing counted");
     }
 }

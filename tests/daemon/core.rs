@@ -187,9 +187,9 @@ fn a_false_positive_verdict_is_remembered_and_leaves_the_classifier_as_it_was() 
     let tally = core.driver.telemetry();
     assert_eq!(published("opened"), 2, "the incident, and its news");
     for name in ["opened", "updated", "suppressed", "closed"] {
-        assert_eq!(tally.get(&format!("incident/{name}")), published(name), "{name}");
+        assert_eq!(tally.get(&format!("published/{name}")), published(name), "{name}");
     }
     let priors = outputs.iter().flat_map(|o| o.iter()).filter(|e| matches!(e, Emitted::Prior(_))).count();
     assert!(priors > 0);
-    assert_eq!(tally.get("priors"), priors as u64);
+    assert_eq!(tally.get("published/prior"), priors as u64);
 }

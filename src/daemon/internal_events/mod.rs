@@ -4,7 +4,7 @@
 //! [`Metrics`]' fields are private to this module: the service loop, health, the
 //! state store, the outbox and the sinks all count through an event.
 //!
-//! - `core` — what the monitor reports (`monitor::telemetry::Event`), one struct each
+//! - `core` — what the monitor reports (`monitor::telemetry::Event`, the one list), one arm each
 //! - `kafka` — consuming, delivering, rebalances, lag, readiness
 //! - `state` — the state topic: restores and snapshots
 //! - `model` — the model loaded and reloaded
