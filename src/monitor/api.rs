@@ -322,7 +322,7 @@ impl Monitor {
 
     /// On the service clock, changed devices go to the adapter every
     /// `adaptation.interval_ms` (those with `min_records` new records), and between
-    /// rounds as soon as `after_records` arrived. (On the event clock the engine adapts
+    /// rounds as soon as `after_records` arrived. (On the event clock the devices adapt
     /// as the records' time passes.)
     fn adapt_on_schedule(&mut self, now: Now, out: &mut Output) {
         let s = &self.schedule;

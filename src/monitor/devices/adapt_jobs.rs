@@ -1,5 +1,5 @@
 //! Adaptation jobs solved: a device's windows (an [`AdaptJob`]) to its classifier, in
-//! batches of one batched solve each. The engine runs them inline; the solver
+//! batches of one batched solve each. The devices (`owner.rs`) run them inline; the solver
 //! (`solver.rs`) and the daemon's adapter thread run them off the scoring path. Both
 //! import this, neither the other.
 

@@ -1,7 +1,8 @@
-//! The devices layer: each device's state and its adaptation. The device table is the
-//! one owner of a device's state (its windows, classifier, onboarding, kind and
-//! incident tracker); the engine takes a micro-batch's records into it, scores them and
-//! adapts the devices on the event clock's cadence.
+//! The devices layer: each device's state and its adaptation. `Devices` (`owner.rs`) is
+//! what the door calls: it holds the model, the solver, the incident rules and the
+//! device table, which keeps each device's state (its windows, classifier, onboarding,
+//! kind and incident tracker); it takes a micro-batch's records into the table, scores
+//! them, adapts the devices and moves their incidents.
 //!
 //! Here: a device, the table, and what it admits of each record (`observe`: the one
 //! admission rule). The table's other jobs, each in its own file: `onboarding_spans`,
@@ -9,7 +10,7 @@
 //! unmonitored devices), `adaptation` (due devices, handovers, installs, restores),
 //! `state_topic` (snapshots) and `incident_routing` (to a device's tracker).
 //!
-//! Beside it: `engine` (records in, outcomes out), `windows` and `span_window` (the
+//! Beside it: `owner` (batches in, plain values out), `windows` and `span_window` (the
 //! windows), `onboarding` and `kinds` (known-normal traffic an operator gives a device
 //! or its kind), `stream_time` (each input partition's time, the event clock's),
 //! `adapt_jobs` (windows to classifiers, in batched solves), `adapt_worker` (the one
@@ -167,7 +168,7 @@ pub struct Device {
     rows_accepted: bool,
 }
 
-/// A device's adaptation point as the engine plans on it: its clock, when it is next
+/// A device's adaptation point as the devices plan on it: its clock, when it is next
 /// re-adapted (event clock), records since its last point, rows in its unlabeled window.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AdaptationPoint {
@@ -476,7 +477,7 @@ impl DeviceTable {
         }
     }
 
-    /// A device's adaptation point as the engine plans on it (a new device's: zero).
+    /// A device's adaptation point as the devices plan on it (a new device's: zero).
     fn adaptation_point(&self, id: &str) -> AdaptationPoint {
         self.devices.get(id).map_or_else(AdaptationPoint::default, |d| AdaptationPoint {
             clock: d.clock,

@@ -172,7 +172,7 @@ pub struct Devices {
     generation: u64,
 }
 
-/// How the engine takes a batch and when it adapts.
+/// How the devices take a batch and when they adapt.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Scheduling {
     /// Records of one device taken per micro-batch (0 = no limit).
@@ -529,7 +529,7 @@ impl Devices {
     }
 
     /// The model's generation, bumped with each model: what was adapted under an older
-    /// one is dropped (the engine's own solver, and the door's adapter thread alike).
+    /// one is dropped (the devices' own solver, and the door's adapter thread alike).
     pub fn generation(&self) -> u64 {
         self.generation
     }

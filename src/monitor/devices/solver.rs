@@ -1,6 +1,6 @@
-//! Where the event clock's adaptation jobs are solved. The engine hands a job over at a
+//! Where the event clock's adaptation jobs are solved. The devices hand a job over at a
 //! device's adaptation point k and installs its classifier at the device's point k+1
-//! (`engine.rs`), so a job can be solved while scoring goes on. Which solver does it
+//! (`owner.rs`), so a job can be solved while scoring goes on. Which solver does it
 //! changes when the work is done, never what is decided: a job's result depends on its
 //! windows alone, and it is installed at a point fixed on the device's time.
 //!
@@ -86,7 +86,7 @@ impl Worker {
         let (done_tx, results) = mpsc::channel();
         // A device's jobs always come to the same thread: its rows' parts are kept.
         let settings = WorkerSettings { batch_size, nice_offset: 0, cache_rows: true };
-        // The engine drops results of an older model itself: every job is solved.
+        // The devices drop results of an older model themselves: every job is solved.
         let worker =
             AdaptWorker::spawn(format!("metapu-solve-{index}"), model, SOLVE_ANY, settings, move |f| {
                 done_tx.send(f.states).is_ok()
@@ -103,7 +103,7 @@ struct Submission {
     states: Vec<Adapted>,
 }
 
-/// The generation every solver thread's jobs and models are given: the engine keeps
+/// The generation every solver thread's jobs and models are given: the devices keep
 /// the generations and drops what an older model solved.
 const SOLVE_ANY: u64 = 0;
 
