@@ -378,8 +378,8 @@ impl Monitor {
         self.schedule.last_snapshot_ms = now.ms;
         let budget = (2 * self.devices.tracked() as u64 * since).div_ceil(state.interval_ms.max(1));
         let budget = (budget as usize).max(MIN_SNAPSHOTS_PER_PASS);
-        let due = self.devices.snapshots_due(now.ms, state.interval_ms, state.unlabeled_interval_ms, budget);
-        let records = self.state_records(&due, now.ms, false);
+        let writing = self.writing(false);
+        let records = self.devices.snapshots_due(now.ms, state.interval_ms, budget, writing);
         if !records.is_empty() {
             out.commands.push(Command::WriteState { records, wait: false });
         }

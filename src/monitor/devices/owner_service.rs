@@ -49,15 +49,17 @@ impl Devices {
         )
     }
 
-    /// Up to `budget` changed devices whose last snapshot is `interval_ms` old.
+    /// The state records of up to `budget` changed devices whose last snapshot is
+    /// `interval_ms` old.
     pub fn snapshots_due(
-        &self,
+        &mut self,
         now_ms: u64,
         interval_ms: u64,
-        unlabeled_interval_ms: u64,
         budget: usize,
-    ) -> Vec<String> {
-        self.table.snapshots_due(now_ms, interval_ms, unlabeled_interval_ms, budget)
+        writing: Writing,
+    ) -> Vec<StateRecord> {
+        let due = self.table.snapshots_due(now_ms, interval_ms, writing.unlabeled_interval_ms, budget);
+        self.state_records(&due, now_ms, writing)
     }
 
     /// Devices with anything not yet on the state topic.

@@ -6,19 +6,6 @@ fn at(partition: i32, offset: i64) -> Source {
     Source::new("in", partition, offset)
 }
 
-/// Incidents open on 3 of 5 anomalous records, with nothing remembered and no second look.
-const RULES: IncidentRules = IncidentRules {
-    open_k: 3,
-    open_n: 5,
-    update_interval_ms: 1_000,
-    quiet_ms: 10_000,
-    reopen_ms: 0,
-    keep_records: 2,
-    memory: crate::monitor::incidents::behaviours::MemoryRules::OFF,
-    fan_out: crate::monitor::incidents::fanout::FanOutRules::OFF,
-    fleet_ms: 0,
-};
-
 /// An untrained model on two raw features.
 fn two_feature_model() -> Model {
     Model {
@@ -34,7 +21,13 @@ fn the_devices_score_only_adapted_devices() {
     tch::manual_seed(1);
     let model = two_feature_model;
     let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0, ..WindowSizes::default() };
-    let mut e = Devices::new(model(), DeviceTable::new(2, sizes, 10), 0.5, Scheduling::default(), RULES);
+    let mut e = Devices::new(
+        model(),
+        DeviceTable::new(2, sizes, 10),
+        0.5,
+        Scheduling::default(),
+        crate::monitor::incidents::TEST_RULES,
+    );
     let rec = |d: &str, x: f32, normal: bool| crate::monitor::record::FeatureRecord {
         device: d.into(),
         ts: 0.0,

@@ -51,6 +51,21 @@ pub struct IncidentRules {
     pub fleet_ms: u64,
 }
 
+/// The tests' rules: open on 3 of 5 anomalous decisions, nothing remembered, no second
+/// look, no fleets.
+#[cfg(test)]
+pub(crate) const TEST_RULES: IncidentRules = IncidentRules {
+    open_k: 3,
+    open_n: 5,
+    update_interval_ms: 1_000,
+    quiet_ms: 10_000,
+    reopen_ms: 0,
+    keep_records: 2,
+    memory: MemoryRules::OFF,
+    fan_out: FanOutRules::OFF,
+    fleet_ms: 0,
+};
+
 pub use incident::{fleet_note, Fleet, Incident, IncidentFigures, Raised, Resolution};
 pub use tracker::{incident_id, IncidentTracker, LEARNING_NOTE, VERDICT_IDS_KEPT};
 

@@ -4,17 +4,7 @@ use super::*;
 use crate::monitor::incidents::fanout::RaisedBy;
 use crate::monitor::output::IncidentReport;
 
-const RULES: IncidentRules = IncidentRules {
-    open_k: 3,
-    open_n: 5,
-    update_interval_ms: 1_000,
-    quiet_ms: 10_000,
-    reopen_ms: 0,
-    keep_records: 2,
-    memory: MemoryRules::OFF,
-    fan_out: FanOutRules::OFF,
-    fleet_ms: 0,
-};
+const RULES: IncidentRules = crate::monitor::incidents::TEST_RULES;
 
 fn source(offset: i64) -> Source {
     Source::new("in", 0, offset)
