@@ -160,9 +160,15 @@ struct Schedule {
 impl Monitor {
     /// The monitor these settings give, scoring with `model` of `version`.
     pub fn new(settings: &CoreSettings, model: Model, version: &str) -> Self {
+        Self::with_devices(settings, settings.devices(model, version))
+    }
+
+    /// The monitor these settings give around `devices` (the door's tests bring small
+    /// devices of their own).
+    fn with_devices(settings: &CoreSettings, devices: Devices) -> Self {
         let cadence = settings.cadence;
         Self {
-            devices: settings.devices(model, version),
+            devices,
             gathering: Gathering::new(settings.max_batch, settings.max_wait_ms),
             deferred: Vec::new(),
             max_deferred: settings.max_batch.max(1),
@@ -185,36 +191,6 @@ impl Monitor {
             },
             parked: HashMap::new(),
             input_partitions: settings.state.map_or(0, |s| s.input_partitions),
-        }
-    }
-
-    /// A monitor of `devices` with the schedules off (the door's tests).
-    #[cfg(test)]
-    fn of(devices: Devices, outputs: RecordOutputs, max_batch: usize) -> Self {
-        Self {
-            devices,
-            gathering: Gathering::new(max_batch, 0),
-            deferred: Vec::new(),
-            max_deferred: max_batch.max(1),
-            outputs,
-            trust_input_labels: true,
-            told_labels_ignored: false,
-            feedback_topic: "feedback".into(),
-            max_message_bytes: 1 << 20,
-            adapting: false,
-            schedule: Schedule {
-                adapt_interval_ms: 1,
-                adapt_min_records: 1,
-                adapt_after_records: 0,
-                last_adapt_ms: 0,
-                idle_timeout_ms: 0,
-                unmonitored_after_ms: 0,
-                last_sweep_ms: 0,
-                state: None,
-                last_snapshot_ms: 0,
-            },
-            parked: HashMap::new(),
-            input_partitions: 1,
         }
     }
 

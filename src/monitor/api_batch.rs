@@ -20,11 +20,10 @@ impl Monitor {
     /// delivered.
     pub(super) fn run_batch(
         &mut self,
-        fresh: Vec<Consumed>,
+        mut fresh: Vec<Consumed>,
         now: Now,
         telemetry: &dyn Telemetry,
     ) -> (Vec<Emitted>, Vec<PartitionOffset>) {
-        let mut fresh = fresh;
         if !self.trust_input_labels {
             self.drop_input_labels(&mut fresh, telemetry);
         }
@@ -38,7 +37,6 @@ impl Monitor {
             })
             .collect();
         let ran = self.devices.run(&valid, now);
-        drop(valid);
         telemetry.event(Event::Evicted { reason: Eviction::Capacity, count: ran.evicted });
         telemetry.event(Event::Redelivered(ran.replayed));
         telemetry.event(Event::Adapted(ran.adapted));
@@ -58,7 +56,7 @@ impl Monitor {
                         continue;
                     }
                     self.record_outputs(r, c.source(), this.outcome, &version, telemetry, &mut out);
-                    out.extend(this.changes.into_iter().map(|t| incident(t, &version)));
+                    out.extend(this.changes.into_iter().map(|t| Emitted::incident(t, &version)));
                 }
                 Err(reason) => {
                     telemetry.event(Event::Refused { kind: reason.kind() });
@@ -68,7 +66,7 @@ impl Monitor {
             done.push(c);
         }
         telemetry.event(Event::Deferred(self.deferred.len()));
-        out.extend(ran.closes.into_iter().map(|t| incident(t, &version)));
+        out.extend(ran.closes.into_iter().map(|t| Emitted::incident(t, &version)));
         out.extend(ran.priors.into_iter().map(Emitted::Prior));
         let offsets = releasable_offsets(&done, &self.deferred);
         (out, offsets)
@@ -139,7 +137,7 @@ impl Monitor {
             match applied {
                 Ok(changes) => {
                     telemetry.event(Event::KindShare { result: ShareResult::Applied });
-                    out.extend(changes.into_iter().map(|t| incident(t, &version)));
+                    out.extend(changes.into_iter().map(|t| Emitted::incident(t, &version)));
                 }
                 Err(reason) => {
                     telemetry.event(Event::KindShare { result: ShareResult::Refused });
@@ -156,7 +154,8 @@ impl Monitor {
     pub(super) fn incident_ticks(&mut self, now: Now, telemetry: &dyn Telemetry) -> Vec<Emitted> {
         let ticked = self.devices.tick(now);
         let version = self.devices.version();
-        let mut out: Vec<Emitted> = ticked.closes.into_iter().map(|t| incident(t, version)).collect();
+        let mut out: Vec<Emitted> =
+            ticked.closes.into_iter().map(|t| Emitted::incident(t, version)).collect();
         if let Some(idle) = ticked.newly_idle {
             telemetry.event(Event::StreamIdle(idle));
         }
@@ -173,7 +172,7 @@ impl Monitor {
             })
         }));
         out.extend(ticked.shares.into_iter().map(Emitted::Share));
-        out.extend(ticked.changes.into_iter().map(|t| incident(t, version)));
+        out.extend(ticked.changes.into_iter().map(|t| Emitted::incident(t, version)));
         telemetry.event(Event::IncidentsOpen(ticked.open));
         out
     }
@@ -219,11 +218,6 @@ impl Monitor {
             }));
         }
     }
-}
-
-/// An incident's change, published under the scoring model's version.
-fn incident(change: crate::monitor::devices::IncidentChange, version: &str) -> Emitted {
-    Emitted::Incident(IncidentEvent::of_change(change, version))
 }
 
 /// A refused message (record or feedback) as a dead letter, under its own key.

@@ -42,11 +42,20 @@ fn sizes() -> WindowSizes {
     }
 }
 
+/// The default core's settings, publishing every record's score, in batches of up to
+/// 100 records, trusting input labels (the tests label a device's first records).
+fn settings() -> CoreSettings {
+    let mut s = crate::daemon::config::DaemonConfig::defaults().core_settings();
+    (s.outputs, s.max_batch, s.trust_input_labels) =
+        (RecordOutputs { scores: true, alerts: false }, 100, true);
+    s
+}
+
 /// A monitor on [`model`] (of version "v") with `threshold`, over `table`, publishing
 /// every record's score.
 fn monitor_on(threshold: f32, table: DeviceTable, scheduling: Scheduling, rules: IncidentRules) -> Monitor {
     let devices = Devices::new(model(), table, threshold, scheduling, rules).with_version("v");
-    Monitor::of(devices, RecordOutputs { scores: true, alerts: false }, 100)
+    Monitor::with_devices(&settings(), devices)
 }
 
 fn monitor(max_per_device: usize) -> Monitor {
@@ -168,7 +177,7 @@ fn event_monitor(min_records: usize, version: &str) -> Monitor {
         rules,
     )
     .with_version(version);
-    Monitor::of(devices, RecordOutputs { scores: true, alerts: false }, 100)
+    Monitor::with_devices(&settings(), devices)
 }
 
 /// A restart of the replay after `after` messages: every device's snapshot, as the

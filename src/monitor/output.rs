@@ -415,6 +415,11 @@ impl Emitted {
     pub fn kind(&self) -> &'static str {
         self.into()
     }
+
+    /// An incident's change, published under `model_version`.
+    pub fn incident(change: IncidentChange, model_version: &str) -> Self {
+        Self::Incident(IncidentEvent::of_change(change, model_version))
+    }
 }
 
 impl IncidentEvent {

@@ -194,11 +194,6 @@ pub struct DeviceView {
 }
 
 impl Device {
-    /// Its clock (event clock: its newest record's bounded time, Unix seconds).
-    fn clock(&self) -> f64 {
-        self.clock
-    }
-
     /// Its adapted classifier.
     fn classifier(&self) -> Option<&TaskState> {
         self.classifier.as_ref()

@@ -274,7 +274,7 @@ impl Devices {
     /// the ones after it by the new one, however the records were cut into batches. So
     /// a capture replayed at any speed gets the same scores as it did live. `stamps`:
     /// each record's partition stream time (`stream_time.rs`), its device's time at it.
-    pub fn process(&mut self, records: &[(&FeatureRecord, &Source)], stamps: &[f64], now: Now) -> Processed {
+    pub fn process(&mut self, records: &[BatchRecord<'_>], stamps: &[f64], now: Now) -> Processed {
         let kept = self.within_share(records);
         let (plan, devices) = self.plan(records, stamps, &kept);
         let mut out = Processed {
@@ -299,11 +299,11 @@ impl Devices {
 
     /// The records within their device's share of the batch (`max_per_device`; 0: all),
     /// by index; the rest are deferred.
-    fn within_share(&self, records: &[(&FeatureRecord, &Source)]) -> Vec<usize> {
+    fn within_share(&self, records: &[BatchRecord<'_>]) -> Vec<usize> {
         let mut taken: HashMap<&str, usize> = HashMap::new();
         let mut kept = Vec::with_capacity(records.len());
-        for (i, (r, _)) in records.iter().enumerate() {
-            let n = taken.entry(r.device.as_str()).or_insert(0);
+        for (i, b) in records.iter().enumerate() {
+            let n = taken.entry(b.record.device.as_str()).or_insert(0);
             *n += 1;
             if self.scheduling.max_per_device == 0 || *n <= self.scheduling.max_per_device {
                 kept.push(i);
@@ -346,7 +346,7 @@ impl Devices {
     #[allow(clippy::too_many_arguments)]
     fn admit<'a>(
         &mut self,
-        records: &[(&'a FeatureRecord, &Source)],
+        records: &[BatchRecord<'a>],
         kept: &[usize],
         plan: &[Planned],
         here: &[usize],
@@ -357,7 +357,7 @@ impl Devices {
     ) -> Vec<(usize, bool)> {
         let mut admitted = Vec::with_capacity(here.len());
         for &k in here {
-            let (r, source) = records[kept[k]];
+            let BatchRecord { record: r, source, .. } = records[kept[k]];
             let device = r.device.as_str();
             if rounds.moves_on(k, device, round) {
                 continue;
@@ -380,14 +380,15 @@ impl Devices {
     /// the round in one forward.
     fn score_round(
         &mut self,
-        records: &[(&FeatureRecord, &Source)],
+        records: &[BatchRecord<'_>],
         kept: &[usize],
         admitted: Vec<(usize, bool)>,
         out: &mut Processed,
     ) {
-        out.adapted
-            .extend(self.adapt_unready(admitted.iter().map(|&(k, _)| records[kept[k]].0.device.as_str())));
-        let scored = self.score(admitted.iter().map(|&(k, _)| records[kept[k]].0));
+        out.adapted.extend(
+            self.adapt_unready(admitted.iter().map(|&(k, _)| records[kept[k]].record.device.as_str())),
+        );
+        let scored = self.score(admitted.iter().map(|&(k, _)| records[kept[k]].record));
         for (&(k, taken), mut v) in admitted.iter().zip(scored) {
             if let RecordOutcome::Scored { taken_as_normal, .. } = &mut v {
                 *taken_as_normal = taken;
@@ -412,7 +413,7 @@ impl Devices {
     /// records since the last).
     fn plan<'a>(
         &self,
-        records: &[(&'a FeatureRecord, &Source)],
+        records: &[BatchRecord<'a>],
         stamps: &[f64],
         kept: &[usize],
     ) -> (Vec<Planned>, HashMap<&'a str, (AdaptationPoint, usize)>) {
@@ -422,7 +423,7 @@ impl Devices {
         let planned = kept
             .iter()
             .map(|&i| {
-                let r = records[i].0;
+                let r = records[i].record;
                 let (s, round) = devices
                     .entry(r.device.as_str())
                     .or_insert_with(|| (self.table.adaptation_point(&r.device), 0));

@@ -68,8 +68,7 @@ impl Devices {
             })
             .collect();
         self.follow_service_clock(now);
-        let pairs: Vec<(&FeatureRecord, &Source)> = records.iter().map(|b| (b.record, b.source)).collect();
-        let processed = self.process(&pairs, &stamps, now);
+        let processed = self.process(records, &stamps, now);
         if let (Clock::Event, Some(&latest)) = (
             self.table.clock(),
             processed.clocks.iter().filter(|c| !c.is_nan()).max_by(|a, b| a.total_cmp(b)),

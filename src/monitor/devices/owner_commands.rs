@@ -3,7 +3,6 @@
 //! applied at, and publishes what it gives back.
 
 use super::*;
-use crate::monitor::clock::Clock;
 use crate::monitor::devices::kinds::Share;
 use crate::monitor::devices::onboarding::Onboarding;
 use crate::monitor::devices::IncidentChange;
@@ -23,25 +22,22 @@ pub enum Verdicted {
 }
 
 impl Devices {
-    /// Now for `device`, Unix seconds: the wall clock, or on the event clock the
-    /// device's own (an analyst's verdict or an onboarding takes effect at its newest
-    /// record).
-    fn time_of(&self, device: &str, now: Now) -> f64 {
-        match self.table.clock() {
-            Clock::Service => now.unix,
-            Clock::Event => self.table.get(device).map_or_else(|| self.table.time(), |d| d.clock()),
-        }
+    /// Now for `device`, Unix seconds, once the table follows the service's clock: the
+    /// table's time, or on the event clock the device's own (an analyst's verdict or an
+    /// onboarding takes effect at its newest record).
+    fn time_of(&self, device: &str) -> f64 {
+        self.table.get(device).map_or_else(|| self.table.time(), |d| self.table.time_of(d))
     }
 
     /// An analyst's verdict, or why it is refused.
     pub fn verdict(&mut self, fb: &Feedback, now: Now) -> Result<Verdicted, String> {
         self.follow_service_clock(now);
-        let at = self.time_of(&fb.device, now);
+        let at = self.time_of(&fb.device);
         let applied = self.table.apply_feedback(fb, at, self.feedback_max_age_s, &self.rules.memory)?;
         Ok(match applied {
             Applied::Confirmed(t) => Verdicted::Confirmed(self.change(&fb.device, t, now.unix)),
             Applied::Dismissed(t) => Verdicted::Dismissed(self.change(&fb.device, t, now.unix)),
-            Applied::Unlearned => Verdicted::Unlearned { time: self.time_of(&fb.device, now) },
+            Applied::Unlearned => Verdicted::Unlearned { time: self.time_of(&fb.device) },
         })
     }
 
@@ -56,7 +52,7 @@ impl Devices {
         now: Now,
     ) -> Result<Onboarding, String> {
         self.follow_service_clock(now);
-        let at = self.time_of(device, now);
+        let at = self.time_of(device);
         self.table.start_onboarding(device, span_s, kind, by, note, at)
     }
 

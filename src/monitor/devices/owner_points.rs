@@ -16,12 +16,12 @@ impl Devices {
     /// changed.
     pub(super) fn adapt_at_points(
         &mut self,
-        records: &[(&FeatureRecord, &Source)],
+        records: &[BatchRecord<'_>],
         kept: &[usize],
         here: &[usize],
         out: &mut Processed,
     ) -> Vec<String> {
-        let mut at_point: Vec<&str> = here.iter().map(|&k| records[kept[k]].0.device.as_str()).collect();
+        let mut at_point: Vec<&str> = here.iter().map(|&k| records[kept[k]].record.device.as_str()).collect();
         at_point.sort_unstable();
         at_point.dedup();
         let (settled, filling): (Vec<&str>, Vec<&str>) =

@@ -6,6 +6,11 @@ fn at(partition: i32, offset: i64) -> Source {
     Source::new("in", partition, offset)
 }
 
+/// A record of a batch, fresh from `source`.
+fn fresh<'a>(record: &'a FeatureRecord, source: &'a Source) -> BatchRecord<'a> {
+    BatchRecord { record, source, stamp: None }
+}
+
 /// An untrained model on two raw features.
 fn two_feature_model() -> Model {
     Model {
@@ -36,8 +41,9 @@ fn the_devices_score_only_adapted_devices() {
         context: None,
     };
     let (r1, r2, r3) = (rec("p", 0.1, true), rec("p", 0.3, false), rec("q", 0.2, false));
-    let processed =
-        e.process(&[(&r1, &at(0, 0)), (&r2, &at(0, 1)), (&r3, &at(0, 2))], &[0.0; 3], Now::at(0, 0.0));
+    let sources = [at(0, 0), at(0, 1), at(0, 2)];
+    let batch = [fresh(&r1, &sources[0]), fresh(&r2, &sources[1]), fresh(&r3, &sources[2])];
+    let processed = e.process(&batch, &[0.0; 3], Now::at(0, 0.0));
     let v = processed.outcomes;
     assert!(
         v[..2].iter().all(|v| matches!(v, RecordOutcome::Scored { .. })),
@@ -47,14 +53,14 @@ fn the_devices_score_only_adapted_devices() {
     assert_eq!(processed.adapted, ["p"]);
     assert!(e.adaptation_jobs(1, 100).is_empty(), "p's windows were just adapted; q has no positive");
     let r4 = rec("p", 0.5, false);
-    e.process(&[(&r4, &at(0, 3))], &[0.0], Now::at(0, 0.0));
+    e.process(&[fresh(&r4, &at(0, 3))], &[0.0], Now::at(0, 0.0));
     let jobs = e.adaptation_jobs(1, 100);
     assert_eq!(jobs.len(), 1, "p changed since; q has no positive");
     assert_eq!(e.install(run_adaptation(&e.model, &jobs, 8)), ["p"]);
     // The adapter thread holds p's windows while an analyst's verdict adapts p at once:
     // the thread's classifier, adapted on the older windows, must not replace it.
     let r5 = rec("p", 0.7, true);
-    e.process(&[(&r5, &at(0, 4))], &[0.0], Now::at(0, 0.0));
+    e.process(&[fresh(&r5, &at(0, 4))], &[0.0], Now::at(0, 0.0));
     let held_by_the_adapter = e.adaptation_jobs(1, 100);
     assert_eq!(e.adapt_now(["p"]), ["p"]);
     assert!(e.install(run_adaptation(&e.model, &held_by_the_adapter, 8)).is_empty(), "stale classifier");

@@ -27,8 +27,7 @@ impl Forget {
             .forget(&self.device, now)
             .ok_or_else(|| format!("unknown device {}: not tracked by this daemon", self.device))?;
         let version = devices.version();
-        let mut out: Vec<Emitted> =
-            closes.into_iter().map(|c| Emitted::Incident(IncidentEvent::of_change(c, version))).collect();
+        let mut out: Vec<Emitted> = closes.into_iter().map(|c| Emitted::incident(c, version)).collect();
         out.push(Emitted::Incident(IncidentEvent::Forgotten {
             device: self.device,
             known_normal,

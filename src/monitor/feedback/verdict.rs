@@ -33,6 +33,6 @@ impl Feedback {
             }
         };
         telemetry.event(Event::Feedback { device: &self.device, result });
-        Ok(vec![Emitted::Incident(IncidentEvent::of_change(change, devices.version()))])
+        Ok(vec![Emitted::incident(change, devices.version())])
     }
 }
