@@ -1,17 +1,48 @@
-//! `metapu feedback` (an analyst's verdict on an incident), `metapu onboard` and
-//! `metapu forget` (an operator's requests), written to the feedback topic the daemons
-//! read. Kafka settings (brokers, TLS/SASL options, the topic) come from the daemon's
-//! configuration, so on a daemon's host they need no flags but the request.
+//! `metapu feedback` (an analyst's verdict on an incident), `metapu onboard`, `metapu
+//! kind` and `metapu forget` (an operator's requests), written to the feedback topic the
+//! daemons read. Kafka settings (brokers, TLS/SASL options, the topic) come from the
+//! daemon's configuration, so on a daemon's host they need no flags but the request.
+//! Each request is a line of [`Request`] and its arguments here: the top level's
+//! subcommands take them as they are.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use metapu::daemon::config::{DaemonConfig, Sources};
 use metapu::daemon::kafka::FeedbackWriter;
 use metapu::daemon::{Feedback, FeedbackVerdict as Verdict};
-use metapu::monitor::feedback::{FeedbackMessage, Forget, Onboard};
+use metapu::monitor::feedback::{FeedbackMessage, Forget, Kind, Onboard};
+
+/// The requests, each one subcommand of `metapu`.
+#[derive(Debug, Subcommand)]
+pub enum Request {
+    /// An analyst's verdict on an incident: false positive (its behaviour is remembered
+    /// and its returns suppressed) or confirmed.
+    Feedback(FeedbackArgs),
+    /// Onboard a device: its traffic for the next span (--for 1h) is its known-normal
+    /// traffic (recorded on the incidents topic).
+    Onboard(OnboardArgs),
+    /// Name a device's kind (its make and model) without onboarding it again: what it and
+    /// the kind's other devices were onboarded on and had dismissed is offered to each
+    /// other (recorded on the incidents topic).
+    Kind(KindArgs),
+    /// Forget a device: its known-normal records, windows and saved state (recorded on
+    /// the incidents topic). Idle devices keep theirs; this is how one is let go.
+    Forget(ForgetArgs),
+}
+
+impl Request {
+    pub fn send(self) -> anyhow::Result<()> {
+        match self {
+            Self::Feedback(a) => run(a),
+            Self::Onboard(a) => onboard(a),
+            Self::Kind(a) => kind(a),
+            Self::Forget(a) => forget(a),
+        }
+    }
+}
 
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("verdict").required(true))]
@@ -100,7 +131,33 @@ pub struct ForgetArgs {
     kafka: FeedbackTopic,
 }
 
-pub fn forget(a: ForgetArgs) -> anyhow::Result<()> {
+#[derive(Debug, Args)]
+pub struct KindArgs {
+    /// The device (its name on the input topic; the daemon must have seen it).
+    #[arg(long)]
+    device: String,
+    /// Its kind, e.g. its make and model (`edimax-ic3115w`); it leaves the kind it was of.
+    #[arg(long, value_parser = parse_kind)]
+    kind: String,
+    #[command(flatten)]
+    signed: Signed,
+    #[command(flatten)]
+    kafka: FeedbackTopic,
+}
+
+fn kind(a: KindArgs) -> anyhow::Result<()> {
+    let (by, note) = a.signed.into_parts();
+    let (device, kind) = (a.device, a.kind);
+    let request = FeedbackMessage::Kind(Kind { device: device.clone(), kind: kind.clone(), by, note });
+    let topic = a.kafka.send(&request)?;
+    println!(
+        "kind {kind} for {device} sent to {topic}; the daemon answers on the incidents topic (event \
+         \"kind_joined\") or, refusing it, on the dead-letter topic"
+    );
+    Ok(())
+}
+
+fn forget(a: ForgetArgs) -> anyhow::Result<()> {
     let (by, note) = a.signed.into_parts();
     let device = a.device;
     let request = FeedbackMessage::Forget(Forget { device: device.clone(), by, note });
@@ -133,7 +190,7 @@ fn parse_kind(s: &str) -> Result<String, String> {
     metapu::monitor::devices::kinds::check_name(s).map(|()| s.to_string()).map_err(|e| e.to_string())
 }
 
-pub fn onboard(a: OnboardArgs) -> anyhow::Result<()> {
+fn onboard(a: OnboardArgs) -> anyhow::Result<()> {
     let (by, note) = a.signed.into_parts();
     let (device, span) = (a.device, a.span);
     let request = FeedbackMessage::Onboard(Onboard {
@@ -152,7 +209,7 @@ pub fn onboard(a: OnboardArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(a: FeedbackArgs) -> anyhow::Result<()> {
+fn run(a: FeedbackArgs) -> anyhow::Result<()> {
     let (by, note) = a.signed.into_parts();
     let feedback = Feedback {
         device: a.device,

@@ -67,15 +67,9 @@ pub enum Command {
     Simulate(traffic::SimulateArgs),
     /// Validate the daemon configuration and print it (secrets redacted).
     CheckConfig(daemon::CheckConfigArgs),
-    /// An analyst's verdict on an incident: false positive (its behaviour is remembered
-    /// and its returns suppressed) or confirmed.
-    Feedback(feedback::FeedbackArgs),
-    /// Onboard a device: its traffic for the next span (--for 1h) is its known-normal
-    /// traffic (recorded on the incidents topic).
-    Onboard(feedback::OnboardArgs),
-    /// Forget a device: its known-normal records, windows and saved state (recorded on
-    /// the incidents topic). Idle devices keep theirs; this is how one is let go.
-    Forget(feedback::ForgetArgs),
+    /// Requests on the feedback topic: `feedback`, `onboard`, `kind`, `forget`.
+    #[command(flatten)]
+    Request(feedback::Request),
 }
 
 /// Run a long-lived service (`run`, `console`) on two worker threads until `service`
@@ -123,9 +117,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Console(a) => console::run(a),
         Command::Demo(a) => demo::run(a),
         Command::CheckConfig(a) => daemon::check_config(a),
-        Command::Feedback(a) => feedback::run(a),
-        Command::Forget(a) => feedback::forget(a),
-        Command::Onboard(a) => feedback::onboard(a),
+        Command::Request(r) => r.send(),
         Command::Replay(a) => traffic::replay_cmd(a),
         Command::Extract(a) => traffic::extract(a),
         Command::Sense(a) => sense::run(a),

@@ -332,6 +332,7 @@ impl Desk {
                 device.onboarding = Some(OnboardingHeard { from, until, by, known_normal: None });
                 device.unmonitored = None;
             }
+            IncidentEvent::KindJoined { kind, .. } => device.kind = Some(kind),
             IncidentEvent::Onboarded { from, until, by, known_normal, .. } => {
                 device.onboarding =
                     Some(OnboardingHeard { from, until, by, known_normal: Some(known_normal) });

@@ -538,3 +538,42 @@ fn a_batch_message_s_records_count_one_by_one() {
 fn seen(monitor: &Monitor) -> u64 {
     monitor.device("a").map_or(0, |d| d.seen)
 }
+
+/// A device's kind named on the feedback topic (`metapu kind`): the device joins it, the
+/// join is published and what it knows as normal is shared; an unknown device or a
+/// kind's bad name is a dead letter.
+#[test]
+fn a_kind_request_joins_a_seen_device_and_refuses_the_rest() {
+    let tally = Tally::default();
+    let mut monitor = monitor(100);
+    monitor.run_batch(consumed(vec![record("cam", 0, true)]), service_now(0), &tally);
+    let request = |device: &str, kind: &str| {
+        let json = format!(r#"{{"type": "kind", "device": "{device}", "kind": "{kind}", "by": "ops"}}"#);
+        message(0, 0, json.as_bytes())
+    };
+    let out = monitor.feedback(&[request("cam", "edimax")], service_now(10), &tally);
+    // Its labeled row is known-normal, so it is shared with the kind at once.
+    match &out[..] {
+        [Emitted::Incident(IncidentEvent::KindJoined { device, kind, by, .. }), Emitted::Share(share)] => {
+            assert_eq!((device.as_str(), kind.as_str(), by.as_str()), ("cam", "edimax", "ops"));
+            assert_eq!(
+                (share.kind.as_str(), share.device.as_str(), &share.normal[..]),
+                ("edimax", "cam", &[0.1, 0.2][..])
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut refused = |device: &str, kind: &str, why: &str| {
+        let out = monitor.feedback(&[request(device, kind)], service_now(20), &tally);
+        match &out[..] {
+            [Emitted::DeadLetter { letter, .. }] => {
+                assert_eq!(letter.kind, "bad_feedback");
+                assert!(letter.reason.contains(why), "{}", letter.reason);
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    refused("door", "edimax", "unknown device door");
+    refused("cam", "no spaces", "kind");
+    assert_eq!(tally.get("feedback/refused"), 2);
+}

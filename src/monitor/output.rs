@@ -89,6 +89,17 @@ pub enum IncidentEvent {
         note: String,
         time: f64,
     },
+    /// An operator named the device's kind (`metapu kind`, or the lab's labeled
+    /// devices): what it was onboarded on and what analysts dismissed on it is offered to
+    /// the kind's other members, and theirs to it; it left the kind it was of.
+    KindJoined {
+        device: String,
+        kind: String,
+        by: String,
+        note: String,
+        /// Unix seconds.
+        time: f64,
+    },
     /// The onboarding span ended: how many records it saw and the known-normal records
     /// the device now has.
     Onboarded {
@@ -136,6 +147,7 @@ impl IncidentEvent {
             | Self::Forgotten { device, .. }
             | Self::Unlearned { device, .. }
             | Self::Onboarding { device, .. }
+            | Self::KindJoined { device, .. }
             | Self::Onboarded { device, .. } => device,
         }
     }
@@ -481,6 +493,13 @@ mod tests {
                 kind: None,
                 from: 0.0,
                 until: 1.0,
+                by: s.clone(),
+                note: s.clone(),
+                time: 0.0,
+            },
+            IncidentEvent::KindJoined {
+                device: d.clone(),
+                kind: "cam".into(),
                 by: s.clone(),
                 note: s.clone(),
                 time: 0.0,

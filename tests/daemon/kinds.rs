@@ -1,5 +1,6 @@
-//! Device kinds through the real broker: two cameras of one model, onboarded with
-//! `metapu onboard --kind`, share what was accepted on them on the kinds topic. The
+//! Device kinds through the real broker: two cameras of one model, one onboarded with
+//! `metapu onboard --kind`, the other named its kind after (`metapu kind`), share what
+//! was accepted on them on the kinds topic. The
 //! nightly upload an analyst dismissed on one is recorded as `suppressed` on the other
 //! (saying on which sibling it was dismissed), never raised; a new host both reach
 //! within the same seconds is one fleet incident, answered for both by one verdict.
@@ -56,20 +57,27 @@ async fn a_sibling_is_spared_what_its_kind_dismissed_and_siblings_raising_togeth
     };
     let topic_args = ["--brokers", boot.as_str(), "--topic", cfg.kafka.feedback_topic.as_str()];
 
-    // Both cameras are seen, then onboarded as one kind for 10 s of their traffic.
+    // Both cameras are seen, then onboarded for 10 s of their traffic: cam-a as of the
+    // kind, cam-b without one, its kind named after (`metapu kind`).
     send_both(&normal[..1], cloud, 443, 200, None).await;
     read_topic(&boot, &cfg.kafka.scores_topic, Duration::from_secs(20), |m| m.len() >= 2);
-    for (device, _) in cameras {
-        metapu(
-            &[&["onboard", "--device", device, "--kind", "edimax-cam", "--for", "10s"][..], &topic_args]
-                .concat(),
-        );
-    }
-    let got = incidents(&|m| json_values(m).iter().filter(|e| e["event"] == "onboarding").count() >= 2);
-    assert!(json_values(&got)
-        .iter()
-        .filter(|e| e["event"] == "onboarding")
-        .all(|e| e["kind"] == "edimax-cam"));
+    let onboard = |extra: &[&str]| {
+        metapu(&[&["onboard", "--for", "10s"][..], extra, &topic_args].concat());
+    };
+    onboard(&["--device", "cam-a", "--kind", "edimax-cam"]);
+    onboard(&["--device", "cam-b"]);
+    metapu(
+        &[&["kind", "--device", "cam-b", "--kind", "edimax-cam", "--by", "ops"][..], &topic_args].concat(),
+    );
+    let got = incidents(&|m| !events(m, "kind_joined", "cam-b").is_empty());
+    let kinds: Vec<_> = ["cam-a", "cam-b"].map(|d| events(&got, "onboarding", d)[0]["kind"].clone()).into();
+    assert_eq!(kinds, [serde_json::json!("edimax-cam"), serde_json::Value::Null]);
+    let joined = &events(&got, "kind_joined", "cam-b")[0];
+    assert_eq!(
+        (joined["kind"].as_str(), joined["by"].as_str()),
+        (Some("edimax-cam"), Some("ops")),
+        "{joined}"
+    );
     send_both(&normal[1..31], cloud, 443, 200, None).await;
     let got = incidents(&|m| json_values(m).iter().filter(|e| e["event"] == "onboarded").count() >= 2);
     assert!(json_values(&got).iter().all(|e| e["event"] != "opened"), "normal traffic opens nothing");

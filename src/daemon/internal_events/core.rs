@@ -130,6 +130,9 @@ fn incident_published(m: &Metrics, e: &IncidentEvent) {
         IncidentEvent::Onboarding { from, until, by, .. } => {
             tracing::info!(device, from, until, by = %by, "onboarding");
         }
+        IncidentEvent::KindJoined { kind, by, .. } => {
+            tracing::info!(device, kind = %kind, by = %by, "device joined a kind");
+        }
         IncidentEvent::Onboarded { records, known_normal, .. } => {
             tracing::info!(device, records, known_normal, "onboarded");
         }

@@ -49,6 +49,14 @@ pub fn document(event: &IncidentEvent) -> Value {
             ),
             device_event("onboarding", "configuration", "change"),
         ),
+        IncidentEvent::KindJoined { device, kind, by, time, .. } => (
+            *time,
+            format!(
+                "device {device} is a {kind} (by {by:?}): what it and the kind's other members were \
+                 onboarded on and had dismissed is offered to each other"
+            ),
+            device_event("kind-joined", "configuration", "change"),
+        ),
         IncidentEvent::Onboarded { device, records, known_normal, time, .. } => (
             *time,
             format!("device {device} onboarded: {records} records seen, {known_normal} known-normal kept"),

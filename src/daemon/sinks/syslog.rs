@@ -102,6 +102,7 @@ impl Syslog {
             | IncidentEvent::Unlearned { time, .. }
             | IncidentEvent::Onboarding { time, .. }
             | IncidentEvent::Onboarded { time, .. }
+            | IncidentEvent::KindJoined { time, .. }
             | IncidentEvent::Unmonitored { time, .. } => (6, *time),
         };
         let doc = self.format.render(event);

@@ -96,7 +96,8 @@ impl Devices {
         self.table.kind_counts()
     }
 
-    /// Place a device in a kind without an onboarding (the lab's labeled devices).
+    /// Place a device in a kind without an onboarding (`metapu kind`, the lab's labeled
+    /// devices).
     pub fn join_kind(&mut self, device: &str, kind: &str, at: f64) -> Result<(), String> {
         self.table.join_kind(device, kind, at)
     }

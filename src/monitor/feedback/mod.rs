@@ -1,12 +1,13 @@
 //! The feedback topic's messages as commands: what an analyst said of an incident (a
-//! verdict) or an operator of a device (an onboarding, a request to forget it). Each
-//! message names its type, `{"type": "verdict" | "onboard" | "forget", …}`, and is
+//! verdict) or an operator of a device (an onboarding, its kind, a request to forget it).
+//! Each message names its type, `{"type": "verdict" | "onboard" | "kind" | "forget", …}`, and is
 //! decoded in one place: fields unknown to its type are refused, never guessed at.
 //! Each kind is one file holding its message and what applying it does: it calls the
 //! devices (`devices::owner`) and publishes what they give back. A new kind is its file,
 //! a line in [`FeedbackMessage`], and its CLI.
 
 mod forget;
+mod kind;
 mod onboard;
 mod verdict;
 
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::incidents::Feedback;
 pub use forget::Forget;
+pub use kind::Kind;
 pub use onboard::Onboard;
 
 use super::clock::Now;
@@ -27,6 +29,7 @@ use super::telemetry::Telemetry;
 pub enum FeedbackMessage {
     Verdict(Feedback),
     Onboard(Onboard),
+    Kind(Kind),
     Forget(Forget),
 }
 
@@ -56,6 +59,7 @@ impl FeedbackMessage {
         match self {
             Self::Verdict(f) => &f.device,
             Self::Onboard(o) => &o.device,
+            Self::Kind(k) => &k.device,
             Self::Forget(f) => &f.device,
         }
     }
@@ -71,6 +75,7 @@ impl FeedbackMessage {
         match self {
             Self::Verdict(f) => f.apply(devices, now, telemetry),
             Self::Onboard(o) => o.apply(devices, now),
+            Self::Kind(k) => k.apply(devices, now),
             Self::Forget(f) => f.apply(devices, now),
         }
     }
