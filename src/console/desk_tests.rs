@@ -130,3 +130,30 @@ fn past_its_size_the_desk_forgets_the_oldest_closed_incidents_first() {
     assert!(desk.case("old").is_none());
     assert!(desk.device("b").unwrap().incidents.is_empty());
 }
+
+#[test]
+fn a_named_kind_makes_the_device_a_sibling_of_its_kind() {
+    let mut desk = Desk::new(10);
+    let onboarding = |device: &str, kind: Option<&str>| IncidentEvent::Onboarding {
+        device: device.into(),
+        kind: kind.map(Into::into),
+        from: 0.0,
+        until: 60.0,
+        by: "ops".into(),
+        note: String::new(),
+        time: 0.0,
+    };
+    desk.incident_event(&event(onboarding("cam-a", Some("edimax")))).unwrap();
+    desk.incident_event(&event(onboarding("cam-b", None))).unwrap();
+    assert!(desk.siblings("cam-a", "edimax").is_empty());
+    let named = IncidentEvent::KindJoined {
+        device: "cam-b".into(),
+        kind: "edimax".into(),
+        by: "ops".into(),
+        note: String::new(),
+        time: 10.0,
+    };
+    desk.incident_event(&event(named)).unwrap();
+    assert_eq!(desk.siblings("cam-a", "edimax"), ["cam-b"]);
+    assert_eq!(desk.device("cam-b").unwrap().kind.as_deref(), Some("edimax"));
+}
