@@ -20,6 +20,41 @@ use crate::captures::CaptureRun;
 pub struct WeekArgs {
     #[command(flatten)]
     run: CaptureRun,
+    /// Also write each record's decision as CSV (capture, record, hours since
+    /// onboarding, label, known-normal, decision, peer, its place in its burst and the
+    /// silence before that burst): where a device's alerts sit (scripts/alert-places.py).
+    #[arg(long)]
+    records: Option<std::path::PathBuf>,
+}
+
+/// Records of a device this far apart (seconds) are two bursts.
+const BURST_GAP_S: f64 = 60.0;
+
+/// Each record's decision with its peer and its place in its burst, as CSV lines.
+fn record_lines(s: &DeviceStream, o: &DeviceOutcome, out: &mut String) {
+    use std::fmt::Write;
+    let t0 = (0..s.ts.len()).find(|&i| o.known[i]).map_or(0.0, |i| s.ts[i]);
+    let (mut place, mut silence) = (0usize, f64::INFINITY);
+    for i in 0..s.ts.len() {
+        let gap = if i == 0 { f64::INFINITY } else { s.ts[i] - s.ts[i - 1] };
+        (place, silence) = if gap > BURST_GAP_S { (0, gap) } else { (place + 1, silence) };
+        let peer =
+            s.contexts.get(i).and_then(|c| c.device_and_peer()).and_then(|d| d.1.map(|p| p.to_string()));
+        let decision = match o.decisions[i] {
+            Some(true) => "anomalous",
+            Some(false) => "normal",
+            None => "unscored",
+        };
+        let _ = writeln!(
+            out,
+            "{},{i},{:.4},{},{},{decision},{},{place},{silence:.0}",
+            o.name,
+            (s.ts[i] - t0) / 3600.0,
+            if s.task.labels[i] == Label::Positive { "benign" } else { "attack" },
+            u8::from(o.known[i]),
+            peer.unwrap_or_default()
+        );
+    }
 }
 
 /// One capture as the analyst would have lived it.
@@ -221,6 +256,12 @@ pub fn run(args: WeekArgs) -> anyhow::Result<()> {
     let cfg = a.stream_config();
     let outcomes = stream::run(model, &streams, &cfg);
     let weeks: Vec<Week> = streams.iter().zip(&outcomes).map(|(s, o)| week(s, o)).collect();
+    if let Some(path) = &args.records {
+        let mut csv =
+            String::from("capture,record,hours,label,known,decision,peer,burst_record,silence_before_s\n");
+        streams.iter().zip(&outcomes).for_each(|(s, o)| record_lines(s, o, &mut csv));
+        std::fs::write(path, csv)?;
+    }
     std::fs::create_dir_all(&a.out)?;
     std::fs::write(a.out.join("week.json"), serde_json::to_string_pretty(&weeks)?)?;
     for w in &weeks {
