@@ -11,17 +11,13 @@ use crate::monitor::incidents::IncidentRules;
 use crate::monitor::record;
 use crate::monitor::telemetry::Tally;
 
-/// Held while a test's network is drawn: torch's generator is the process's, and two
-/// of these tests seeding and drawing at once got other weights (and other scores).
-static DRAWING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// An untrained model on two raw features, the same at every call.
+/// An untrained model on two raw features, the same at every call: drawn from a
+/// generator of its own, not torch's, which every test thread of the process draws from
+/// (a lock around this file's draws did not keep other files' tests out: a restart test
+/// once got other weights, and other decisions, in CI).
 fn model() -> Model {
-    let net = {
-        let _drawing = DRAWING.lock().unwrap_or_else(|e| e.into_inner());
-        tch::manual_seed(1);
-        MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu)
-    };
+    let net = MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu);
+    net.init_from_seed(1);
     Model {
         net,
         preprocess: Preprocessor::identity(PreprocessKind::None, 2),

@@ -12,8 +12,8 @@ use safetensors::SafeTensors;
 use tch::Device;
 
 fn trained_like_model() -> Model {
-    tch::manual_seed(3);
     let net = MetaPuNet::new(NetConfig::paper(4, 16), Device::Cpu);
+    net.init_from_seed(3);
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let fit_rows: Vec<f32> = (0..400).map(|_| rng.gen_range(-1e3..1e9)).collect();
     Model {

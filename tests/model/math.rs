@@ -14,8 +14,9 @@ fn random(shape: &[i64], seed: i64) -> Tensor {
 }
 
 fn model(dim: i64, seed: i64) -> Model {
-    tch::manual_seed(seed);
+    // Its own generator: torch's is the process's, which other test threads draw from.
     let net = MetaPuNet::new(NetConfig::paper(dim, 8), Device::Cpu);
+    net.init_from_seed(seed as u64);
     let names = (0..dim).map(|i| format!("f{i}")).collect();
     Model {
         net,

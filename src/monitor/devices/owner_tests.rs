@@ -12,9 +12,13 @@ fn fresh<'a>(record: &'a FeatureRecord, source: &'a Source) -> BatchRecord<'a> {
 }
 
 /// An untrained model on two raw features.
+/// An untrained model on two raw features, drawn from a generator of its own (torch's
+/// is the process's, which other test threads draw from).
 fn two_feature_model() -> Model {
+    let net = MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu);
+    net.init_from_seed(1);
     Model {
-        net: MetaPuNet::new(NetConfig::paper(2, 8), tch::Device::Cpu),
+        net,
         preprocess: Preprocessor::identity(PreprocessKind::None, 2),
         feature_names: vec!["a".into(), "b".into()],
         provenance: Provenance::default(),
@@ -23,7 +27,6 @@ fn two_feature_model() -> Model {
 
 #[test]
 fn the_devices_score_only_adapted_devices() {
-    tch::manual_seed(1);
     let model = two_feature_model;
     let sizes = WindowSizes { positive: 5, unlabeled: 10, bootstrap_positives: 0, ..WindowSizes::default() };
     let mut e = Devices::new(
