@@ -17,7 +17,8 @@ def place(n):
 
 def main():
     path = sys.argv[1]
-    first, last = (int(sys.argv[3]), int(sys.argv[4])) if "--days" in sys.argv else (0, 3)
+    at = sys.argv.index("--days") if "--days" in sys.argv else None
+    first, last = (int(sys.argv[at + 1]), int(sys.argv[at + 2])) if at else (0, 3)
     by_place = collections.defaultdict(lambda: collections.Counter())
     by_peer = collections.defaultdict(lambda: collections.Counter())
     with open(path) as f:

@@ -89,9 +89,9 @@ pub enum IncidentEvent {
         note: String,
         time: f64,
     },
-    /// An operator named the device's kind (`metapu kind`, or the lab's labeled
-    /// devices): what it was onboarded on and what analysts dismissed on it is offered to
-    /// the kind's other members, and theirs to it; it left the kind it was of.
+    /// An operator named the device's kind (`metapu kind`): what it was onboarded on and
+    /// what analysts dismissed on it is offered to the kind's other members, and theirs
+    /// to it; it left the kind it was of.
     KindJoined {
         device: String,
         kind: String,

@@ -11,7 +11,6 @@ fn fresh<'a>(record: &'a FeatureRecord, source: &'a Source) -> BatchRecord<'a> {
     BatchRecord { record, source, stamp: None }
 }
 
-/// An untrained model on two raw features.
 /// An untrained model on two raw features, drawn from a generator of its own (torch's
 /// is the process's, which other test threads draw from).
 fn two_feature_model() -> Model {

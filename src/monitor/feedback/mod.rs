@@ -1,7 +1,8 @@
 //! The feedback topic's messages as commands: what an analyst said of an incident (a
 //! verdict) or an operator of a device (an onboarding, its kind, a request to forget it).
-//! Each message names its type, `{"type": "verdict" | "onboard" | "kind" | "forget", …}`, and is
-//! decoded in one place: fields unknown to its type are refused, never guessed at.
+//! Each message names its type, `{"type": "verdict" | "onboard" | "kind" | "forget",
+//! …}`, and is decoded in one place: fields unknown to its type are refused, never
+//! guessed at.
 //! Each kind is one file holding its message and what applying it does: it calls the
 //! devices (`devices::owner`) and publishes what they give back. A new kind is its file,
 //! a line in [`FeedbackMessage`], and its CLI.
