@@ -40,8 +40,6 @@ pub enum Input {
     Feedback(Received),
     /// The kinds topic's messages.
     Shares(Vec<Received>),
-    /// A device placed in a kind without an onboarding (the lab's labeled devices).
-    JoinKind { device: String, kind: String, at: f64 },
     /// Time passes: incident updates and quiet closes, onboardings that end, and on
     /// their schedules adaptation (service clock), idle eviction and unmonitored reports
     /// (once a second), paced snapshots.
@@ -104,8 +102,6 @@ pub struct Output {
     pub commands: Vec<Command>,
     /// A micro-batch was run ([`Input::Run`]).
     pub ran: bool,
-    /// Why the input was refused, where no dead letter says it ([`Input::JoinKind`]).
-    pub refused: Option<String>,
 }
 
 /// Once a second: jobs that scan every device.
@@ -213,9 +209,6 @@ impl Monitor {
             Input::Run => self.run(now, telemetry, &mut out),
             Input::Feedback(message) => out.emitted = self.feedback(&[message], now, telemetry),
             Input::Shares(messages) => out.emitted = self.shares(&messages, now, telemetry),
-            Input::JoinKind { device, kind, at } => {
-                out.refused = self.devices.join_kind(&device, &kind, at).err();
-            }
             Input::Tick => self.tick(now, telemetry, &mut out),
             Input::Revoked { partitions, gone } => self.revoked(&partitions, &gone, now, telemetry, &mut out),
             Input::Restored(restored) => self.restored(restored, now, telemetry),

@@ -16,7 +16,7 @@ use metapu::data::{Label, Task};
 use metapu::model::Model;
 use metapu::monitor::clock::Clock;
 use metapu::monitor::devices::kinds::Share;
-use metapu::monitor::feedback::{FeedbackMessage, Onboard};
+use metapu::monitor::feedback::{FeedbackMessage, Kind, Onboard};
 use metapu::monitor::incidents::{Feedback, Verdict as FeedbackVerdict};
 use metapu::monitor::output::IncidentEvent;
 use metapu::monitor::record::{self, Source};
@@ -470,10 +470,14 @@ impl DeviceRun<'_> {
                 panic!("onboarding {id}: {reason}");
             }
         } else if let Some(kind) = &d.kind {
-            let first = d.ts.first().copied().unwrap_or(0.0);
-            let joined = Input::JoinKind { device: id.clone(), kind: kind.clone(), at: first };
-            if let Some(e) = lab.tell(joined).refused {
-                panic!("{id} joining {kind}: {e}");
+            let join = FeedbackMessage::Kind(Kind {
+                device: id.clone(),
+                kind: kind.clone(),
+                by: "lab".into(),
+                note: String::new(),
+            });
+            if let Some(reason) = dead_letter(&feedback(lab, id, join)) {
+                panic!("{id} joining {kind}: {reason}");
             }
         }
     }

@@ -96,9 +96,11 @@ impl Devices {
         self.table.kind_counts()
     }
 
-    /// Place a device in a kind without an onboarding (`metapu kind`, the lab's labeled
-    /// devices).
-    pub fn join_kind(&mut self, device: &str, kind: &str, at: f64) -> Result<(), String> {
+    /// Place a device in a kind without an onboarding (`metapu kind`), at its time now
+    /// (what it withdraws from a kind it leaves is stamped with that time).
+    pub fn join_kind(&mut self, device: &str, kind: &str, now: Now) -> Result<(), String> {
+        self.follow_service_clock(now);
+        let at = self.time_of(device);
         self.table.join_kind(device, kind, at)
     }
 }

@@ -23,7 +23,7 @@ pub struct Kind {
 
 impl Kind {
     pub(super) fn apply(self, devices: &mut Devices, now: Now) -> Result<Vec<Emitted>, String> {
-        devices.join_kind(&self.device, &self.kind, now.unix)?;
+        devices.join_kind(&self.device, &self.kind, now)?;
         Ok(vec![Emitted::Incident(IncidentEvent::KindJoined {
             device: self.device,
             kind: self.kind,
