@@ -573,3 +573,28 @@ fn a_kind_request_joins_a_seen_device_and_refuses_the_rest() {
     refused("cam", "no spaces", "kind");
     assert_eq!(tally.get("feedback/refused"), 2);
 }
+
+/// On the event clock a device that leaves its kind for another withdraws what it
+/// shared there at its own time (its records' `ts`), the clock its siblings' shares are
+/// stamped with, not the wall's.
+#[test]
+fn a_device_leaving_its_kind_withdraws_at_its_own_time() {
+    let tally = Tally::default();
+    let mut monitor = event_monitor(1, "v");
+    let json = br#"{"device": "cam", "ts": 1000, "features": [0.1, 0.2], "label": "normal"}"#;
+    monitor.run_batch(consumed(vec![message(0, 0, json)]), service_now(0), &tally);
+    let request = |kind: &str| {
+        let json = format!(r#"{{"type": "kind", "device": "cam", "kind": "{kind}"}}"#);
+        message(0, 0, json.as_bytes())
+    };
+    monitor.feedback(&[request("edimax")], service_now(10), &tally);
+    let out = monitor.feedback(&[request("ednet")], service_now(20), &tally);
+    let withdrawn: Vec<_> = out
+        .iter()
+        .filter_map(|e| match e {
+            Emitted::Share(s) if s.kind == "edimax" => Some((s.normal.len(), s.at)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(withdrawn, [(0, 1000.0)], "{out:?}");
+}
