@@ -131,14 +131,14 @@ impl DeviceTable {
             d.unlabeled_written_ms = now_ms;
         }
         if d.onboarding.is_some() {
-            self.onboarding.insert(id.to_string());
+            self.onboardings.started(id);
         }
         if let Some(old) = self.devices.insert(id.to_string(), d) {
-            self.recency.remove(&old.lru_key);
+            self.recency.remove(old.lru_key);
         }
         self.refresh_offered(id);
         self.touch(id, now_ms);
-        while self.recency.len() > self.max_tracked {
+        while self.recency.over() {
             if self.evict_oldest().is_none() {
                 break;
             }

@@ -4,11 +4,66 @@
 
 use super::*;
 
+/// The active devices by when they were last seen, and how many may be active at once.
+/// Idle devices are not in it: they hold no unlabeled window and do not count.
+#[derive(Debug)]
+pub(super) struct Recency {
+    /// lru key → device id; the smallest key is the least recently seen.
+    order: BTreeMap<u64, String>,
+    /// The last lru key handed out (counts touches; not a time).
+    last_key: u64,
+    max_tracked: usize,
+}
+
+impl Recency {
+    pub(super) fn new(max_tracked: usize) -> Self {
+        Self { order: BTreeMap::new(), last_key: 0, max_tracked }
+    }
+
+    /// A key later than every key handed out before.
+    pub(super) fn next_key(&mut self) -> u64 {
+        self.last_key += 1;
+        self.last_key
+    }
+
+    pub(super) fn insert(&mut self, key: u64, id: &str) {
+        self.order.insert(key, id.to_string());
+    }
+
+    pub(super) fn remove(&mut self, key: u64) {
+        self.order.remove(&key);
+    }
+
+    /// No room for another active device.
+    pub(super) fn full(&self) -> bool {
+        self.order.len() >= self.max_tracked
+    }
+
+    /// More active devices than there is room for (after a restore).
+    pub(super) fn over(&self) -> bool {
+        self.order.len() > self.max_tracked
+    }
+
+    fn pop_least_recent(&mut self) -> Option<String> {
+        self.order.pop_first().map(|(_, id)| id)
+    }
+}
+
+/// Devices that left the table (evicted, idle or forgotten) and what is still owed for
+/// them: their open incidents closed on the incidents topic, their snapshots deleted.
+#[derive(Debug, Default)]
+pub(super) struct Departed {
+    /// With an incident open, and the windows to explain it as it closes.
+    with_incidents: Vec<(String, Device)>,
+    /// Their input partitions and homes: whose snapshots to delete.
+    forgotten: Vec<Forgotten>,
+}
+
 impl DeviceTable {
     /// Make room among the active devices: the least recently seen goes idle, keeping its
     /// known-normal records, or is forgotten if it has none.
     pub(super) fn evict_oldest(&mut self) -> Option<String> {
-        let (_, id) = self.recency.pop_first()?;
+        let id = self.recency.pop_least_recent()?;
         if !self.go_idle(&id) {
             if let Some(d) = self.devices.remove(&id) {
                 self.forget_evicted(&id, d);
@@ -28,7 +83,7 @@ impl DeviceTable {
         }
         if d.incidents.open().is_some() {
             // Closed as evicted, explained on the windows it had.
-            self.evicted_with_incidents.push((id.to_string(), d.clone()));
+            self.departed.with_incidents.push((id.to_string(), d.clone()));
             d.incidents.close_evicted(if event_clock { d.clock } else { table_time });
         }
         d.unlabeled = SpanWindow::new(self.dim, self.sizes.span());
@@ -38,23 +93,23 @@ impl DeviceTable {
         d.changed = 0;
         d.idle = true;
         d.unsnapshotted = true;
-        self.recency.remove(&d.lru_key);
+        self.recency.remove(d.lru_key);
         true
     }
 
     /// An evicted device: its snapshot is to be deleted, and it is kept until its open
     /// incident is closed.
     pub(super) fn forget_evicted(&mut self, id: &str, d: Device) {
-        self.forgotten.push((id.to_string(), d.partition, d.home));
+        self.departed.forgotten.push((id.to_string(), d.partition, d.home));
         if d.incidents.open().is_some() {
-            self.evicted_with_incidents.push((id.to_string(), d));
+            self.departed.with_incidents.push((id.to_string(), d));
         }
     }
 
     /// Devices evicted since the last call whose incident was open, with their windows
     /// (to explain the incident as it closes).
     pub(super) fn take_evicted_with_incidents(&mut self) -> Vec<(String, Device)> {
-        std::mem::take(&mut self.evicted_with_incidents)
+        std::mem::take(&mut self.departed.with_incidents)
     }
 
     /// Devices evicted since the last call and not tracked again, with their partitions:
@@ -62,14 +117,14 @@ impl DeviceTable {
     /// would restore them, an evicted incident would reopen and close a second time,
     /// and the state topic would bring back every device ever seen.
     pub(super) fn take_forgotten(&mut self) -> Vec<Forgotten> {
-        let mut forgotten = std::mem::take(&mut self.forgotten);
+        let mut forgotten = std::mem::take(&mut self.departed.forgotten);
         forgotten.retain(|(id, _, _)| !self.devices.contains_key(id));
         forgotten
     }
 
     /// A device whose snapshot could not be deleted: to be tried again.
     pub(super) fn forget_again(&mut self, forgotten: Forgotten) {
-        self.forgotten.push(forgotten);
+        self.departed.forgotten.push(forgotten);
     }
 
     /// Devices not seen for `idle_ms` go idle; returns their ids. A device with
@@ -102,7 +157,7 @@ impl DeviceTable {
         let d = self.remove(id)?;
         let known_normal = d.positive.len();
         if let Some(kind) = d.kind.clone() {
-            self.shares.push(Share::withdrawn(kind, id, self.dim, self.time_of(&d)));
+            self.shares.queue(Share::withdrawn(kind, id, self.dim, self.time_of(&d)));
         }
         self.forget_evicted(id, d);
         Some(known_normal)
@@ -110,7 +165,7 @@ impl DeviceTable {
 
     pub(super) fn remove(&mut self, id: &str) -> Option<Device> {
         let d = self.devices.remove(id)?;
-        self.recency.remove(&d.lru_key);
+        self.recency.remove(d.lru_key);
         Some(d)
     }
 

@@ -39,7 +39,7 @@ impl DeviceTable {
             if let Some(r) = super::kind_membership::raised(id, i, self.dim) {
                 self.kinds.hear_raised(kind, r);
             }
-            self.share_due.insert(id.to_string());
+            self.shares.due(id);
         }
         t
     }
@@ -68,7 +68,7 @@ impl DeviceTable {
         let t = d.incidents.answer_from_fleet(id, kind, now_unix, memory, self.dim)?;
         d.unsnapshotted = true;
         if memory.remember_ms > 0 {
-            self.share_due.insert(id.to_string());
+            self.shares.due(id);
         }
         Some(t)
     }

@@ -34,6 +34,26 @@ pub(super) fn raised(device: &str, i: &Incident, dim: usize) -> Option<Raised> {
     })
 }
 
+/// What members held here share with their kinds, on its way to the kinds topic: shares
+/// made (a withdrawal, say) and members whose share is due, made when the shares are
+/// taken (a member that labeled records in a burst shares once per take).
+#[derive(Debug, Default)]
+pub(super) struct ShareQueue {
+    queued: Vec<Share>,
+    due: BTreeSet<String>,
+}
+
+impl ShareQueue {
+    pub(super) fn queue(&mut self, share: Share) {
+        self.queued.push(share);
+    }
+
+    /// `id`'s accepted rows or dismissals changed: its share is due.
+    pub(super) fn due(&mut self, id: &str) {
+        self.due.insert(id.to_string());
+    }
+}
+
 impl DeviceTable {
     /// The tracked device `id` is of `kind` from now (`now`: Unix seconds); it leaves
     /// the kind it was of, withdrawing what it shared there.
@@ -45,10 +65,10 @@ impl DeviceTable {
         }
         d.unsnapshotted = true;
         if d.rows_accepted || !d.incidents.memory().is_empty() {
-            self.share_due.insert(id.to_string());
+            self.shares.due(id);
         }
         if let Some(old) = d.kind.replace(kind.to_string()) {
-            self.shares.push(Share::withdrawn(old, id, self.dim, now));
+            self.shares.queue(Share::withdrawn(old, id, self.dim, now));
         }
         self.refresh_offered(id);
         Ok(())
@@ -79,7 +99,7 @@ impl DeviceTable {
             .filter_map(|i| raised(id, i, self.dim))
             .collect();
         let at = self.time_of(d);
-        self.shares.push(Share {
+        self.shares.queue(Share {
             kind,
             device: id.to_string(),
             dim: self.dim,
@@ -103,10 +123,10 @@ impl DeviceTable {
     /// Shares to publish on the kinds topic since the last call (a member labeled
     /// records of shares once per call, however many it labeled).
     pub(super) fn take_shares(&mut self) -> Vec<Share> {
-        for id in std::mem::take(&mut self.share_due) {
+        for id in std::mem::take(&mut self.shares.due) {
             self.share(&id);
         }
-        std::mem::take(&mut self.shares)
+        std::mem::take(&mut self.shares.queued)
     }
 
     /// A share read on the kinds topic (this daemon's own included): the kind's members

@@ -8,7 +8,11 @@
 //! admission rule). The table's other jobs, each in its own file: `onboarding_spans`,
 //! `kind_membership`, `eviction` (capacity, idleness, forgetting, moved partitions,
 //! unmonitored devices), `adaptation` (due devices, handovers, installs, restores),
-//! `state_topic` (snapshots) and `incident_routing` (to a device's tracker).
+//! `state_topic` (snapshots) and `incident_routing` (to a device's tracker). Three of
+//! those jobs own their state in a struct beside them: `eviction`'s `Recency` (who was
+//! seen least recently, how many may be active) and `Departed` (incidents and snapshots
+//! still owed for devices gone), `onboarding_spans`' `Onboardings`, `kind_membership`'s
+//! `ShareQueue` (shares on their way to the kinds topic).
 //!
 //! Beside it: `owner` (batches in, plain values out), `windows` and `span_window` (the
 //! windows), `onboarding` and `kinds` (known-normal traffic an operator gives a device
@@ -25,8 +29,11 @@ use super::incidents::behaviours::MemoryRules;
 use super::incidents::Feedback;
 use super::incidents::{Applied, Decision, IncidentRules, IncidentTracker, Transition};
 use super::record::Source;
+use eviction::{Departed, Recency};
+use kind_membership::ShareQueue;
 use kinds::{KindError, Kinds, Share};
 use onboarding::{seed_of, Onboarding, MAX_SPAN_S};
+use onboarding_spans::Onboardings;
 use snapshot::Snapshot;
 use span_window::{SpanSizes, SpanWindow};
 use stream_time::StreamClocks;
@@ -354,25 +361,15 @@ pub type Forgotten = (String, i32, Option<i32>);
 pub struct DeviceTable {
     dim: usize,
     sizes: WindowSizes,
-    max_tracked: usize,
     devices: HashMap<String, Device>,
-    /// lru key → device id; the smallest key is the least recently seen.
-    recency: BTreeMap<u64, String>,
-    /// The last lru key handed out (counts touches; not a time).
-    last_lru_key: u64,
+    /// Which active devices were seen least recently, at most how many.
+    recency: Recency,
     /// Windows handed to adaptation so far (see [`AdaptJob::handover`]).
     handovers: u64,
-    /// Devices evicted (capacity or idle) with an incident open: their incidents must
-    /// still be closed on the incidents topic (see [`Self::take_evicted_with_incidents`]).
-    evicted_with_incidents: Vec<(String, Device)>,
-    /// Devices evicted (capacity or idle), their input partitions and homes: their
-    /// snapshots on the state topic must be deleted too (see [`Self::take_forgotten`]).
-    forgotten: Vec<Forgotten>,
-    /// Devices being onboarded, so that a span ends even if the device falls silent.
-    onboarding: BTreeSet<String>,
-    /// Onboardings ended, with the known-normal records each left (see
-    /// [`Self::take_onboarded`]).
-    onboarded: Vec<(String, Onboarding, usize)>,
+    /// Devices evicted or forgotten, for their incidents and snapshots.
+    departed: Departed,
+    /// Onboardings under way and ended.
+    onboardings: Onboardings,
     /// The pipeline's time (Unix seconds) for onboarding spans: the wall clock in the
     /// daemon, the records' own in a replay of captures, as the pipeline last set it.
     time: Option<f64>,
@@ -385,11 +382,8 @@ pub struct DeviceTable {
     streams: StreamClocks,
     /// What each kind's members shared (the kinds topic, read whole).
     kinds: Kinds,
-    /// Shares of members held here, to publish on the kinds topic (see
-    /// [`Self::take_shares`]).
-    shares: Vec<Share>,
-    /// Members whose accepted rows changed since the last shares were taken.
-    share_due: BTreeSet<String>,
+    /// Shares of members held here, to publish on the kinds topic.
+    shares: ShareQueue,
 }
 
 impl DeviceTable {
@@ -402,21 +396,16 @@ impl DeviceTable {
         Self {
             dim,
             sizes,
-            max_tracked,
             devices: HashMap::new(),
-            recency: BTreeMap::new(),
-            last_lru_key: 0,
+            recency: Recency::new(max_tracked),
             handovers: 0,
-            evicted_with_incidents: Vec::new(),
-            forgotten: Vec::new(),
-            onboarding: BTreeSet::new(),
-            onboarded: Vec::new(),
+            departed: Departed::default(),
+            onboardings: Onboardings::default(),
             time: None,
             clock: Clock::Service,
             streams: StreamClocks::default(),
             kinds: Kinds::default(),
-            shares: Vec::new(),
-            share_due: BTreeSet::new(),
+            shares: ShareQueue::default(),
         }
     }
 
@@ -499,14 +488,13 @@ impl DeviceTable {
     /// the recency order: they hold no unlabeled window and do not count in
     /// `max_tracked`).
     fn touch(&mut self, id: &str, now_ms: u64) {
-        self.last_lru_key += 1;
-        let key = self.last_lru_key;
+        let key = self.recency.next_key();
         if let Some(d) = self.devices.get_mut(id) {
-            self.recency.remove(&d.lru_key);
+            self.recency.remove(d.lru_key);
             d.lru_key = key;
             d.last_seen_ms = now_ms;
             if !d.idle {
-                self.recency.insert(key, id.to_string());
+                self.recency.insert(key, id);
             }
         }
     }
@@ -525,7 +513,7 @@ impl DeviceTable {
         let arriving = self.devices.get(id).is_none_or(|d| d.idle);
         if arriving {
             // Room among the active devices, for a new one or one back from idleness.
-            while self.recency.len() >= self.max_tracked {
+            while self.recency.full() {
                 if self.evict_oldest().is_none() {
                     break;
                 }
@@ -551,8 +539,7 @@ impl DeviceTable {
             d.idle = false;
             let onboarding = d.onboarding.as_ref().map(|o| o.active(now_unix));
             if onboarding == Some(false) {
-                Self::finish_onboarding(id, d, &mut self.onboarded);
-                self.onboarding.remove(id);
+                self.onboardings.finish(id, d);
             }
             if !out.replayed {
                 if onboarding == Some(true) {
@@ -568,7 +555,7 @@ impl DeviceTable {
                     if known_normal {
                         d.rows_accepted = true;
                         if d.kind.is_some() {
-                            self.share_due.insert(id.to_string());
+                            self.shares.due(id);
                         }
                     }
                 }

@@ -3,6 +3,33 @@
 
 use super::*;
 
+/// The table's onboardings: who is being onboarded, so that a span ends even if the
+/// device falls silent, and the onboardings ended since they were last taken.
+#[derive(Debug, Default)]
+pub(super) struct Onboardings {
+    active: BTreeSet<String>,
+    /// With the known-normal records each left.
+    ended: Vec<(String, Onboarding, usize)>,
+}
+
+impl Onboardings {
+    pub(super) fn started(&mut self, id: &str) {
+        self.active.insert(id.to_string());
+    }
+
+    /// End `d`'s onboarding (if it has one): its rows are accepted known-normal.
+    pub(super) fn finish(&mut self, id: &str, d: &mut Device) {
+        self.active.remove(id);
+        if let Some(o) = d.onboarding.take() {
+            self.ended.push((id.to_string(), o.clone(), d.positive.len()));
+            d.onboarded = Some(o);
+            d.rows_accepted = true;
+            d.unsnapshotted = true;
+            d.changed = d.changed.max(1);
+        }
+    }
+}
+
 impl DeviceTable {
     /// Start onboarding a tracked device for `span_s` seconds from `now` (Unix), as a
     /// member of `kind` if one is named (it leaves the kind it was of, withdrawing what
@@ -39,7 +66,7 @@ impl DeviceTable {
         d.positive.pin(0); // onboarding replaces the window, kept rows included
         d.onboarding = Some(o.clone());
         d.unsnapshotted = true;
-        self.onboarding.insert(id.to_string());
+        self.onboardings.started(id);
         if let Some(k) = kind {
             self.join_kind(id, k, now)?;
         }
@@ -50,7 +77,8 @@ impl DeviceTable {
     /// too), each on its device's time ([`Self::now_of`]).
     pub(super) fn end_onboarding_due(&mut self, service_ms: u64) {
         let due: Vec<String> = self
-            .onboarding
+            .onboardings
+            .active
             .iter()
             .filter(|id| {
                 let now = self.now_of(id, service_ms).unix;
@@ -59,27 +87,19 @@ impl DeviceTable {
             .cloned()
             .collect();
         for id in due {
-            self.onboarding.remove(&id);
-            if let Some(d) = self.devices.get_mut(&id) {
-                Self::finish_onboarding(&id, d, &mut self.onboarded);
+            match self.devices.get_mut(&id) {
+                Some(d) => self.onboardings.finish(&id, d),
+                None => {
+                    self.onboardings.active.remove(&id);
+                }
             }
-        }
-    }
-
-    pub(super) fn finish_onboarding(id: &str, d: &mut Device, ended: &mut Vec<(String, Onboarding, usize)>) {
-        if let Some(o) = d.onboarding.take() {
-            ended.push((id.to_string(), o.clone(), d.positive.len()));
-            d.onboarded = Some(o);
-            d.rows_accepted = true;
-            d.unsnapshotted = true;
-            d.changed = d.changed.max(1);
         }
     }
 
     /// Onboardings ended since the last call: device, the span, known-normal records.
     /// A member's onboarded rows are shared with its kind.
     pub(super) fn take_onboarded(&mut self) -> Vec<(String, Onboarding, usize)> {
-        let ended = std::mem::take(&mut self.onboarded);
+        let ended = std::mem::take(&mut self.onboardings.ended);
         for (id, ..) in &ended {
             self.share(id);
         }
