@@ -156,7 +156,7 @@ fn scorecard_fields(line: &str) -> std::collections::HashMap<String, String> {
 fn the_demo_detects_every_attacked_device_without_false_incidents_and_cleans_up_on_ctrl_c() {
     use std::io::BufRead;
     let work = tempfile::tempdir().unwrap();
-    let (port, http_port) = (free_port(), free_port());
+    let [port, http_port] = free_ports();
     let root = env!("CARGO_MANIFEST_DIR");
     let mut child = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_metapu"))
@@ -186,6 +186,10 @@ fn the_demo_detects_every_attacked_device_without_false_incidents_and_cleans_up_
     // Ctrl-C 50 s after the traffic starts: the attacks begin at 20–27.5 s.
     while sending_since.is_none_or(|t: Instant| t.elapsed() < Duration::from_secs(50)) {
         assert!(Instant::now() < limit, "the demo did not start sending:\n{}", lines.join("\n"));
+        if let Ok(Some(status)) = child.0.try_wait() {
+            lines.extend(rx.try_iter());
+            panic!("the demo ended ({status}) before it was stopped:\n{}", lines.join("\n"));
+        }
         if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
             if line.contains("records to send") {
                 sending_since = Some(Instant::now());

@@ -219,6 +219,15 @@ pub fn free_port() -> u16 {
     metapu::broker::free_port().unwrap()
 }
 
+/// `N` loopback ports free a moment ago, all different: each is held until all are
+/// picked (two `free_port` calls in a row can be handed the same port: a CI run's demo
+/// test got its broker's port for its HTTP listener).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<std::net::TcpListener> =
+        (0..N).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    std::array::from_fn(|i| held[i].local_addr().unwrap().port())
+}
+
 impl Broker {
     pub fn start() -> Self {
         let bin = metapu::broker::binary_in(&repo());
@@ -228,7 +237,7 @@ impl Broker {
     /// The broker behind a switchable proxy: clients are told to use the proxy's port.
     pub fn behind_proxy() -> (Self, proxy::Proxy) {
         let bin = metapu::broker::binary_in(&repo());
-        let (port, front) = (free_port(), free_port());
+        let [port, front] = free_ports();
         let broker = LocalBroker::start_advertising(&bin, port, front).expect("bundled broker");
         (Self(broker), proxy::Proxy::start(front, port))
     }
