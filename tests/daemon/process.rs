@@ -156,7 +156,7 @@ fn scorecard_fields(line: &str) -> std::collections::HashMap<String, String> {
 fn the_demo_detects_every_attacked_device_without_false_incidents_and_cleans_up_on_ctrl_c() {
     use std::io::BufRead;
     let work = tempfile::tempdir().unwrap();
-    let [port, http_port] = free_ports();
+    let (port, http_port) = (free_port(), free_port());
     let root = env!("CARGO_MANIFEST_DIR");
     let mut child = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_metapu"))

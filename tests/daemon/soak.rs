@@ -187,7 +187,7 @@ fn half_an_hour_at_half_the_sustained_rate() {
         cluster.create_topic(&format!("soak.{t}"), 4, 1).unwrap();
     }
     let boot = cluster.bootstrap_servers();
-    let http = format!("127.0.0.1:{}", metapu::broker::free_port().unwrap());
+    let http = format!("127.0.0.1:{}", crate::support::free_port());
     let mut cfg = DaemonConfig::defaults();
     cfg.kafka.brokers = boot.clone();
     cfg.kafka.group_id = "soak".into();

@@ -215,17 +215,19 @@ pub fn lab_refused(args: &[&str]) -> String {
 /// The bundled broker on a free loopback port; killed on drop.
 pub struct Broker(pub LocalBroker);
 
+/// A loopback port free a moment ago, and never one this test process was handed
+/// before: the OS can hand the same free port to two calls in a row (a CI run's demo
+/// test got its broker's port for its HTTP listener), and to two tests at once.
 pub fn free_port() -> u16 {
-    metapu::broker::free_port().unwrap()
-}
-
-/// `N` loopback ports free a moment ago, all different: each is held until all are
-/// picked (two `free_port` calls in a row can be handed the same port: a CI run's demo
-/// test got its broker's port for its HTTP listener).
-pub fn free_ports<const N: usize>() -> [u16; N] {
-    let held: Vec<std::net::TcpListener> =
-        (0..N).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    std::array::from_fn(|i| held[i].local_addr().unwrap().port())
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = metapu::broker::free_port().unwrap();
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
 }
 
 impl Broker {
@@ -237,7 +239,7 @@ impl Broker {
     /// The broker behind a switchable proxy: clients are told to use the proxy's port.
     pub fn behind_proxy() -> (Self, proxy::Proxy) {
         let bin = metapu::broker::binary_in(&repo());
-        let [port, front] = free_ports();
+        let (port, front) = (free_port(), free_port());
         let broker = LocalBroker::start_advertising(&bin, port, front).expect("bundled broker");
         (Self(broker), proxy::Proxy::start(front, port))
     }
