@@ -22,8 +22,8 @@
 //! of its own time, at 1,000 and 10,000 devices, JSON, the two clocks side by side
 //! (E2E_SHAPE=0 skips it, E2E_SHAPE=only runs it alone, E2E_SHAPE=1000x1 only its rows
 //! of 1,000 devices at a record a second; E2E_MIN_RECORDS=N adds the event clock with
-//! adaptation.min_records = N to each of its rows): on the event clock a device's adaptation
-//! points then follow its records.
+//! adaptation.min_records = N to each of its rows; E2E_DRAWN=1 adds the event clock with
+//! windows.drawn): on the event clock a device's adaptation points then follow its records.
 //! Prints numbers; asserts nothing.
 
 mod common;
@@ -136,6 +136,9 @@ async fn main() {
                 if let Some(m) = other_min_records {
                     setups.push(Setup { min_records: Some(m), ..shaped });
                 }
+                if std::env::var("E2E_DRAWN").as_deref() == Ok("1") {
+                    setups.push(Setup { drawn: true, ..shaped });
+                }
                 for setup in setups {
                     println!("{}", row(root, &pool, devices, Wire::Json, setup).await);
                 }
@@ -158,6 +161,8 @@ struct Setup {
     /// Adaptation points as before 2026-11-29: every second of a device's time
     /// (`interval_ms` 1,000, `after_records` 0).
     every_second: bool,
+    /// `windows.drawn`: each device adapted on draws at the model's trained shape.
+    drawn: bool,
 }
 
 impl Setup {
@@ -169,6 +174,7 @@ impl Setup {
         per_device: None,
         min_records: None,
         every_second: false,
+        drawn: false,
     };
 
     fn name(&self, wire: Wire) -> String {
@@ -182,6 +188,9 @@ impl Setup {
         }
         if self.every_second {
             parts.push("adapted every 1 s".into());
+        }
+        if self.drawn {
+            parts.push("drawn".into());
         }
         if self.context {
             parts.push("context".into());
@@ -294,6 +303,7 @@ async fn row(root: &Path, pool: &[(&[f32], bool)], devices: usize, wire: Wire, s
     if setup.every_second {
         (cfg.adaptation.interval_ms, cfg.adaptation.after_records) = (1_000, 0);
     }
+    cfg.windows.drawn = setup.drawn;
     if setup.webhook {
         cfg.sinks.webhook.url = format!("http://{}/hook", webhook_receiver().await);
     }

@@ -48,6 +48,9 @@ pub struct CaptureRun {
     pub unlabeled_spread: Option<usize>,
     #[arg(long)]
     pub spread_bucket_s: Option<u64>,
+    /// windows.drawn: adapt each device on draws at the model's trained shape.
+    #[arg(long)]
+    pub drawn: bool,
 
     /// An analyst calls every incident before the attack a false positive as it opens
     /// (`metapu feedback --false-positive`, through the daemon's feedback path).
@@ -137,6 +140,7 @@ impl CaptureRun {
         if let Some(b) = self.spread_bucket_s {
             daemon.windows.spread_bucket_s = b;
         }
+        daemon.windows.drawn |= self.drawn;
         if let Some(r) = self.reopen_s {
             daemon.incidents.reopen_s = r;
         }

@@ -162,6 +162,8 @@ pub struct WindowConfig {
     pub unlabeled_spread: usize,
     /// Seconds of a device's time per stratum of the spread rows.
     pub spread_bucket_s: u64,
+    /// Adapt on draws at the model's trained shape, not on the whole windows.
+    pub drawn: bool,
     pub bootstrap_positives: usize,
     pub trust_input_labels: bool,
 }
@@ -360,6 +362,7 @@ impl DaemonConfig {
                 bootstrap_positives: cfg.windows.bootstrap_positives,
                 unlabeled_spread: cfg.windows.unlabeled_spread,
                 spread_bucket_s: cfg.windows.spread_bucket_s,
+                drawn: cfg.windows.drawn,
             },
             max_tracked: cfg.devices.max_tracked,
             threshold: cfg.model.threshold,

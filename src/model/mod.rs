@@ -12,6 +12,7 @@
 //! - [`Model`] — the user-facing bundle of all of the above on raw features
 
 pub mod closed_form;
+mod draws;
 pub mod ensemble;
 pub mod explain;
 pub mod file;
@@ -46,6 +47,8 @@ pub enum ModelError {
     TaskIndex { record: usize, index: usize, len: usize },
     #[error("the model expects {expected} features per record, the data has {found}")]
     FeatureCount { expected: usize, found: usize },
+    #[error("{supports} supports do not make groups of {draws} draws of one device each")]
+    Draws { supports: usize, draws: usize },
 }
 
 /// Where a model came from; stored in its file.
@@ -136,19 +139,11 @@ impl Model {
 
     /// Adapt to many tasks with one batched closed-form solve.
     pub fn adapt_batch(&self, supports: &[Support<'_>]) -> Result<Vec<TaskState>, ModelError> {
-        let dim = self.dim();
-        for (i, s) in supports.iter().enumerate() {
-            check_rows(s.positives, dim, i)?;
-            check_rows(s.unlabeled, dim, i)?;
-        }
-        // Pack raw rows, then preprocess the whole padded batch at once (padding rows
-        // are masked out whatever their value).
-        let mut batch = SupportBatch::pack(supports, dim, self.net.kind(), self.net.device())?;
-        batch.x = self.preprocess.apply_tensor(&batch.x);
-        Ok(tch::no_grad(|| self.net.adapt(&batch, 0.0)).to_states())
+        self.adapt_plain(supports, 1)
     }
 
-    /// Score raw records (row-major), record i under `states[task[i]]`, in one forward.
+    /// Score raw records (row-major), record i under `states[task[i]]`, in one forward;
+    /// a state with draws scores a record by the largest of its solves' posteriors.
     pub fn score(
         &self,
         states: &[&TaskState],
@@ -177,9 +172,13 @@ impl Model {
         let idx: Vec<i64> = task.iter().map(|&t| t as i64).collect();
         let idx = Tensor::from_slice(&idx).to_device(self.net.device());
         let posterior = tch::no_grad(|| {
-            let r = self.net.ratio_flat(&adapted, &idx, &x);
-            closed_form::posterior(&adapted.prior.index_select(0, &idx), &r)
-        });
+            if states.iter().all(|s| s.draws.is_empty()) {
+                let r = self.net.ratio_flat(&adapted, &idx, &x);
+                Ok(closed_form::posterior(&adapted.prior.index_select(0, &idx), &r))
+            } else {
+                draws::largest_posterior(&self.net, states, &adapted, &idx, &x)
+            }
+        })?;
         let posterior =
             Vec::<f32>::try_from(posterior.to_kind(Kind::Float).to_device(Device::Cpu)).unwrap_or_default();
         let normal = posterior.iter().map(|&p| p >= threshold).collect();

@@ -217,6 +217,16 @@ impl MetaPuNet {
         self.solve(h, z_p, z_u, &support.pos, &support.unl, leak)
     }
 
+    /// [`Self::adapt`] for tasks in groups of `draws` consecutive draws of one device:
+    /// each group's task vectors are the mean of its draws', so that one embedding of a
+    /// record serves every draw's solve when it is scored (`model/draws.rs`).
+    pub fn adapt_draws(&self, support: &SupportBatch, draws: i64) -> AdaptedBatch {
+        let (z_p, z_u) = self.task_vectors(support);
+        let (z_p, z_u) = (shared_by_draws(&z_p, draws), shared_by_draws(&z_u, draws));
+        let h = self.embed(&support.x, &z_p, &z_u);
+        self.solve(h, z_p, z_u, &support.pos, &support.unl, 0.0)
+    }
+
     /// Whether [`Self::adapt_rows`] applies: h sees the task vectors (its first layer
     /// splits into a row part and a task part).
     pub fn adapts_from_rows(&self) -> bool {
@@ -233,9 +243,18 @@ impl MetaPuNet {
     /// [`Self::adapt`] from each support row's [`Self::row_parts`] (`f`: `[B, S,
     /// set_dim]`, `wx`: `[B, S, hidden]`) instead of its features: the same adaptation,
     /// without computing again what a row's earlier adaptations computed.
-    pub fn adapt_rows(&self, f: &Tensor, wx: &Tensor, pos: &Tensor, unl: &Tensor) -> AdaptedBatch {
-        let z_p = self.g.forward(&closed_form::masked_mean(f, pos));
-        let z_u = self.g.forward(&closed_form::masked_mean(f, unl));
+    /// Groups of `draws` consecutive tasks share their task vectors, as in
+    /// [`Self::adapt_draws`] (1: every task its own).
+    pub fn adapt_rows(
+        &self,
+        f: &Tensor,
+        wx: &Tensor,
+        pos: &Tensor,
+        unl: &Tensor,
+        draws: i64,
+    ) -> AdaptedBatch {
+        let z_p = shared_by_draws(&self.g.forward(&closed_form::masked_mean(f, pos)), draws);
+        let z_u = shared_by_draws(&self.g.forward(&closed_form::masked_mean(f, unl)), draws);
         let mut first = wx + self.first_layer_tasks(&z_p, &z_u).unsqueeze(1);
         let _ = first.relu_();
         let h = self.h.forward_from(1, &first).softplus();
@@ -318,19 +337,37 @@ impl MetaPuNet {
     /// `task[i]` (int64 `[N]`) → `[N]`. One forward for rows of many tasks.
     pub fn ratio_flat(&self, adapted: &AdaptedBatch, task: &Tensor, x: &Tensor) -> Tensor {
         let w = adapted.w.index_select(0, task);
-        let h = if self.config.use_task_vectors {
-            // The task part of h's first layer once per task, then gathered per row.
-            let tasks = self.first_layer_tasks(&adapted.z_p, &adapted.z_u).index_select(0, task);
-            let mut first = self.first_layer_rows(x);
-            let _ = first.g_add_(&tasks);
-            let _ = first.relu_();
-            self.h.forward_from(1, &first).softplus()
-        } else {
-            self.h.forward(x).softplus()
-        };
+        let h = self.embed_flat(&adapted.z_p, &adapted.z_u, task, x);
         let kind = h.kind();
         (h * w).sum_dim_intlist(-1, false, kind)
     }
+
+    /// Embeddings of a flat list of rows `x` (`[N, D]`), row i under the task vectors
+    /// of task `task[i]` (`z_p`, `z_u`: `[T, K]`) → `[N, M]`.
+    pub fn embed_flat(&self, z_p: &Tensor, z_u: &Tensor, task: &Tensor, x: &Tensor) -> Tensor {
+        if !self.config.use_task_vectors {
+            return self.h.forward(x).softplus();
+        }
+        // The task part of h's first layer once per task, then gathered per row.
+        let tasks = self.first_layer_tasks(z_p, z_u).index_select(0, task);
+        let mut first = self.first_layer_rows(x);
+        let _ = first.g_add_(&tasks);
+        let _ = first.relu_();
+        self.h.forward_from(1, &first).softplus()
+    }
+}
+
+/// Task vectors `[B, K]` with each group of `draws` consecutive rows replaced by the
+/// group's mean (B a multiple of `draws`).
+fn shared_by_draws(z: &Tensor, draws: i64) -> Tensor {
+    if draws <= 1 {
+        return z.shallow_clone();
+    }
+    let (b, k) = z.size2().expect("task vectors must be [B, K]");
+    z.reshape([b / draws, draws, k])
+        .mean_dim(1, true, z.kind())
+        .expand([b / draws, draws, k], false)
+        .reshape([b, k])
 }
 
 #[cfg(test)]

@@ -1,12 +1,15 @@
 //! What an adaptation computes for a support row that does not depend on its task —
 //! f(x) and h's first layer on x, W_x·x (`MetaPuNet::row_parts`) — kept per device from
 //! one adaptation to its next. A device re-adapted every 30 of its records finds most of
-//! its 250 window rows there, so an adaptation embeds its new rows only: half of its
-//! arithmetic (f is 38 % of it, W_x·x 14 %; docs/benchmarks.md).
+//! its rows there (its 250 window rows, or its draws', mostly its known-normal rows), so
+//! an adaptation embeds its new rows only: half of its arithmetic on the windows (f is
+//! 38 % of it, W_x·x 14 %; docs/benchmarks.md). A row that several draws hold is
+//! embedded once.
 //!
 //! Rows are known by a 128-bit hash of their raw values. A device keeps the parts of the
-//! rows of its last adaptation only: 250 rows × (100 + 100) floats, 200 KB. The parts are
-//! packed into a padded batch as the rows themselves are (`SupportBatch::pack`).
+//! rows of its last adaptation only, each once: 250 rows × (100 + 100) floats, 200 KB, on
+//! its windows; about 53 rows, 42 KB, on draws. The parts are packed into a padded batch
+//! as the rows themselves are (`SupportBatch::pack`).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -98,8 +101,21 @@ impl Model {
         supports: &[(&str, Support<'_>)],
         cache: &mut RowCache,
     ) -> Result<Vec<TaskState>, ModelError> {
+        self.adapt_cached(supports, 1, cache)
+    }
+
+    /// [`Self::adapt_batch_cached`] for groups of `draws` consecutive supports of one
+    /// device each, the group's task vectors shared ([`MetaPuNet::adapt_rows`]): one
+    /// state a support, in order. A device's kept rows are the union of its group's.
+    pub(super) fn adapt_cached(
+        &self,
+        supports: &[(&str, Support<'_>)],
+        draws: usize,
+        cache: &mut RowCache,
+    ) -> Result<Vec<TaskState>, ModelError> {
         if !self.net.adapts_from_rows() {
-            return self.adapt_batch(&supports.iter().map(|(_, s)| *s).collect::<Vec<_>>());
+            let plain: Vec<Support<'_>> = supports.iter().map(|(_, s)| *s).collect();
+            return self.adapt_plain(&plain, draws);
         }
         let dim = self.dim();
         for (i, (_, s)) in supports.iter().enumerate() {
@@ -109,8 +125,10 @@ impl Model {
         let (set_dim, hidden) = (self.net.config.set_dim, self.net.config.hidden);
         let width = (set_dim + hidden) as usize;
         // Each task's rows (positives first): their keys, and where each row's parts
-        // are — the device's last adaptation (`Err(old index)`) or this one's new rows.
+        // are — the device's last adaptation (`Err(old index)`) or this batch's new rows
+        // (a row new to the batch is embedded once, however many draws hold it).
         let mut fresh: Vec<&[f32]> = Vec::new();
+        let mut fresh_at: HashMap<u128, usize> = HashMap::new();
         let mut tasks: Vec<Vec<(u128, Result<usize, usize>)>> = Vec::with_capacity(supports.len());
         let mut bytes = Vec::with_capacity(dim * 4);
         for (device, s) in supports {
@@ -124,8 +142,11 @@ impl Model {
                     match old.and_then(|o| o.index.get(&key)) {
                         Some(&at) => (key, Err(at)),
                         None => {
-                            fresh.push(row);
-                            (key, Ok(fresh.len() - 1))
+                            let at = *fresh_at.entry(key).or_insert_with(|| {
+                                fresh.push(row);
+                                fresh.len() - 1
+                            });
+                            (key, Ok(at))
                         }
                     }
                 })
@@ -133,14 +154,18 @@ impl Model {
             tasks.push(rows);
         }
         let fresh_parts = self.row_parts(&fresh)?;
-        // Each task's parts in its rows' order: what is packed, and then kept as the
-        // device's rows for its next adaptation (a row's parts at its first place).
-        let mut kept: Vec<DeviceRows> = Vec::with_capacity(supports.len());
+        // Each task's parts in its rows' order (what is packed), and each device's rows
+        // over its group (kept for its next adaptation, a row's parts once).
+        let mut packed_parts: Vec<Vec<f32>> = Vec::with_capacity(supports.len());
+        let mut kept: Vec<(&str, DeviceRows)> = Vec::new();
         for ((device, _), rows) in supports.iter().zip(&tasks) {
             let old = cache.devices.get(*device);
-            let mut mine =
-                DeviceRows { parts: Vec::with_capacity(rows.len() * width), ..DeviceRows::default() };
-            for (i, (key, at)) in rows.iter().enumerate() {
+            if kept.last().is_none_or(|(d, _)| d != device) {
+                kept.push((device, DeviceRows::default()));
+            }
+            let mine = &mut kept.last_mut().expect("just pushed").1;
+            let mut parts = Vec::with_capacity(rows.len() * width);
+            for (key, at) in rows {
                 let row = match *at {
                     Ok(k) => &fresh_parts[k * width..(k + 1) * width],
                     Err(k) => {
@@ -148,27 +173,30 @@ impl Model {
                         &o.parts[k * width..(k + 1) * width]
                     }
                 };
-                mine.parts.extend_from_slice(row);
-                mine.index.entry(*key).or_insert(i);
+                parts.extend_from_slice(row);
+                if let std::collections::hash_map::Entry::Vacant(slot) = mine.index.entry(*key) {
+                    slot.insert(mine.parts.len() / width);
+                    mine.parts.extend_from_slice(row);
+                }
             }
-            kept.push(mine);
+            packed_parts.push(parts);
         }
         let packed: Vec<Support<'_>> = supports
             .iter()
-            .zip(&kept)
-            .map(|((_, s), mine)| {
+            .zip(&packed_parts)
+            .map(|((_, s), parts)| {
                 let split = s.positives.len() / dim * width;
-                Support { positives: &mine.parts[..split], unlabeled: &mine.parts[split..] }
+                Support { positives: &parts[..split], unlabeled: &parts[split..] }
             })
             .collect();
         let batch = SupportBatch::pack(&packed, width, self.net.kind(), self.net.device())?;
-        for ((device, _), mine) in supports.iter().zip(kept) {
+        for (device, mine) in kept {
             cache.keep(device, mine);
         }
         // f and W_x·x as views of the packed parts: the layers read them strided.
         let adapted = tch::no_grad(|| {
             let (f, wx) = (batch.x.narrow(2, 0, set_dim), batch.x.narrow(2, set_dim, hidden));
-            self.net.adapt_rows(&f, &wx, &batch.pos, &batch.unl)
+            self.net.adapt_rows(&f, &wx, &batch.pos, &batch.unl, draws as i64)
         });
         Ok(adapted.to_states())
     }

@@ -80,6 +80,18 @@ pub struct TaskState {
     pub z_u: Vec<f32>,
     pub w: Vec<f32>,
     pub prior: f32,
+    /// The other draws' solves under the same task vectors (`model/draws.rs`): a record's
+    /// posterior is the largest of this one's and theirs. Empty for a single solve,
+    /// which is then written exactly as before draws existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub draws: Vec<DrawnSolve>,
+}
+
+/// One draw's weights and prior, under its task's shared task vectors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DrawnSolve {
+    pub w: Vec<f32>,
+    pub prior: f32,
 }
 
 impl AdaptedBatch {
@@ -105,7 +117,7 @@ impl AdaptedBatch {
             .zip(rows(&self.z_u))
             .zip(rows(&self.w))
             .zip(prior)
-            .map(|(((z_p, z_u), w), prior)| TaskState { z_p, z_u, w, prior })
+            .map(|(((z_p, z_u), w), prior)| TaskState { z_p, z_u, w, prior, draws: Vec::new() })
             .collect()
     }
 

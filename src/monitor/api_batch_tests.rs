@@ -35,6 +35,23 @@ fn sizes() -> WindowSizes {
         bootstrap_positives: 0,
         unlabeled_spread: 4,
         spread_bucket_s: 1,
+        drawn: DRAWN.get(),
+    }
+}
+
+thread_local! {
+    /// This test's devices adapt on draws (`windows.drawn`): each test runs on a thread
+    /// of its own, and builds its monitors on it.
+    static DRAWN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The burst's first feature: one that this untrained model scores below the
+/// threshold, on the windows and on draws.
+fn burst() -> f32 {
+    if DRAWN.get() {
+        -3.0
+    } else {
+        3.0
     }
 }
 
@@ -124,7 +141,7 @@ fn capture() -> Vec<Received> {
         .map(|o| {
             let device = if o % 2 == 0 { "cam" } else { "lock" };
             let i = o / 2;
-            let x = if (60..90).contains(&i) { 3.0 + (i % 5) as f32 * 0.1 } else { 0.1 * (i % 3) as f32 };
+            let x = if (60..90).contains(&i) { burst() + (i % 5) as f32 * 0.1 } else { 0.1 * (i % 3) as f32 };
             let label = if i < 4 { r#", "label": "normal""# } else { "" };
             let json = format!(
                 r#"{{"device": "{device}", "ts": {}, "features": [{x}, {}]{label}}}"#,
@@ -283,6 +300,38 @@ fn on_the_event_clock_batching_and_speed_change_nothing() {
     assert_eq!(replay(&[7, 1, 30], 0), whole, "batches of 7, 1, 30");
     assert_eq!(replay(&[1], 300), whole, "one record per batch, live speed");
     assert_eq!(replay(&[5], 1), whole, "1,500 times faster than live");
+}
+
+/// On draws too (`windows.drawn`): any batching, a solver thread and a restart between
+/// points decide what one batch decided, for the draws are seeded by the device's
+/// records so far, which its snapshot keeps.
+#[test]
+fn on_draws_batching_a_solver_thread_and_a_restart_change_nothing() {
+    use crate::monitor::devices::solver::ThreadSolver;
+    DRAWN.set(true);
+    let whole = replay_with(&[240], 0, 1).0;
+    assert!(
+        whole.1.iter().any(|i| i.starts_with("opened cam")),
+        "the burst opens an incident: {:?}",
+        whole.1
+    );
+    assert_ne!(
+        whole,
+        {
+            DRAWN.set(false);
+            let w = replay_with(&[240], 0, 1).0;
+            DRAWN.set(true);
+            w
+        },
+        "draws decide otherwise than windows"
+    );
+    assert_eq!(replay_with(&[7, 1, 30], 300, 1).0, whole, "batches of 7, 1, 30, live speed");
+    let threaded = replay_solved(&[1], 0, 1, Some(Box::new(ThreadSolver::spawn(vec![model(), model()], 32))));
+    assert_eq!(threaded.0, whole, "a solver thread");
+    for after in [30, 100, 130] {
+        let (restarted, _) = replay_restarted(&[10], 0, 1, None, Some(Restart { after, model: "v" }));
+        assert_eq!(restarted, replay_with(&[10], 0, 1).0, "restarted after {after} records");
+    }
 }
 
 /// The adaptation points' jobs solved on a thread of their own while scoring goes on

@@ -38,8 +38,14 @@ impl DeviceTable {
         Some(AdaptJob {
             device: id.to_string(),
             positive: d.known_normal_rows(),
-            unlabeled: d.unlabeled.shared(),
+            unlabeled: if self.sizes.drawn {
+                SharedRows::new(d.unlabeled.newest(drawn_supports::NEWEST_UNLABELED))
+            } else {
+                d.unlabeled.shared()
+            },
             handover: self.handovers,
+            seen: d.seen,
+            drawn: self.sizes.drawn,
         })
     }
 

@@ -17,7 +17,8 @@
 //! Beside it: `owner` (batches in, plain values out), `windows` and `span_window` (the
 //! windows), `onboarding` and `kinds` (known-normal traffic an operator gives a device
 //! or its kind), `stream_time` (each input partition's time, the event clock's),
-//! `adapt_jobs` (windows to classifiers, in batched solves), `adapt_worker` (the one
+//! `drawn_supports` (windows to supports at the model's trained shape), `adapt_jobs`
+//! (supports to classifiers, in batched solves), `adapt_worker` (the one
 //! adaptation thread) and `solver` (where the event clock's jobs are solved).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -51,6 +52,7 @@ pub(super) mod stream_time;
 pub(super) mod windows;
 
 mod adaptation;
+pub(super) mod drawn_supports;
 pub use adaptation::{records_needed, Kept};
 pub use state_topic::Classifiers;
 mod eviction;
@@ -76,6 +78,9 @@ pub struct WindowSizes {
     pub unlabeled_spread: usize,
     /// Seconds of the device's time per stratum of the spread rows.
     pub spread_bucket_s: u64,
+    /// Adapt on draws at the model's trained shape (`drawn_supports.rs`), not on the
+    /// whole windows.
+    pub drawn: bool,
 }
 
 /// The newest rows only, as before spread windows: what tests and benches build on
@@ -88,6 +93,7 @@ impl Default for WindowSizes {
             bootstrap_positives: 0,
             unlabeled_spread: 0,
             spread_bucket_s: 600,
+            drawn: false,
         }
     }
 }
@@ -326,11 +332,17 @@ impl Device {
     fn heap_bytes(&self) -> usize {
         self.positive.heap_bytes()
             + self.unlabeled.heap_bytes()
-            + self.classifier.as_ref().map_or(0, |s| 4 * (s.z_p.len() + s.z_u.len() + s.w.len()))
+            + self.classifier.as_ref().map_or(0, |s| {
+                4 * (s.z_p.len()
+                    + s.z_u.len()
+                    + s.w.len()
+                    + s.draws.iter().map(|d| d.w.len() + 1).sum::<usize>())
+            })
     }
 }
 
-/// A device's windows handed to adaptation.
+/// A device's windows handed to adaptation: its known-normal rows and its unlabeled
+/// window, or, to be adapted on draws, its newest records (`drawn_supports.rs`).
 #[derive(Debug, Clone)]
 pub struct AdaptJob {
     pub device: String,
@@ -340,6 +352,12 @@ pub struct AdaptJob {
     /// older windows than the installed one is stale (the adapter thread can finish a
     /// job after an analyst's verdict re-adapted the device at once).
     pub handover: u64,
+    /// The device's records so far: what its draws are seeded with, the same in a
+    /// replay, under any batching and after a restart (its snapshot keeps the count).
+    pub seen: u64,
+    /// Adapted on draws (`unlabeled` then holds its newest records only), or on the
+    /// windows themselves.
+    pub drawn: bool,
 }
 
 /// What [`DeviceTable::observe`] did with a record.

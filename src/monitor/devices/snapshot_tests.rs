@@ -21,7 +21,14 @@ fn snapshots_round_trip_and_reject_garbage() {
             since: 4,
             classifiers: Some(SavedClassifiers {
                 model: "abc".into(),
-                scoring: TaskState { z_p: vec![0.5], z_u: vec![-1.0], w: vec![0.25, 2.0], prior: 0.75 },
+                scoring: TaskState {
+                    z_p: vec![0.5],
+                    z_u: vec![-1.0],
+                    w: vec![0.25, 2.0],
+                    prior: 0.75,
+                    // Its other draws' solves travel with it (a restart scores as before).
+                    draws: vec![crate::model::support::DrawnSolve { w: vec![1.5, 0.0], prior: 0.5 }],
+                },
                 next: None,
             }),
         }),

@@ -316,7 +316,7 @@ fn open_incident(t: &mut DeviceTable, id: &str) {
 }
 
 fn classifier(prior: f32) -> TaskState {
-    TaskState { z_p: vec![], z_u: vec![], w: vec![], prior }
+    TaskState { z_p: vec![], z_u: vec![], w: vec![], prior, draws: vec![] }
 }
 
 #[test]
@@ -461,7 +461,7 @@ fn a_restored_device_keeps_its_time_and_adaptation_points() {
     t.observe("a", &[1.0], true, &at(0, 0), 1_000.0, 0);
     t.observe("a", &[2.0], false, &at(0, 1), 1_002.0, 1);
     t.set_adaptation_point("a", 1_030.0, 2);
-    let state = |w: f32| TaskState { z_p: vec![0.0], z_u: vec![1.0], w: vec![w], prior: 0.5 };
+    let state = |w: f32| TaskState { z_p: vec![0.0], z_u: vec![1.0], w: vec![w], prior: 0.5, draws: vec![] };
     let handover = t.take_windows("a").unwrap().handover;
     assert!(t.install("a", handover, state(1.0)));
     let next = [("a".to_string(), state(2.0))].into_iter().collect();
