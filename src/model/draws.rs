@@ -103,22 +103,11 @@ pub(super) fn largest_posterior(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{NetConfig, PreprocessKind, Preprocessor, Provenance};
-    use rand::{Rng, SeedableRng};
+    use crate::model::test_models::{rows, untrained};
+    use rand::SeedableRng;
 
     fn model() -> Model {
-        let net = MetaPuNet::new(NetConfig::paper(6, 4), tch::Device::Cpu);
-        net.init_from_seed(5);
-        Model {
-            net,
-            preprocess: Preprocessor::identity(PreprocessKind::L2, 6),
-            feature_names: (0..6).map(|i| format!("x{i}")).collect(),
-            provenance: Provenance::default(),
-        }
-    }
-
-    fn rows(rng: &mut rand_chacha::ChaCha8Rng, n: usize) -> Vec<f32> {
-        (0..n * 6).map(|_| rng.gen_range(0.0f32..10.0)).collect()
+        untrained(5)
     }
 
     fn near(a: &[f32], b: &[f32]) -> bool {

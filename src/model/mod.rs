@@ -22,6 +22,8 @@ pub mod preprocess;
 pub mod prior_calibration;
 pub mod row_cache;
 pub mod support;
+#[cfg(test)]
+mod test_models;
 
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
