@@ -1,7 +1,7 @@
 //! Adaptation jobs solved: a device's windows (an [`AdaptJob`]) to its classifier, on the
-//! windows or on its draws (`drawn_supports.rs`), in batches of one batched solve each. The devices
-//! (`owner.rs`) run them inline; the solver (`solver.rs`) and the daemon's adapter thread
-//! run them off the scoring path. Both import this, neither the other.
+//! windows or on its draws (`drawn_supports.rs`), in batches of one batched solve each.
+//! The devices (`owner.rs`) run them inline; the solver (`solver.rs`) and the daemon's
+//! adapter thread run them off the scoring path. Both import this, neither the other.
 
 use super::drawn_supports::{draw_supports, DrawnSupport, DRAWS};
 use super::AdaptJob;
