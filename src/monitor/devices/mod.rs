@@ -18,8 +18,7 @@
 //! windows), `onboarding` and `kinds` (known-normal traffic an operator gives a device
 //! or its kind), `stream_time` (each input partition's time, the event clock's),
 //! `drawn_supports` (with `windows.drawn`, windows to supports at the trained shape),
-//! `adapt_jobs`
-//! (supports to classifiers, in batched solves), `adapt_worker` (the one
+//! `adapt_jobs` (supports to classifiers, in batched solves), `adapt_worker` (the one
 //! adaptation thread) and `solver` (where the event clock's jobs are solved).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
