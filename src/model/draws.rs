@@ -47,7 +47,7 @@ impl Model {
         // are masked out whatever their value).
         let mut batch = SupportBatch::pack(supports, dim, self.net.kind(), self.net.device())?;
         batch.x = self.preprocess.apply_tensor(&batch.x);
-        Ok(tch::no_grad(|| self.net.adapt_draws(&batch, draws as i64)).to_states())
+        Ok(tch::no_grad(|| self.net.adapt_draws(&batch, draws as i64, 0.0)).to_states())
     }
 }
 

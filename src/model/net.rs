@@ -212,19 +212,18 @@ impl MetaPuNet {
     /// Adapt to every task of the batch: task vectors, one batched closed-form solve,
     /// the prior estimate. `leak` > 0 only in meta-training (see `nonnegative_weights`).
     pub fn adapt(&self, support: &SupportBatch, leak: f64) -> AdaptedBatch {
-        let (z_p, z_u) = self.task_vectors(support);
-        let h = self.embed(&support.x, &z_p, &z_u);
-        self.solve(h, z_p, z_u, &support.pos, &support.unl, leak)
+        self.adapt_draws(support, 1, leak)
     }
 
     /// [`Self::adapt`] for tasks in groups of `draws` consecutive draws of one device:
     /// each group's task vectors are the mean of its draws', so that one embedding of a
-    /// record serves every draw's solve when it is scored (`model/draws.rs`).
-    pub fn adapt_draws(&self, support: &SupportBatch, draws: i64) -> AdaptedBatch {
+    /// record serves every draw's solve when it is scored (`model/draws.rs`; 1: every
+    /// task its own, as `adapt`).
+    pub fn adapt_draws(&self, support: &SupportBatch, draws: i64, leak: f64) -> AdaptedBatch {
         let (z_p, z_u) = self.task_vectors(support);
         let (z_p, z_u) = (shared_by_draws(&z_p, draws), shared_by_draws(&z_u, draws));
         let h = self.embed(&support.x, &z_p, &z_u);
-        self.solve(h, z_p, z_u, &support.pos, &support.unl, 0.0)
+        self.solve(h, z_p, z_u, &support.pos, &support.unl, leak)
     }
 
     /// Whether [`Self::adapt_rows`] applies: h sees the task vectors (its first layer
